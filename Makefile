@@ -1,0 +1,39 @@
+# The two entry points a new user needs are `make run` and `make test`; both install what
+# they need first (scripts/bootstrap.sh is idempotent).
+PY := .venv/bin/python
+SHELL := /bin/bash
+
+.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench
+
+setup:
+	@scripts/bootstrap.sh
+
+run: setup
+	$(PY) -m services.cli demo
+
+# CI runs exactly this: generated code fresh, lint and types clean, then the whole suite.
+test: setup check-protos lint typecheck
+	$(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest -m "not slow"
+
+gen-protos: setup
+	$(PY) scripts/gen_protos.py
+
+check-protos: setup
+	$(PY) scripts/gen_protos.py --check
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+format: setup
+	.venv/bin/ruff check --fix .
+	.venv/bin/ruff format .
+
+typecheck: setup
+	.venv/bin/mypy
+
+bench: setup
+	$(PY) -m benchmarks

@@ -1,0 +1,99 @@
+"""moto's S3 server: a real HTTP S3 endpoint on a free port, for tests and the local stack.
+
+It runs as a child process so a test can stop it (S3 unreachable) and start it again.
+moto keeps its state in memory: a stop loses the buckets, which `reset()` also does on purpose.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from devstack.ports import free_port, wait_until
+
+# moto accepts any credentials; these are what every client of the local stack uses.
+ACCESS_KEY = "tombstone"
+SECRET_KEY = "tombstone-secret"
+REGION = "us-east-1"
+
+
+class S3Server:
+    def __init__(self, *, port: int | None = None, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log = Path(tempfile.mkstemp(prefix="tombstone-s3-", suffix=".log")[1])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        if self.running:
+            return
+        out = open(self._log, "ab")  # noqa: SIM115 - owned by the child
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        out.close()
+        wait_until(self._ready, timeout=timeout, what=f"S3 server on {self.endpoint}")
+
+    def _ready(self) -> bool:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(f"moto server exited: {self._log.read_text()[-2000:]}")
+        with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1) as resp:
+            return bool(resp.status == 200)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def reset(self) -> None:
+        """Drop every bucket and object (moto's reset API)."""
+        req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(req, timeout=5):
+            pass
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def close(self) -> None:
+        self.stop()
+        self._log.unlink(missing_ok=True)
+
+    def client_config(self) -> dict[str, str]:
+        """Keyword arguments for aiobotocore's / boto3's create_client('s3', ...)."""
+        return {
+            "endpoint_url": self.endpoint,
+            "aws_access_key_id": ACCESS_KEY,
+            "aws_secret_access_key": SECRET_KEY,
+            "region_name": REGION,
+        }
+
+    def __enter__(self) -> S3Server:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

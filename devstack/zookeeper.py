@@ -1,0 +1,177 @@
+"""A real ZooKeeper server from Debian's `zookeeper` package, on a free port.
+
+Used by the tests and the local stack. The server runs as a child process with its own data
+directory, so it can be stopped, killed, paused (to expire sessions) and restarted on the same
+port with its data intact: the failure tests need all four.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from devstack.ports import free_port, wait_until
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command and return the answer ('' on no answer)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper server. Use as a context manager or call start()/stop()."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        tick_ms: int = 500,
+        max_session_timeout_ms: int = 60_000,
+    ) -> None:
+        if not ZOOKEEPER_JAR.exists():
+            raise FileNotFoundError(
+                f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper package "
+                "(scripts/bootstrap.sh does)"
+            )
+        self.host = host
+        self.port = port or free_port(host)
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="tombstone-zk-"))
+        # A short tick lets tests expire sessions in seconds (minimum session = 2 ticks).
+        self.tick_ms = tick_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """host:port, the form aiozk and Pulsar's metadataStoreUrl take."""
+        return f"{self.host}:{self.port}"
+
+    def _write_config(self) -> Path:
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_ms}",
+                    f"dataDir={self.data_dir / 'data'}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={self.host}",
+                    f"maxSessionTimeout={self.max_session_timeout_ms}",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,mntr,stat",
+                    # Pulsar creates CONTAINER parents; let the server reap them quickly.
+                    "znode.container.checkIntervalMs=1000",
+                    "",
+                ]
+            )
+        )
+        (self.data_dir / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN, FILE\n"
+            "log4j.appender.FILE=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.FILE.File={self.data_dir / 'zookeeper.log'}\n"
+            "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.FILE.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n"
+        )
+        return cfg
+
+    def start(self, timeout: float = 30.0) -> None:
+        if self.running:
+            return
+        cfg = self._write_config()
+        cmd = [
+            shutil.which("java") or "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            f"{self.data_dir}:{ZOOKEEPER_JAR}",
+            MAIN_CLASS,
+            str(cfg),
+        ]
+        out = open(self.data_dir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child
+        self._proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        out.close()
+        wait_until(self._ready, timeout=timeout, what=f"ZooKeeper on {self.address}")
+
+    def _ready(self) -> bool:
+        if self._proc is not None and self._proc.poll() is not None:
+            log = (self.data_dir / "stdout.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}: {log}")
+        # `ruok` answers before the server serves requests; `srvr` reports the mode once it does.
+        return "Mode: standalone" in four_letter_word(self.host, self.port, "srvr")
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        """Stop cleanly (SIGTERM). Data stays for a restart."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def kill(self) -> None:
+        """Crash the server (SIGKILL), as a power loss would."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): clients time out and sessions expire."""
+        if self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and remove the data directory if this object created it."""
+        self.resume()
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> ZooKeeperServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything the local stack and the tests need on a fresh Debian machine:
+# the ZooKeeper server and a Java runtime from Debian, then a virtualenv with the project.
+# Safe to run again: each step is skipped when it is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
+command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "bootstrap: installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "bootstrap: creating .venv"
+    "$PY" -m venv .venv
+fi
+
+# Reinstall only when the dependency list changed.
+stamp=.venv/.bootstrap-stamp
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "bootstrap: installing Python packages into .venv"
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    .venv/bin/pip install -q -e '.[dev,spark]'
+    echo "$want" > "$stamp"
+fi

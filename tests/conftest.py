@@ -1,0 +1,72 @@
+"""Session-wide real servers: ZooKeeper (Debian's package) and moto's S3 server.
+
+Both start once per test session on free ports and run in every default test run. Tests that
+need a clean tree use the function-scoped fixtures, which wipe state before each test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import aiozk
+import pytest
+
+from devstack.s3 import S3Server
+from devstack.zookeeper import ZooKeeperServer
+
+
+@pytest.fixture(autouse=True)
+def _isolate_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the developer's AWS and Tombstone settings out of the tests."""
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "TOMBSTONE_")):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    with S3Server() as server:
+        yield server
+
+
+async def _wipe(client: aiozk.ZKClient, path: str) -> None:
+    for child in await client.get_children(path):
+        if path == "/" and child == "zookeeper":
+            continue
+        child_path = f"{path.rstrip('/')}/{child}"
+        await _wipe(client, child_path)
+        with contextlib.suppress(aiozk.exc.NoNode):
+            await client.delete(child_path)
+
+
+@pytest.fixture
+async def zk(zookeeper: ZooKeeperServer) -> AsyncIterator[ZooKeeperServer]:
+    """The session ZooKeeper, restarted if a test stopped it, with an empty tree."""
+    if not zookeeper.running:
+        zookeeper.resume()
+        zookeeper.start()
+    client = aiozk.ZKClient(zookeeper.address)
+    await client.start()
+    try:
+        await _wipe(client, "/")
+    finally:
+        await client.close()
+    yield zookeeper
+    zookeeper.resume()
+
+
+@pytest.fixture
+def s3(s3_server: S3Server) -> S3Server:
+    """The session S3 server, restarted if a test stopped it, with no buckets."""
+    if not s3_server.running:
+        s3_server.start()
+    s3_server.reset()
+    return s3_server
