@@ -1,0 +1,1 @@
+"""What every Tombstone service shares: config, logging, errors, the gRPC bootstrap, metrics."""
