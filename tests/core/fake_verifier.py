@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import structlog
+
 from services.core.grpc_server import ServiceRunner
 from services.core.validation import require, require_non_negative
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -37,6 +39,7 @@ class FakeVerifier(_grpc.VerifierServicer):
         if pdli.ledger_id == CRASH_LEDGER:
             raise RuntimeError("unexpected bug")
         if pdli.ledger_id == SLOW_LEDGER:
+            structlog.get_logger(__name__).info("slow_verify_started")
             await asyncio.sleep(pdli.marked_at_ms / 1000)
         self.completed.append(pdli.ledger_id)
         return _pb.VerifyResponse(decision=_pb.SKIP, reason=f"ledger {pdli.ledger_id}")
