@@ -103,6 +103,11 @@ class ServiceRunner:
         """Set once a stop was requested (signal, `request_stop()` or a failed task)."""
         return self._stop
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of `/metrics`, or None when the endpoint is off."""
+        return self._metrics_server.port if self._metrics_server else None
+
     def request_stop(self) -> None:
         self._stop.set()
 
