@@ -31,6 +31,7 @@ SLOW_LEDGER = 7
 class FakeVerifier(_grpc.VerifierServicer):
     def __init__(self) -> None:
         self.completed: list[int] = []
+        self.slow_started = asyncio.Event()
 
     async def Verify(self, request: _pb.VerifyRequest, context: Any) -> _pb.VerifyResponse:
         pdli = request.pdli
@@ -40,6 +41,7 @@ class FakeVerifier(_grpc.VerifierServicer):
             raise RuntimeError("unexpected bug")
         if pdli.ledger_id == SLOW_LEDGER:
             structlog.get_logger(__name__).info("slow_verify_started")
+            self.slow_started.set()
             await asyncio.sleep(pdli.marked_at_ms / 1000)
         self.completed.append(pdli.ledger_id)
         return _pb.VerifyResponse(decision=_pb.SKIP, reason=f"ledger {pdli.ledger_id}")
