@@ -45,7 +45,16 @@ __all__ = [
     "S3Config",
     "TlsServerConfig",
     "ZooKeeperConfig",
+    "client_settings",
     "describe_env",
+    "parse_bool",
+    "parse_choice",
+    "parse_duration",
+    "parse_int",
+    "parse_list",
+    "parse_optional_str",
+    "parse_port",
+    "parse_str",
     "setting",
     "unknown_variables",
 ]
@@ -189,7 +198,10 @@ def _tls_from_env(environ: Environ) -> TlsServerConfig | None:
 METRICS_HOST = setting("METRICS_HOST", parse_str, "127.0.0.1", "Address of /metrics.")
 METRICS_PORT = setting("METRICS_PORT", parse_port, 0, "Port of /metrics; 0 turns it off.")
 LOG_LEVEL = setting(
-    "LOG_LEVEL", parse_choice("debug", "info", "warning", "error", "critical"), "info", "Level."
+    "LOG_LEVEL",
+    parse_choice("debug", "info", "warning", "error", "critical"),
+    "info",
+    "Lowest log level written.",
 )
 LOG_FORMAT = setting(
     "LOG_FORMAT",
