@@ -242,17 +242,23 @@ def _server_options(config: GrpcServerConfig) -> list[tuple[str, Any]]:
         # without being sent GOAWAY for pinging too often.
         ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # gRPC sets SO_REUSEPORT by default: a second service on the same port would then
+        # share its traffic silently instead of failing to start.
+        ("grpc.so_reuseport", 0),
     ]
 
 
 def _bind(server: aio.Server, config: GrpcServerConfig) -> int:
     address = f"{config.host}:{config.port}"
-    if config.tls is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, _server_credentials(config.tls))
+    try:
+        if config.tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, _server_credentials(config.tls))
+    except RuntimeError as exc:  # grpc's way of saying the bind failed
+        raise OSError(f"could not bind the gRPC server to {address}: {exc}") from exc
     if port == 0:
-        raise OSError(f"could not bind gRPC server to {address}")
+        raise OSError(f"could not bind the gRPC server to {address}")
     return int(port)
 
 
