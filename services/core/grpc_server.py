@@ -148,17 +148,7 @@ class ServiceRunner:
             options=_server_options(self._config),
         )
         self._server = server
-        for register in self._registrations:
-            register(server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            [
-                *self._service_names,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            server,
-        )
+        self._register_services(server)
         self.port = _bind(server, self._config)
         await server.start()
         for service in ["", *self._service_names]:
@@ -173,6 +163,15 @@ class ServiceRunner:
             auth=self._config.auth.enabled,
         )
         return self.port
+
+    def _register_services(self, server: aio.Server) -> None:
+        for register in self._registrations:
+            register(server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+        reflection.enable_server_reflection(
+            [*self._service_names, health_name, reflection.SERVICE_NAME], server
+        )
 
     async def _start_metrics(self) -> None:
         config = self._metrics_config
