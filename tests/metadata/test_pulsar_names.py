@@ -137,3 +137,9 @@ def test_malformed_names_in_paths(call, field: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         call()
     assert field == err.value.field
+
+
+def test_partitioned_metadata_path_of_a_partition_is_the_base_topic() -> None:
+    """A partition's partitioned-topic metadata lives under the base topic's name."""
+    expected = "/admin/partitioned-topics/t/ns/persistent/x"
+    assert expected == partitioned_topic_path("persistent://t/ns/x-partition-2")
