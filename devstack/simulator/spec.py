@@ -108,6 +108,8 @@ class ClusterSpec:
     """With MIXED ids, the share of ledgers allocated after the switch to 63-bit ids."""
     cluster_name: str = "standalone"
     compression: Compression = Compression.NONE
+    compression_threshold: int = 0
+    """Compress ML/cursor znodes only above this size (Pulsar 3.1+ uses 16384; 0: always)."""
     v2_share: float = 0.0
     """Share of ledgers whose znode uses metadata format v2 (text); the rest use v3."""
     bookies: int = 3
@@ -155,3 +157,11 @@ class ClusterSpec:
             raise InvalidArgument("cluster_name", "must not be empty")
         if not self.ledgers_root.startswith("/") or self.ledgers_root.endswith("/"):
             raise InvalidArgument("ledgers_root", "must be an absolute znode path")
+        if self.offload_driver is OffloadDriver.FILESYSTEM and (
+            self.orphans.unreferenced_offload or self.orphans.other_cluster_objects
+        ):
+            raise InvalidArgument(
+                "orphans", "object orphans need the S3 driver (filesystem offloads write none)"
+            )
+        if self.compression_threshold < 0:
+            raise InvalidArgument("compression_threshold", "must be >= 0")
