@@ -15,22 +15,17 @@ from devstack.simulator import znodes
 from devstack.simulator.model import ClusterModel, Cursor, ManagedLedger, Schema
 from devstack.simulator.s3 import ObjectStore
 from services.metadata import (
+    BookKeeperLedgers,
     LedgerMetadata,
     LedgerPaths,
+    ManagedLedgers,
+    MetadataStore,
     NoNode,
-    decode_cursor_info,
-    decode_managed_ledger_info,
-    decode_schema_locator,
+    Schemas,
     java_url_decode,
     topic_from_managed_ledger_name,
 )
-from services.metadata.ledgers import BookKeeperLedgers
-from services.metadata.pulsar_names import (
-    MANAGED_LEDGERS_ROOT,
-    PARTITIONED_TOPICS_ROOT,
-    SCHEMAS_ROOT,
-)
-from services.metadata.store import MetadataStore
+from services.metadata.pulsar_names import PARTITIONED_TOPICS_ROOT
 
 T = TypeVar("T")
 DEFAULT_CONCURRENCY = 64
@@ -128,37 +123,35 @@ async def _paths_at_depth(store: MetadataStore, root: str, depth: int) -> list[s
 async def read_managed_ledgers(
     store: MetadataStore, slots: asyncio.Semaphore
 ) -> tuple[dict[str, ManagedLedger], dict[tuple[str, str], Cursor]]:
-    mls: dict[str, ManagedLedger] = {}
+    """Every ML and its cursors, through the metadata layer's `ManagedLedgers` store."""
+    mls = ManagedLedgers(store)
+    found: dict[str, ManagedLedger] = {}
     cursors: dict[tuple[str, str], Cursor] = {}
-    # tenant / namespace / domain / topic
-    paths = await _paths_at_depth(store, MANAGED_LEDGERS_ROOT, 4)
 
-    async def read(path: str) -> None:
-        name = path[len(MANAGED_LEDGERS_ROOT) + 1 :]
-        versioned = await store.get(path)
-        info = decode_managed_ledger_info(versioned.data, path=path)
+    async def read(name: str) -> None:
+        info = (await mls.read(name)).value
         topic = str(topic_from_managed_ledger_name(name))
-        mls[name] = znodes.ml_from_proto(name, topic, info, empty=not versioned.data, bucket="")
-        for cursor in await _children(store, path):
-            data = (await store.get(f"{path}/{cursor}")).data
-            decoded = decode_cursor_info(data, path=f"{path}/{cursor}")
+        # A 0-byte znode and an empty ManagedLedgerInfo are the same bytes.
+        empty = not info.ByteSize()
+        found[name] = znodes.ml_from_proto(name, topic, info, empty=empty, bucket="")
+        for cursor in await mls.cursors(name):
+            decoded = (await mls.read_cursor(name, cursor)).value
             cursors[(name, cursor)] = znodes.cursor_from_proto(name, cursor, decoded)
 
-    await _gather(slots, paths, read)
-    return mls, cursors
+    await _gather(slots, [name async for name in mls.managed_ledger_names()], read)
+    return found, cursors
 
 
 async def read_schemas(store: MetadataStore, slots: asyncio.Semaphore) -> dict[str, Schema]:
-    schemas: dict[str, Schema] = {}
-    paths = await _paths_at_depth(store, SCHEMAS_ROOT, 3)
+    schemas = Schemas(store)
+    found: dict[str, Schema] = {}
 
-    async def read(path: str) -> None:
-        schema_id = path[len(SCHEMAS_ROOT) + 1 :]
-        locator = decode_schema_locator((await store.get(path)).data, path=path)
-        schemas[schema_id] = znodes.schema_from_proto(schema_id, locator)
+    async def read(schema_id: str) -> None:
+        locator = (await schemas.read(schema_id)).value
+        found[schema_id] = znodes.schema_from_proto(schema_id, locator)
 
-    await _gather(slots, paths, read)
-    return schemas
+    await _gather(slots, [schema_id async for schema_id in schemas.schema_ids()], read)
+    return found
 
 
 async def read_partitioned(store: MetadataStore, slots: asyncio.Semaphore) -> dict[str, int]:

@@ -9,7 +9,7 @@ from devstack.simulator.model import ClusterModel
 from devstack.simulator.s3 import ObjectStore, open_object_store
 from devstack.simulator.spec import ClusterSpec
 from devstack.simulator.writer import DEFAULT_CONCURRENCY, Progress, write_cluster
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata import ZkMetadataStore
 
 
 async def simulate_into(

@@ -15,20 +15,21 @@ from typing import TypeVar
 
 from devstack.simulator import blobs, znodes
 from devstack.simulator.generate import build_model
-from devstack.simulator.model import ClusterModel, Ledger
+from devstack.simulator.model import ClusterModel, Cursor, Ledger, ManagedLedger, Schema
 from devstack.simulator.s3 import ObjectStore
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID, ClusterSpec
 from services.core.errors import FailedPrecondition
 from services.metadata import (
+    ANY_VERSION,
+    BookKeeperLedgers,
+    CompressionType,
     LedgerPaths,
+    ManagedLedgers,
+    MetadataStore,
     NodeExists,
-    cursor_path,
-    managed_ledger_path,
+    Schemas,
     partitioned_topic_path,
-    schema_path,
 )
-from services.metadata.ledgers import BookKeeperLedgers
-from services.metadata.store import ANY_VERSION, MetadataStore
 
 Progress = Callable[[str, int, int], None]
 """Called as (phase, done, total) while writing."""
@@ -147,32 +148,31 @@ class _Writer:
         await self.store.delete(node, version=ANY_VERSION)
 
     async def pulsar_metadata(self) -> None:
+        """ML znodes (0 bytes for new topics), cursors, schema locators, partitions."""
         spec = self.model.spec
-        mls = list(self.model.managed_ledgers.values())
-        await self._bounded(
-            "managed ledgers",
-            mls,
-            lambda ml: self._create(
-                managed_ledger_path(ml.name),
-                znodes.ml_znode(ml, spec.compression, spec.compression_threshold),
-            ),
+        mls = ManagedLedgers(
+            self.store,
+            compression=CompressionType[spec.compression.value],
+            compression_threshold_bytes=spec.compression_threshold,
         )
-        await self._bounded(
-            "cursors",
-            list(self.model.cursors.values()),
-            lambda c: self._create(
-                cursor_path(c.ml_name, c.name),
-                znodes.cursor_znode(c, spec.compression, spec.compression_threshold),
-            ),
-        )
-        await self._bounded(
-            "schemas",
-            list(self.model.schemas.values()),
-            lambda s: self._create(schema_path(s.schema_id), znodes.locator_znode(s)),
-        )
+        schemas = Schemas(self.store)
+
+        async def create_ml(ml: ManagedLedger) -> None:
+            await mls.create(ml.name, None if ml.empty_znode else znodes.ml_to_proto(ml))
+
+        async def create_cursor(c: Cursor) -> None:
+            await mls.create_cursor(c.ml_name, c.name, znodes.cursor_to_proto(c))
+
+        async def create_schema(s: Schema) -> None:
+            await schemas.create(s.schema_id, znodes.locator_to_proto(s))
+
+        model = self.model
+        await self._bounded("managed ledgers", list(model.managed_ledgers.values()), create_ml)
+        await self._bounded("cursors", list(model.cursors.values()), create_cursor)
+        await self._bounded("schemas", list(model.schemas.values()), create_schema)
         await self._bounded(
             "partitioned topics",
-            list(self.model.partitioned_topics.values()),
+            list(model.partitioned_topics.values()),
             lambda p: self._create(partitioned_topic_path(p.topic), znodes.partitioned_znode(p)),
         )
 

@@ -1,7 +1,4 @@
-"""Model records ↔ the metadata layer's messages, and the bytes of every znode written.
-
-Every encoding goes through `services.metadata`; this module only maps fields.
-"""
+"""Model records ↔ the metadata layer's messages (the layer encodes them; this only maps)."""
 
 from __future__ import annotations
 
@@ -9,7 +6,6 @@ import json
 
 from devstack.simulator.model import (
     Cursor,
-    Ledger,
     LedgerInfo,
     ManagedLedger,
     Offload,
@@ -17,16 +13,10 @@ from devstack.simulator.model import (
     Schema,
     SchemaVersion,
 )
-from devstack.simulator.spec import Compression
 from services.metadata import (
-    CompressionType,
     ManagedCursorInfo,
     ManagedLedgerInfo,
     SchemaLocator,
-    encode_cursor_info,
-    encode_ledger_metadata,
-    encode_managed_ledger_info,
-    encode_schema_locator,
     uuid_from_bits,
     uuid_to_bits,
 )
@@ -35,14 +25,6 @@ from tombstone.formats import schema_pb2 as _schema
 
 # `<layoutFormatVersion>\n<factoryClass>:<managerVersion>` (reference §1.2).
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
-
-
-def ledger_znode(ledger: Ledger) -> bytes:
-    return encode_ledger_metadata(ledger.metadata, format_version=ledger.metadata.format_version)
-
-
-def _compression(compression: Compression) -> CompressionType:
-    return CompressionType[compression.value]
 
 
 # --- managed ledgers -------------------------------------------------------------------
@@ -111,15 +93,6 @@ def ml_from_proto(
     return ManagedLedger(name, topic, ledgers, props, empty_znode=empty)
 
 
-def ml_znode(ml: ManagedLedger, compression: Compression, threshold: int = 0) -> bytes:
-    """A new topic's znode is 0 bytes, as `store.put(path, new byte[0])` leaves it."""
-    if ml.empty_znode:
-        return b""
-    return encode_managed_ledger_info(
-        ml_to_proto(ml), compression=_compression(compression), threshold_bytes=threshold
-    )
-
-
 # --- cursors ---------------------------------------------------------------------------
 
 
@@ -140,12 +113,6 @@ def cursor_from_proto(ml_name: str, name: str, info: ManagedCursorInfo) -> Curso
         info.markDeleteLedgerId,
         info.markDeleteEntryId,
         info.lastActive,
-    )
-
-
-def cursor_znode(cursor: Cursor, compression: Compression, threshold: int = 0) -> bytes:
-    return encode_cursor_info(
-        cursor_to_proto(cursor), compression=_compression(compression), threshold_bytes=threshold
     )
 
 
@@ -173,10 +140,6 @@ def schema_from_proto(schema_id: str, locator: SchemaLocator) -> Schema:
         for e in locator.index
     )
     return Schema(schema_id, versions)
-
-
-def locator_znode(schema: Schema) -> bytes:
-    return encode_schema_locator(locator_to_proto(schema))
 
 
 # --- configuration store ---------------------------------------------------------------

@@ -10,7 +10,7 @@ from devstack.s3 import S3Server
 from devstack.simulator.s3 import S3ObjectStore, open_object_store
 from devstack.simulator.spec import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata import ZkMetadataStore
 
 # Small enough for a fast suite, big enough for every kind of record and orphan.
 SMALL = ClusterSpec(

@@ -23,12 +23,12 @@ from devstack.zookeeper import ZooKeeperServer
 from services.core.errors import FailedPrecondition
 from services.metadata import (
     LedgerPaths,
+    ZkMetadataStore,
     decode_managed_ledger_info,
     managed_ledger_path,
     parse_index_header,
 )
 from services.metadata.offload import DATA_BLOCK_MAGIC
-from services.metadata.zk_store import ZkMetadataStore
 from tests.devstack_sim.conftest import SMALL
 from tests.helpers import assert_eventually
 from tombstone.formats import bookkeeper_pb2 as _bk
