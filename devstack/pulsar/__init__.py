@@ -6,6 +6,17 @@ lets tests inject faults. See docs/devstack-broker.md.
 """
 
 from .broker import Broker, BrokerConfig
+from .control import BrokerAdminError, BrokerControl
+from .process import BrokerThread, PulsarBrokerProcess
 from .server import BrokerServer, serve
 
-__all__ = ["Broker", "BrokerConfig", "BrokerServer", "serve"]
+__all__ = [
+    "Broker",
+    "BrokerAdminError",
+    "BrokerConfig",
+    "BrokerControl",
+    "BrokerServer",
+    "BrokerThread",
+    "PulsarBrokerProcess",
+    "serve",
+]
