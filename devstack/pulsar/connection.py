@@ -66,6 +66,10 @@ class Connection(asyncio.Protocol):
         except (FrameError, ProtocolViolation) as exc:
             log.warning("closing connection %s: %s", self.peer_name, exc)
             self.abort()
+        except Exception:
+            # A bug must cost this connection only, never the broker.
+            log.exception("closing connection %s after an internal error", self.peer_name)
+            self.abort()
 
     def _handle(self, command: _pb.BaseCommand, rest: bytes) -> None:
         self._heard_from = True

@@ -133,8 +133,8 @@ class Subscription:
     def seek(self, position: int) -> None:
         """Close every consumer, then restart delivery at `position` with all acks forgotten."""
         for consumer in list(self.consumers):
-            consumer.peer.close_consumer(consumer.consumer_id)
             self.consumers.remove(consumer)
+            consumer.peer.close_consumer(consumer.consumer_id)
         self.cursor.reset(position)
         self.read_pos = position
         self.replay.clear()

@@ -95,3 +95,11 @@ def receive_all(consumer: pulsar.Consumer, count: int, *, ack: bool = True) -> l
 def assert_nothing_more(consumer: pulsar.Consumer, wait_millis: int = 300) -> None:
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=wait_millis)
+
+
+@pytest.fixture(autouse=True)
+def _broker_stays_healthy(pulsar_broker: PulsarBrokerProcess) -> Iterator[None]:
+    """Fail a test during which the broker logged an internal error."""
+    before = len(pulsar_broker.log_text())
+    yield
+    assert "Traceback" not in pulsar_broker.log_text()[before:]
