@@ -43,7 +43,8 @@ def test_shared_spreads_messages_over_consumers(client: pulsar.Client, topic: st
         producer.send(f"m{i}".encode())
     got_first, got_second = _drain(first), _drain(second)
     assert sorted(f"m{i}".encode() for i in range(40)) == sorted(got_first + got_second)
-    assert got_first and got_second
+    assert got_first
+    assert got_second
 
 
 def test_failover_feeds_one_consumer_then_the_next(client: pulsar.Client, topic: str) -> None:
