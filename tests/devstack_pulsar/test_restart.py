@@ -33,7 +33,7 @@ def disk_client(disk_broker: PulsarBrokerProcess, client_log: ClientLog) -> Iter
 
 
 def _drain(consumer: pulsar.Consumer) -> list[pulsar.Message]:
-    got = []
+    got: list[pulsar.Message] = []
     while True:
         try:
             message = consumer.receive(timeout_millis=1000)

@@ -17,7 +17,7 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 def _drain(consumer: pulsar.Consumer) -> list[bytes]:
     """Receive and ack until nothing more arrives within 500 ms."""
-    got = []
+    got: list[bytes] = []
     while True:
         try:
             message = consumer.receive(timeout_millis=500)
