@@ -12,6 +12,7 @@ from .broker import UnknownNamespace
 from .connection import Connection
 from .consumer import Producer
 from .entries import MINUS_ONE, read_metadata
+from .fastwire import send_receipt_frame
 from .framing import ChecksumMismatch, FrameError, split_payload
 from .names import InvalidTopicName, TopicName
 from .session import SCHEMA_VERSION_ZERO
@@ -133,12 +134,7 @@ def store_send(conn: Connection, producer: Producer, sequence_id: int, rest: byt
     ledger_id, entry_id = producer.topic.publish(sequence_id, payload.stored, meta)
     if (ledger_id, entry_id) == DUPLICATE:
         ledger_id = entry_id = MINUS_ONE
-    receipt = _pb.CommandSendReceipt(
-        producer_id=producer.producer_id,
-        sequence_id=sequence_id,
-        message_id=_pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id),
-    )
-    conn.send(_pb.BaseCommand(type=T.SEND_RECEIPT, send_receipt=receipt))
+    conn.write(send_receipt_frame(producer.producer_id, sequence_id, ledger_id, entry_id))
 
 
 def send_error(

@@ -84,7 +84,7 @@ class Subscription:
         if not self.consumers:
             return None
         ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name, c.seq))
-        index = max(self.topic.name.partition_index, 0) % len(ordered)
+        index = max(self.topic.partition_index, 0) % len(ordered)
         return ordered[index] if self.sub_type == FAILOVER else ordered[0]
 
     def _rewind(self, consumer: Consumer | None) -> None:
@@ -186,7 +186,7 @@ class Subscription:
         consumer.peer.send_message(
             consumer.consumer_id,
             entry,
-            self.topic.name.partition_index,
+            self.topic.partition_index,
             self.cursor.redelivery_counts.get(index, 0),
             self.cursor.batch_acks.get(index),
         )

@@ -34,6 +34,7 @@ class Topic:
     def __init__(self, broker: Broker, name: TopicName, store: TopicStore, ledger_id: int) -> None:
         self.broker = broker
         self.name = name
+        self.partition_index = name.partition_index
         self.store = store
         self.ledger_id = ledger_id
         self.next_entry_id = 0
