@@ -94,6 +94,10 @@ class PulsarBrokerProcess(_Endpoints):
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM: the broker closes producers and consumers, saves cursors and exits."""
         if self._proc is None:
