@@ -104,13 +104,16 @@ class Connection(asyncio.Protocol):
         self.write(encode_command(command))
 
     def abort(self) -> None:
+        """Drop the connection now; frames still buffered from the peer are not processed."""
         if self.transport is not None and not self.closed:
+            self.closed = True
             self.transport.abort()
 
     def close_gracefully(self) -> None:
         """Send what is queued, then close."""
         self._flush()
-        if self.transport is not None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
