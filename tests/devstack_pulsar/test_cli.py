@@ -1,0 +1,29 @@
+"""The `broker` command: options, readiness and a clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.pulsar.cli import broker
+
+
+def test_help_names_the_pulsar_default_ports() -> None:
+    """--help shows the options with Pulsar's default ports."""
+    result = CliRunner().invoke(broker, ["--help"])
+    assert result.exit_code == 0
+    assert "6650" in result.output
+    assert "8080" in result.output
+
+
+def test_sigterm_stops_the_broker_cleanly() -> None:
+    """The command reports its ports, serves admin requests and exits 0 on SIGTERM."""
+    server = PulsarBrokerProcess()
+    server.start()
+    try:
+        assert f"READY port={server.port} admin_port={server.admin_port}" in server.log_text()
+        assert server.control.drop_connections() == 0
+    finally:
+        code = server.stop()
+        server.close()
+    assert code == 0
