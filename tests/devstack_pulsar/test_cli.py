@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pulsar
 from click.testing import CliRunner
 
-from devstack.pulsar import PulsarBrokerProcess
+from devstack.pulsar import BrokerConfig, BrokerThread, PulsarBrokerProcess
 from devstack.pulsar.cli import broker
+
+from .conftest import ClientLog
 
 
 def test_help_names_the_pulsar_default_ports() -> None:
@@ -27,3 +30,16 @@ def test_sigterm_stops_the_broker_cleanly() -> None:
         code = server.stop()
         server.close()
     assert code == 0
+
+
+def test_advertised_host_is_named_in_lookups(client_log: ClientLog) -> None:
+    """With an advertised host, lookups send the client there (here: localhost)."""
+    config = BrokerConfig(port=0, admin_port=0, advertised_host="localhost")
+    with BrokerThread(config) as server:
+        client = pulsar.Client(server.service_url, logger=client_log.logger)
+        try:
+            producer = client.create_producer("t")
+            assert producer.send(b"x").entry_id() == 0
+        finally:
+            client.close()
+    assert any("pulsar://localhost:" in line for line in client_log.lines)
