@@ -180,8 +180,7 @@ class Connection(asyncio.Protocol):
 
     def _detach_consumer(self, consumer: Consumer) -> None:
         sub = consumer.subscription
-        sub.remove_consumer(consumer)
-        if not sub.durable and not sub.consumers:
+        if sub.remove_consumer(consumer) and not sub.durable and not sub.consumers:
             sub.topic.delete_subscription(sub.name)
 
     # replies ----------------------------------------------------------------------------

@@ -40,9 +40,10 @@ def on_producer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> Non
                 producer_id=request.producer_id,
                 name=request.producer_name or broker.new_producer_name(),
                 topic=topic,
-                exclusive=request.producer_access_mode != _pb.Shared,
+                access_mode=request.producer_access_mode,
             )
-            topic.add_producer(producer)
+            epoch = request.topic_epoch if request.HasField("topic_epoch") else None
+            topic.add_producer(producer, epoch)
             conn.producers[request.producer_id] = producer
     except (InvalidTopicName, UnknownNamespace) as exc:
         conn.error(request.request_id, _pb.TopicNotFound, str(exc))
@@ -60,6 +61,8 @@ def on_producer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> Non
         producer_name=producer.name,
         last_sequence_id=topic.last_sequence_id(producer.name),
     )
+    if not producer.shared:
+        success.topic_epoch = topic.topic_epoch
     if request.HasField("schema"):
         if topic.schema is None:
             topic.schema = request.schema

@@ -68,16 +68,20 @@ class Subscription:
         if self.sub_type == FAILOVER and previous_active is not self._active():
             self._rewind(previous_active)
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """Detach a consumer; what it had not acknowledged goes back without a count."""
+    def remove_consumer(self, consumer: Consumer) -> bool:
+        """Detach a consumer; what it had not acknowledged goes back without a count.
+
+        Returns False if it was not attached (a seek detaches consumers itself).
+        """
         if consumer not in self.consumers:
-            return
+            return False
         previous_active = self._active()
         self.consumers.remove(consumer)
         self._rewind(consumer)
         if self.sub_type == FAILOVER and previous_active is not self._active():
             self._rewind(previous_active)
         self.topic.schedule_dispatch(self)
+        return True
 
     def _active(self) -> Consumer | None:
         """The consumer that receives everything on Exclusive/Failover subscriptions."""
@@ -131,7 +135,11 @@ class Subscription:
         self.topic.schedule_dispatch(self)
 
     def seek(self, position: int) -> None:
-        """Close every consumer, then restart delivery at `position` with all acks forgotten."""
+        """Close every consumer, then restart delivery at `position` with all acks forgotten.
+
+        A non-durable subscription (a reader) survives this: its consumer re-subscribes to it
+        and the new position wins over the start id the client sends again.
+        """
         for consumer in list(self.consumers):
             self.consumers.remove(consumer)
             consumer.peer.close_consumer(consumer.consumer_id)

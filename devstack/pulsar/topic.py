@@ -44,6 +44,7 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.highest_sequence: dict[str, int] = {}
         self.schema: _pb.Schema | None = None
+        self.topic_epoch = 0
         self.msg_in = 0
         for entry in self.entries:
             self._record_sequence(entry)
@@ -55,18 +56,27 @@ class Topic:
 
     # producers --------------------------------------------------------------------------
 
-    def add_producer(self, producer: Producer) -> None:
+    def add_producer(self, producer: Producer, topic_epoch: int | None = None) -> None:
+        """Admit a producer by its access mode; ProducerRefused says why not.
+
+        ExclusiveWithFencing closes every other producer and raises the topic epoch, so a
+        fenced producer that reconnects with its old epoch is refused with ProducerFenced.
+        WaitForExclusive is admitted like Exclusive (no queueing).
+        """
         current = self.producers.get(producer.name)
         if current is not None and current is not producer:
-            raise ProducerRefused(
-                _pb.ProducerBusy,
-                f"producer {producer.name} is already connected to {self.name.full}",
-            )
+            reason = f"producer {producer.name} is already connected to {self.name.full}"
+            raise ProducerRefused(_pb.ProducerBusy, reason)
+        if topic_epoch is not None and topic_epoch < self.topic_epoch:
+            raise ProducerRefused(_pb.ProducerFenced, f"producer {producer.name} was fenced")
         others = [p for p in self.producers.values() if p is not producer]
-        if others and (producer.exclusive or any(p.exclusive for p in others)):
-            raise ProducerRefused(
-                _pb.ProducerFenced, f"topic {self.name.full} has an exclusive producer conflict"
-            )
+        if producer.access_mode == _pb.ExclusiveWithFencing:
+            self.topic_epoch += 1
+            for other in others:
+                other.peer.close_producer(other.producer_id)
+        elif others and (not producer.shared or any(not p.shared for p in others)):
+            reason = f"topic {self.name.full} has an exclusive producer conflict"
+            raise ProducerRefused(_pb.ProducerFenced, reason)
         self.producers[producer.name] = producer
 
     def remove_producer(self, producer: Producer) -> None:

@@ -41,3 +41,18 @@ def test_reader_starts_at_a_message_id(client: pulsar.Client, topic: str) -> Non
     reader = client.create_reader(topic, ids[0])
     assert [reader.read_next(10_000).data() for _ in range(2)] == [b"m1", b"m2"]
     reader.close()
+
+
+def test_reader_seek_by_timestamp_keeps_its_subscription(client: pulsar.Client, topic: str) -> None:
+    """A reader seeking to a publish time reads from there (its subscription survives)."""
+    producer = client.create_producer(topic)
+    producer.send(b"before")
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    producer.send(b"after")
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(10_000).data() == b"before"
+    reader.seek(middle)
+    assert reader.read_next(10_000).data() == b"after"
+    reader.close()
