@@ -83,7 +83,13 @@ class Topic:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
 
+    def deduplication(self) -> bool:
+        return self.broker.deduplication_enabled(self.name.ns)
+
     def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS reports: -1 unless deduplication tracks this name."""
+        if not self.deduplication():
+            return -1
         return self.highest_sequence.get(producer_name, -1)
 
     def publish(
@@ -92,7 +98,7 @@ class Topic:
         """Store one SEND; returns its (ledger, entry), or DUPLICATE if dedup dropped it."""
         entry = make_entry(self.ledger_id, self.next_entry_id, stored, meta)
         # Chunks of one message share its sequence id: only the last one is checked.
-        check = self.broker.config.deduplication and entry.last_chunk
+        check = self.deduplication() and entry.last_chunk
         if check and sequence_id <= self.highest_sequence.get(entry.producer_name, -1):
             return DUPLICATE
         self.store.append(entry)
