@@ -6,13 +6,13 @@ moto keeps its state in memory: a stop loses the buckets, which `reset()` also d
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from devstack.child import ChildProcess
 from devstack.ports import free_port, wait_until
 
 # moto accepts any credentials; these are what every client of the local stack uses.
@@ -25,8 +25,7 @@ class S3Server:
     def __init__(self, *, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.host = host
         self.port = port or free_port(host)
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log = Path(tempfile.mkstemp(prefix="tombstone-s3-", suffix=".log")[1])
+        self._child = ChildProcess(Path(tempfile.mkstemp(prefix="tombstone-s3-", suffix=".log")[1]))
 
     @property
     def endpoint(self) -> str:
@@ -35,25 +34,20 @@ class S3Server:
     def start(self, timeout: float = 30.0) -> None:
         if self.running:
             return
-        out = open(self._log, "ab")  # noqa: SIM115 - owned by the child
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+        self._child.spawn(
+            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
         )
-        out.close()
         wait_until(self._ready, timeout=timeout, what=f"S3 server on {self.endpoint}")
 
     def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"moto server exited: {self._log.read_text()[-2000:]}")
+        if self._child.exited_with() is not None:
+            raise RuntimeError(f"moto server exited: {self._child.log_tail()}")
         with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1) as resp:
             return bool(resp.status == 200)
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     def reset(self) -> None:
         """Drop every bucket and object (moto's reset API)."""
@@ -62,20 +56,11 @@ class S3Server:
             pass
 
     def stop(self) -> None:
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
+        self._child.stop()
 
     def close(self) -> None:
         self.stop()
-        self._log.unlink(missing_ok=True)
+        self._child.log_path.unlink(missing_ok=True)
 
     def client_config(self) -> dict[str, str]:
         """Keyword arguments for aiobotocore's / boto3's create_client('s3', ...)."""

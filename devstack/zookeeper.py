@@ -7,15 +7,14 @@ port with its data intact: the failure tests need all four.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
 
+from devstack.child import ChildProcess
 from devstack.ports import free_port, wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -56,7 +55,7 @@ class ZooKeeperServer:
         # A short tick lets tests expire sessions in seconds (minimum session = 2 ticks).
         self.tick_ms = tick_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._child = ChildProcess(self.data_dir / "stdout.log")
 
     @property
     def address(self) -> str:
@@ -107,52 +106,34 @@ class ZooKeeperServer:
             MAIN_CLASS,
             str(cfg),
         ]
-        out = open(self.data_dir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child
-        self._proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        out.close()
+        self._child.spawn(cmd)
         wait_until(self._ready, timeout=timeout, what=f"ZooKeeper on {self.address}")
 
     def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            log = (self.data_dir / "stdout.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}: {log}")
+        code = self._child.exited_with()
+        if code is not None:
+            raise RuntimeError(f"ZooKeeper exited with {code}: {self._child.log_tail()}")
         # `ruok` answers before the server serves requests; `srvr` reports the mode once it does.
         return "Mode: standalone" in four_letter_word(self.host, self.port, "srvr")
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     def stop(self) -> None:
         """Stop cleanly (SIGTERM). Data stays for a restart."""
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
+        self._child.stop(timeout=15)
 
     def kill(self) -> None:
         """Crash the server (SIGKILL), as a power loss would."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
+        self._child.kill()
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): clients time out and sessions expire."""
-        if self._proc is not None:
-            os.kill(self._proc.pid, signal.SIGSTOP)
+        self._child.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self._proc is not None:
-            os.kill(self._proc.pid, signal.SIGCONT)
+        self._child.send_signal(signal.SIGCONT)
 
     def restart(self) -> None:
         self.stop()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -19,6 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 
+from devstack.child import ChildProcess
 from devstack.ports import free_port, wait_until
 
 from .broker import BrokerConfig
@@ -61,8 +60,9 @@ class PulsarBrokerProcess(_Endpoints):
         self.admin_port = admin_port or free_port(host)
         self.data_dir = data_dir
         self.extra_args = extra_args
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log = Path(tempfile.mkstemp(prefix="tombstone-broker-", suffix=".log")[1])
+        self._child = ChildProcess(
+            Path(tempfile.mkstemp(prefix="tombstone-broker-", suffix=".log")[1])
+        )
 
     def _command(self) -> list[str]:
         cmd = [sys.executable, "-m", "devstack.pulsar", "--host", self.host]
@@ -74,56 +74,36 @@ class PulsarBrokerProcess(_Endpoints):
     def start(self, timeout: float = 30.0) -> None:
         if self.running:
             return
-        out = open(self._log, "ab")  # noqa: SIM115 - owned by the child
-        self._proc = subprocess.Popen(
-            self._command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        out.close()
+        self._child.spawn(self._command())
         wait_until(self._ready, timeout=timeout, what=f"devstack broker on {self.service_url}")
 
     def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"broker exited: {self.log_text()[-2000:]}")
+        if self._child.exited_with() is not None:
+            raise RuntimeError(f"broker exited: {self._child.log_tail()}")
         with urllib.request.urlopen(f"{self.admin_url}/admin/v2/clusters", timeout=1) as resp:
             return bool(resp.status == 200)
 
     def log_text(self) -> str:
-        return self._log.read_text(errors="replace")
+        return self._child.log_path.read_text(errors="replace")
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM: the broker closes producers and consumers, saves cursors and exits.
 
         Returns the exit code (None if the broker was not started).
         """
-        if self._proc is None:
-            return None
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        code = self._proc.returncode
-        self._proc = None
-        return code
+        return self._child.stop(timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash; only what reached the files survives."""
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc = None
+        self._child.kill()
 
     def restart(self, *, kill: bool = False) -> None:
         """Stop (or kill) and start again on the same ports with the same data directory."""
@@ -135,7 +115,7 @@ class PulsarBrokerProcess(_Endpoints):
 
     def close(self) -> None:
         self.stop()
-        self._log.unlink(missing_ok=True)
+        self._child.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> PulsarBrokerProcess:
         self.start()
