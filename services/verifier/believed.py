@@ -257,12 +257,26 @@ class BelievedSet:
         except TombstoneError as e:
             _log.warning("believed_refresh_failed", error=str(e))
 
-    async def maintain(self, interval: timedelta = timedelta(seconds=5)) -> None:
-        """Background loop: reload after a reconnection (watches may be lost) or a failed
-        load, and re-apply the age bound."""
+    async def maintain(
+        self,
+        interval: timedelta = timedelta(seconds=5),
+        resync: timedelta = timedelta(minutes=1),
+    ) -> None:
+        """Background loop: reload at start, after a reconnection (watches may be lost), after
+        a failed load and every `resync` (batches deleted by other replicas); in between,
+        re-apply the age bound."""
+        last_full = float("-inf")
         while True:
-            if not self.loaded or self._epoch != self._store.epoch():
+            stale = not self.loaded or self._epoch != self._store.epoch()
+            if stale or time.monotonic() - last_full >= resync.total_seconds():
                 await self._safe_refresh()
+                last_full = time.monotonic()
             else:
-                await self._apply_bound()
+                with contextlib.suppress(TombstoneError):
+                    await self._apply_bound()
             await asyncio.sleep(interval.total_seconds())
+
+    def close(self) -> None:
+        """Cancel a refresh that a watch started (the service is stopping)."""
+        if self._pending_refresh is not None:
+            self._pending_refresh.cancel()

@@ -145,6 +145,9 @@ class World:
             current = await self.store.set(path, data, version=current)
         return current
 
+    def forget_buckets(self) -> None:
+        self._buckets.clear()
+
     async def objects(
         self,
         ledger_id: int,
