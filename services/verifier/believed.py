@@ -28,7 +28,7 @@ from datetime import timedelta
 import structlog
 
 from services.core.errors import CorruptData, TombstoneError
-from services.verifier.model import Target
+from services.verifier.model import Component, OffloadTarget, Target, Tier
 from services.verifier.ports import ZnodeStore
 
 _log = structlog.get_logger(__name__)
@@ -45,18 +45,33 @@ def identity_key(target: Target) -> int:
     Any field that a forged PDLI could change without changing the ledger id changes the
     key, so a belief about ledger X of topic A never vouches for "ledger X of topic B".
     """
-    parts = [
-        target.tier.value,
-        target.component.value,
-        target.ml_name or "",
-        target.cursor or "",
-        target.schema_id or "",
-    ]
-    if target.offload is not None:
-        parts += [target.offload.uuid, target.offload.driver_name]
-        parts += [f"{k}={v}" for k, v in sorted(target.offload.driver_metadata.items())]
+    return make_identity_key(
+        target.ledger_id,
+        target.tier,
+        target.component,
+        target.ml_name,
+        target.cursor,
+        target.schema_id,
+        target.offload,
+    )
+
+
+def make_identity_key(
+    ledger_id: int,
+    tier: Tier,
+    component: Component,
+    ml_name: str | None,
+    cursor: str | None,
+    schema_id: str | None,
+    offload: OffloadTarget | None,
+) -> int:
+    """`identity_key` from the parts, before a `Target` exists."""
+    parts = [tier.value, component.value, ml_name or "", cursor or "", schema_id or ""]
+    if offload is not None:
+        parts += [offload.uuid, offload.driver_name]
+        parts += [f"{k}={v}" for k, v in sorted(offload.driver_metadata.items())]
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
-    return (target.ledger_id << 64) | int.from_bytes(digest, "big")
+    return (ledger_id << 64) | int.from_bytes(digest, "big")
 
 
 def _values(keys: Sequence[int]) -> array.array[int]:
