@@ -93,3 +93,19 @@ def test_demo_runs_end_to_end() -> None:
     assert proc.returncode == 0, output
     for text in ("ZooKeeper on", "S3 on", "Planted", "young", "Stopped ZooKeeper and S3"):
         assert text in output
+
+
+def test_demo_stops_its_servers_on_sigterm() -> None:
+    """SIGTERM during seeding unwinds the demo: ZooKeeper and S3 are stopped, exit 143."""
+    proc = _tombstone("demo", "--tenants", "4")
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("Seeding"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    assert "Stopped ZooKeeper and S3" in output
