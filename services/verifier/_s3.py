@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
@@ -21,12 +22,13 @@ _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 
 
 class S3ObjectStore:
-    def __init__(self, client: object) -> None:
+    def __init__(self, client: Any) -> None:
+        """`client` is an aiobotocore S3 client (its lifetime is the caller's)."""
         self._client = client
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         try:
-            response = await self._client.head_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+            response = await self._client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
