@@ -150,6 +150,8 @@ class BelievedSet:
         self._size = 0
         self._epoch: int | None = None
         self._refresh_lock = asyncio.Lock()
+        self._refreshes_started = 0
+        self._refreshes_finished = 0
         self._pending_refresh: asyncio.Task[None] | None = None
         self.loaded = False
         """True once a full load succeeded (before that every lookup is a miss)."""
@@ -181,9 +183,20 @@ class BelievedSet:
         return len(keys)
 
     async def refresh(self) -> None:
-        """Re-read the batch list; a caller arriving mid-refresh waits for a fresh one."""
+        """Re-read the batch list, as of no earlier than this call.
+
+        Callers arriving together share one reload: a reload that started after a caller
+        asked and has finished answers that caller too (a burst of MISMATCH verdicts costs
+        one reload, not one each).
+        """
+        ticket = self._refreshes_started
         async with self._refresh_lock:
+            if self._refreshes_finished > ticket:
+                return
+            self._refreshes_started += 1
+            number = self._refreshes_started
             await self._reload()
+            self._refreshes_finished = number
 
     async def _reload(self) -> None:
         epoch = self._store.epoch()

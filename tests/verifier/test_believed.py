@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -140,3 +141,20 @@ async def test_corrupt_batches_are_skipped(store: ZkMetadataStore) -> None:
     loaded = believed_set(store)
     await loaded.refresh()
     assert (loaded.loaded, len(loaded)) == (True, 0)
+
+
+async def test_concurrent_refreshes_share_one_reload(store: ZkMetadataStore) -> None:
+    """A burst of refreshes (e.g. many MISMATCH verdicts at once) costs two reloads: the one
+    running when they asked cannot answer them, the next one answers them all."""
+    shared = believed_set(store)
+    reloads = 0
+    original = shared._reload
+
+    async def counted() -> None:
+        nonlocal reloads
+        reloads += 1
+        await original()
+
+    shared._reload = counted  # type: ignore[method-assign]
+    await asyncio.gather(*(shared.refresh() for _ in range(20)))
+    assert reloads == 2
