@@ -79,3 +79,10 @@ async def test_s3_down_is_retry_then_recovers(world: World, parts: Any, s3: S3Se
     world.forget_buckets()  # moto forgets everything when it restarts
     await world.objects(1)
     await eventually_delete(parts, pdli(1, **OFFLOAD))
+
+
+async def test_missing_bucket_is_retry_not_absence(world: World, parts: Any) -> None:
+    """An allowed bucket that does not exist (a misconfiguration) is RETRY, never NOT_FOUND."""
+    await world.ml([2])
+    verdict = await parts.engine.verify(pdli(1, **OFFLOAD))
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable")
