@@ -9,12 +9,14 @@ Never a stale "not in use":
 - the whole cache is dropped when the store's epoch changes (a reconnection or an expired
   session may have lost watches), so nothing read before can be served after;
 - ZooKeeper delivers a change event before the answer to any later read on the same session,
-  and the verdict reads the ledger znode *before* it looks here, so a cached owner is at
-  least as new as that read.
+  and the verdict reads the ledger znode *before* it looks here (yielding once to the loop
+  so that the event's callbacks run first), so a cached owner is at least as new as that
+  read.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -118,6 +120,12 @@ class OwnerCache:
 
     async def get(self, path: str, decode: Decoder) -> Owner:
         """The owner at `path`: from the cache when its watch still holds, else read."""
+        if path in self._entries:
+            # A change notification that arrived together with the caller's last read (the
+            # ledger znode) reaches `_on_change` two loop callbacks later (aiozk's callback,
+            # then the watch future's), while the caller resumed after one: yield once so it
+            # runs before the entry is trusted.
+            await asyncio.sleep(0)
         self._check_epoch()
         entry = self._entries.get(path)
         if entry is not None:
