@@ -26,6 +26,15 @@ async def test_a_steady_stream_reads_the_owner_once(world: World, parts: Any) ->
     assert (reads.labels("owner")._value.get(), reads.labels("ledger")._value.get()) == (1, 10)
 
 
+async def test_a_burst_for_one_topic_reads_its_owner_once(world: World, parts: Any) -> None:
+    """Fifty concurrent verdicts on one topic (a marked batch arriving together) share one
+    owner read."""
+    await world.ml([100])
+    verdicts = await asyncio.gather(*(parts.engine.verify(pdli(n)) for n in range(1, 51)))
+    reads = parts.metrics.reads.labels("owner")._value.get()
+    assert ({v.skip_reason for v in verdicts}, reads) == ({SkipReason.NOT_FOUND}, 1)
+
+
 async def test_a_change_by_another_session_is_seen_at_once(
     world: World, parts: Any, zk: ZooKeeperServer
 ) -> None:
