@@ -24,6 +24,7 @@ from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spe
 from devstack.simulator.run import echo_progress, simulate_into
 from devstack.simulator.summary import render
 from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import TombstoneError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,15 +92,18 @@ def simulate(zk_address: str, s3_endpoint: str | None, concurrency: int, **optio
             "region_name": s3_launcher.REGION,
         }
     click.echo(f"Writing a simulated cluster (seed {spec.seed}) into {zk_address}")
-    model = asyncio.run(
-        simulate_into(
-            spec,
-            zookeeper=zk_address,
-            s3_config=s3_config,
-            concurrency=concurrency,
-            progress=echo_progress(click.echo),
+    try:
+        model = asyncio.run(
+            simulate_into(
+                spec,
+                zookeeper=zk_address,
+                s3_config=s3_config,
+                concurrency=concurrency,
+                progress=echo_progress(click.echo),
+            )
         )
-    )
+    except TombstoneError as e:
+        raise click.ClickException(str(e)) from e
     click.echo(render(model))
 
 

@@ -53,6 +53,14 @@ def test_simulate_refuses_a_bad_range() -> None:
     assert "ledgers_per_topic" in result.output
 
 
+def test_simulate_without_s3_for_s3_offloads_fails_with_a_message(zk: ZooKeeperServer) -> None:
+    """S3 offloads and no --s3-endpoint: exit 1 saying why, not a traceback."""
+    args = ["simulate", "--zookeeper", zk.address, "--tenants", "1"]
+    result = CliRunner().invoke(devstack, args)
+    assert result.exit_code == 1
+    assert "no S3 client" in result.output
+
+
 def test_zookeeper_command_serves_until_sigterm() -> None:
     """`devstack zookeeper` prints its address, answers, and exits 0 on SIGTERM."""
     proc = _tombstone("devstack", "zookeeper")
