@@ -67,3 +67,14 @@ class CorruptData(TombstoneError):
     """Stored data could not be decoded. Never treated as absence."""
 
     grpc_code = grpc.StatusCode.DATA_LOSS
+
+
+class ConfigError(TombstoneError, ValueError):
+    """A setting read at startup is malformed. The message names the variable."""
+
+    grpc_code = grpc.StatusCode.FAILED_PRECONDITION
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem

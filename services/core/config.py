@@ -1,0 +1,428 @@
+"""Configuration shared by the services: frozen dataclasses loaded from `TOMBSTONE_*` variables.
+
+This module (through `from_env`) is the only code that reads the environment. A service's own
+`config.py` composes these pieces with its own settings, declared with `setting(...)` so that
+`describe_env()` lists them too. Durations accept `30`, `30s`, `500ms`, `5m`, `1h`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from services.core._env import (
+    PREFIX,
+    Setting,
+    describe_env,
+    parse_bool,
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_list,
+    parse_optional_bool,
+    parse_optional_str,
+    parse_port,
+    parse_str,
+    setting,
+    unknown_variables,
+)
+from services.core._tokens import Principal, parse_tokens
+from services.core.errors import ConfigError
+
+__all__ = [
+    "PREFIX",
+    "AuthConfig",
+    "ClientConfig",
+    "GrpcServerConfig",
+    "LogConfig",
+    "MetricsConfig",
+    "Principal",
+    "PulsarConfig",
+    "S3Config",
+    "TlsServerConfig",
+    "ZooKeeperConfig",
+    "describe_env",
+    "setting",
+    "unknown_variables",
+]
+
+Environ = Mapping[str, str]
+
+# --- gRPC server ---------------------------------------------------------------------------
+
+GRPC_HOST = setting("GRPC_HOST", parse_str, "127.0.0.1", "Address the gRPC server binds.")
+GRPC_PORT = setting(
+    "GRPC_PORT", parse_port, -1, "gRPC port; 0 picks a free one. Default: the service's own."
+)
+GRPC_GRACE = setting(
+    "GRPC_GRACE_PERIOD",
+    parse_duration,
+    timedelta(seconds=10),
+    "How long in-flight RPCs may run after a stop signal.",
+)
+GRPC_MAX_MESSAGE = setting(
+    "GRPC_MAX_MESSAGE_BYTES", parse_int(1024), 4 * 1024 * 1024, "Largest gRPC message, bytes."
+)
+TLS_CERT = setting("GRPC_TLS_CERT_FILE", parse_optional_str, None, "Server certificate (PEM).")
+TLS_KEY = setting("GRPC_TLS_KEY_FILE", parse_optional_str, None, "Server private key (PEM).")
+TLS_CA = setting(
+    "GRPC_TLS_CLIENT_CA_FILE", parse_optional_str, None, "CA that signs client certificates."
+)
+TLS_REQUIRE_CLIENT = setting(
+    "GRPC_TLS_REQUIRE_CLIENT_CERT",
+    parse_bool,
+    False,
+    "Reject clients without a certificate signed by the client CA.",
+)
+AUTH_ENABLED = setting(
+    "AUTH_ENABLED",
+    parse_optional_bool,
+    None,
+    "Require tokens. Default: on exactly when a token table is configured.",
+)
+AUTH_TOKENS: Setting[dict[str, Principal]] = setting(
+    "AUTH_TOKENS",
+    parse_tokens,
+    {},
+    "Inline token table: '<token> <role>[,<role>] [<subject>]' entries separated by ';'.",
+    secret=True,
+)
+AUTH_TOKENS_FILE: Setting[dict[str, Principal]] = setting(
+    "AUTH_TOKENS_FILE",
+    lambda raw: parse_tokens(Path(raw).read_text(encoding="utf-8")),
+    {},
+    "Token table file: JSON {token: {subject, roles}} or '<token> <role>[,<role>]' lines.",
+)
+
+
+@dataclass(frozen=True)
+class TlsServerConfig:
+    """Server-side TLS."""
+
+    cert_file: Path
+    """PEM certificate chain presented to clients."""
+    key_file: Path
+    """PEM private key of `cert_file`."""
+    client_ca_file: Path | None = None
+    """PEM CA bundle that client certificates must chain to."""
+    require_client_cert: bool = False
+    """Reject clients that present no valid certificate (mutual TLS)."""
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Bearer-token authentication with roles."""
+
+    enabled: bool = False
+    """When off, every call is allowed (local development only)."""
+    tokens: Mapping[str, Principal] = field(default_factory=dict, repr=False)
+    """Token -> who holds it and their roles. Hidden from repr: tokens are secrets."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> AuthConfig:
+        tokens = {**AUTH_TOKENS_FILE.read(environ), **AUTH_TOKENS.read(environ)}
+        enabled = AUTH_ENABLED.read(environ)
+        if enabled is None:
+            enabled = bool(tokens)
+        if enabled and not tokens:
+            raise ConfigError(
+                AUTH_ENABLED.name,
+                f"auth is on but neither {AUTH_TOKENS.name} nor {AUTH_TOKENS_FILE.name} is set",
+            )
+        return cls(enabled=enabled, tokens=tokens)
+
+
+@dataclass(frozen=True)
+class GrpcServerConfig:
+    """How a service listens."""
+
+    host: str = "127.0.0.1"
+    """Bind address; containers set `0.0.0.0`."""
+    port: int = 0
+    """Listening port; 0 picks a free one (the bound port is logged in `service_ready`)."""
+    grace_period: timedelta = timedelta(seconds=10)
+    """How long in-flight RPCs may finish after a stop signal before they are cancelled."""
+    max_message_bytes: int = 4 * 1024 * 1024
+    """Largest message received or sent."""
+    tls: TlsServerConfig | None = None
+    """TLS settings; None serves plaintext."""
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    """Token authentication."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ, *, default_port: int) -> GrpcServerConfig:
+        port = GRPC_PORT.read(environ)
+        return cls(
+            host=GRPC_HOST.read(environ),
+            port=default_port if port < 0 else port,
+            grace_period=GRPC_GRACE.read(environ),
+            max_message_bytes=GRPC_MAX_MESSAGE.read(environ),
+            tls=_tls_from_env(environ),
+            auth=AuthConfig.from_env(environ),
+        )
+
+
+def _tls_from_env(environ: Environ) -> TlsServerConfig | None:
+    cert, key, ca = TLS_CERT.read(environ), TLS_KEY.read(environ), TLS_CA.read(environ)
+    require = TLS_REQUIRE_CLIENT.read(environ)
+    if cert is None and key is None:
+        if ca is not None or require:
+            raise ConfigError(TLS_CERT.name, "client certificates need server TLS")
+        return None
+    if cert is None or key is None:
+        missing = TLS_CERT.name if cert is None else TLS_KEY.name
+        raise ConfigError(missing, "TLS needs both a certificate and a key")
+    if require and ca is None:
+        raise ConfigError(TLS_CA.name, "required client certificates need a client CA")
+    for variable, path in ((TLS_CERT, cert), (TLS_KEY, key), (TLS_CA, ca)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(variable.name, f"no such file: {path}")
+    return TlsServerConfig(Path(cert), Path(key), Path(ca) if ca else None, require)
+
+
+# --- metrics and logs ----------------------------------------------------------------------
+
+METRICS_HOST = setting("METRICS_HOST", parse_str, "127.0.0.1", "Address of /metrics.")
+METRICS_PORT = setting("METRICS_PORT", parse_port, 0, "Port of /metrics; 0 turns it off.")
+LOG_LEVEL = setting(
+    "LOG_LEVEL", parse_choice("debug", "info", "warning", "error", "critical"), "info", "Level."
+)
+LOG_FORMAT = setting(
+    "LOG_FORMAT",
+    parse_choice("auto", "json", "console"),
+    "auto",
+    "Log rendering; auto is JSON unless stdout is a terminal.",
+)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """The Prometheus `/metrics` endpoint."""
+
+    host: str = "127.0.0.1"
+    """Bind address of the HTTP endpoint."""
+    port: int = 0
+    """HTTP port; 0 turns the endpoint off."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> MetricsConfig:
+        return cls(host=METRICS_HOST.read(environ), port=METRICS_PORT.read(environ))
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """structlog output."""
+
+    level: str = "info"
+    """Lowest level written: debug, info, warning, error or critical."""
+    format: str = "auto"
+    """`json`, `console`, or `auto` (JSON unless stdout is a terminal)."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> LogConfig:
+        return cls(level=LOG_LEVEL.read(environ), format=LOG_FORMAT.read(environ))
+
+
+# --- ZooKeeper, Pulsar, S3 -----------------------------------------------------------------
+
+ZK_SERVERS = setting(
+    "ZOOKEEPER_SERVERS", parse_str, "127.0.0.1:2181", "ZooKeeper connect string host:port,..."
+)
+ZK_CHROOT = setting("ZOOKEEPER_CHROOT", parse_str, "", "ZooKeeper chroot path, e.g. /pulsar.")
+ZK_SESSION = setting(
+    "ZOOKEEPER_SESSION_TIMEOUT", parse_duration, timedelta(seconds=30), "ZK session timeout."
+)
+ZK_OPERATION = setting(
+    "ZOOKEEPER_OPERATION_TIMEOUT", parse_duration, timedelta(seconds=10), "ZK call timeout."
+)
+
+
+@dataclass(frozen=True)
+class ZooKeeperConfig:
+    """The metadata store."""
+
+    servers: str = "127.0.0.1:2181"
+    """Connect string, `host:port[,host:port...]`."""
+    chroot: str = ""
+    """Path prefix applied to every znode path; empty for none."""
+    session_timeout: timedelta = timedelta(seconds=30)
+    """Session timeout negotiated with the ensemble."""
+    operation_timeout: timedelta = timedelta(seconds=10)
+    """Deadline of one ZooKeeper call; exceeding it is `Unavailable`, never "absent"."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> ZooKeeperConfig:
+        chroot = ZK_CHROOT.read(environ)
+        if chroot and (not chroot.startswith("/") or chroot.endswith("/")):
+            raise ConfigError(ZK_CHROOT.name, "must start with '/' and not end with '/'")
+        return cls(
+            servers=ZK_SERVERS.read(environ),
+            chroot=chroot,
+            session_timeout=ZK_SESSION.read(environ),
+            operation_timeout=ZK_OPERATION.read(environ),
+        )
+
+
+SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PULSAR_URL = setting(
+    "PULSAR_SERVICE_URL", parse_str, "pulsar://127.0.0.1:6650", "Pulsar broker service URL."
+)
+PULSAR_TOKEN = setting(
+    "PULSAR_AUTH_TOKEN", parse_optional_str, None, "Pulsar JWT token.", secret=True
+)
+PULSAR_TOPIC = setting("PULSAR_TOPIC", parse_str, SYSTEM_TOPIC, "Ledger deletion system topic.")
+PULSAR_RETRY = setting("PULSAR_RETRY_TOPIC", parse_str, f"{SYSTEM_TOPIC}-RETRY", "Retry topic.")
+PULSAR_DLQ = setting("PULSAR_DLQ_TOPIC", parse_str, f"{SYSTEM_TOPIC}-DLQ", "Dead-letter topic.")
+PULSAR_PARTITIONS = setting(
+    "PULSAR_TOPIC_PARTITIONS", parse_int(0, 1024), 0, "Partitions of the system topic; 0 = none."
+)
+PULSAR_OPERATION = setting(
+    "PULSAR_OPERATION_TIMEOUT", parse_duration, timedelta(seconds=30), "Pulsar call timeout."
+)
+
+
+@dataclass(frozen=True)
+class PulsarConfig:
+    """The Pulsar cluster and the system topics of PIP-186."""
+
+    service_url: str = "pulsar://127.0.0.1:6650"
+    """Broker service URL (`pulsar://` or `pulsar+ssl://`)."""
+    auth_token: str | None = field(default=None, repr=False)
+    """Token for the broker's token authentication; None for none."""
+    topic: str = SYSTEM_TOPIC
+    """The ledger deletion system topic."""
+    retry_topic: str = f"{SYSTEM_TOPIC}-RETRY"
+    """Where PDLIs wait before another attempt."""
+    dlq_topic: str = f"{SYSTEM_TOPIC}-DLQ"
+    """Where PDLIs go after the last attempt."""
+    partitions: int = 0
+    """Partitions of the system topic; 0 means not partitioned."""
+    operation_timeout: timedelta = timedelta(seconds=30)
+    """Deadline of one Pulsar call."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> PulsarConfig:
+        url = PULSAR_URL.read(environ)
+        if not url.startswith(("pulsar://", "pulsar+ssl://")):
+            raise ConfigError(PULSAR_URL.name, "must start with pulsar:// or pulsar+ssl://")
+        return cls(
+            service_url=url,
+            auth_token=PULSAR_TOKEN.read(environ),
+            topic=PULSAR_TOPIC.read(environ),
+            retry_topic=PULSAR_RETRY.read(environ),
+            dlq_topic=PULSAR_DLQ.read(environ),
+            partitions=PULSAR_PARTITIONS.read(environ),
+            operation_timeout=PULSAR_OPERATION.read(environ),
+        )
+
+
+S3_ENDPOINT = setting("S3_ENDPOINT_URL", parse_optional_str, None, "S3 endpoint; None = AWS.")
+S3_REGION = setting("S3_REGION", parse_str, "us-east-1", "S3 region.")
+S3_KEY_ID = setting("S3_ACCESS_KEY_ID", parse_optional_str, None, "S3 access key id.")
+S3_SECRET = setting(
+    "S3_SECRET_ACCESS_KEY", parse_optional_str, None, "S3 secret access key.", secret=True
+)
+S3_BUCKETS: Setting[tuple[str, ...]] = setting(
+    "S3_ALLOWED_BUCKETS", parse_list, (), "Comma-separated buckets the service may touch."
+)
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """Tiered storage (offloaded ledgers)."""
+
+    endpoint_url: str | None = None
+    """S3-compatible endpoint (MinIO, moto); None uses AWS."""
+    region: str = "us-east-1"
+    """Region name."""
+    access_key_id: str | None = None
+    """Access key; None uses the default AWS credential chain."""
+    secret_access_key: str | None = field(default=None, repr=False)
+    """Secret key paired with `access_key_id`."""
+    allowed_buckets: frozenset[str] = frozenset()
+    """Buckets the service may read or delete in. Empty allows none: deployments name them."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> S3Config:
+        key_id, secret = S3_KEY_ID.read(environ), S3_SECRET.read(environ)
+        if (key_id is None) != (secret is None):
+            missing = S3_KEY_ID.name if key_id is None else S3_SECRET.name
+            raise ConfigError(missing, "access key id and secret must be set together")
+        return cls(
+            endpoint_url=S3_ENDPOINT.read(environ),
+            region=S3_REGION.read(environ),
+            access_key_id=key_id,
+            secret_access_key=secret,
+            allowed_buckets=frozenset(S3_BUCKETS.read(environ)),
+        )
+
+
+# --- calls to another service ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How one service calls another (e.g. the deleter calling the verifier)."""
+
+    address: str
+    """`host:port` of the target service."""
+    token: str | None = field(default=None, repr=False)
+    """Bearer token sent as `authorization` metadata; None sends none."""
+    tls_ca_file: Path | None = None
+    """CA that signs the server certificate; None dials plaintext."""
+    tls_cert_file: Path | None = None
+    """Client certificate for mutual TLS."""
+    tls_key_file: Path | None = None
+    """Private key of `tls_cert_file`."""
+    timeout: timedelta = timedelta(seconds=10)
+    """Default deadline of one call."""
+
+    @classmethod
+    def from_env(
+        cls, environ: Environ = os.environ, *, target: str, default_address: str
+    ) -> ClientConfig:
+        """Read `TOMBSTONE_<TARGET>_` + ADDRESS, TOKEN, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE,
+        TIMEOUT."""
+        s = client_settings(target, default_address)
+        cert, key = s["TLS_CERT_FILE"].read(environ), s["TLS_KEY_FILE"].read(environ)
+        if (cert is None) != (key is None):
+            raise ConfigError(s["TLS_CERT_FILE"].name, "client cert and key go together")
+        ca = s["TLS_CA_FILE"].read(environ)
+        return cls(
+            address=s["ADDRESS"].read(environ),
+            token=s["TOKEN"].read(environ),
+            tls_ca_file=Path(ca) if ca else None,
+            tls_cert_file=Path(cert) if cert else None,
+            tls_key_file=Path(key) if key else None,
+            timeout=s["TIMEOUT"].read(environ),
+        )
+
+
+def client_settings(target: str, default_address: str) -> dict[str, Setting[Any]]:
+    """Declare (idempotently) the settings of calls to `target`, e.g. `"VERIFIER"`.
+
+    Call it at import time of the calling service's `config.py` so `describe_env()` lists them.
+    """
+    up = target.upper()
+    return {
+        "ADDRESS": setting(f"{up}_ADDRESS", parse_str, default_address, f"{target} host:port."),
+        "TOKEN": setting(
+            f"{up}_TOKEN", parse_optional_str, None, f"Token for {target}.", secret=True
+        ),
+        "TLS_CA_FILE": setting(
+            f"{up}_TLS_CA_FILE", parse_optional_str, None, f"CA of {target}'s certificate."
+        ),
+        "TLS_CERT_FILE": setting(
+            f"{up}_TLS_CERT_FILE", parse_optional_str, None, f"Client cert for {target}."
+        ),
+        "TLS_KEY_FILE": setting(
+            f"{up}_TLS_KEY_FILE", parse_optional_str, None, f"Client key for {target}."
+        ),
+        "TIMEOUT": setting(
+            f"{up}_TIMEOUT", parse_duration, timedelta(seconds=10), f"Deadline of {target} calls."
+        ),
+    }
