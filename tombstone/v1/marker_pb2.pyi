@@ -63,6 +63,10 @@ class _NotMarkedReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NotMa
     """At least one PDLI was not accepted by the system topic."""
     WRITE_FAILED: _NotMarkedReason.ValueType  # 4
     """The PDLIs were sent but the owner znode write failed."""
+    CANNOT_UNLINK: _NotMarkedReason.ValueType  # 5
+    """The owner references the ledger but it cannot be unlinked as asked (e.g. the
+    latest schema version without all the other versions).
+    """
 
 class NotMarkedReason(_NotMarkedReason, metaclass=_NotMarkedReasonEnumTypeWrapper): ...
 
@@ -75,6 +79,10 @@ SEND_FAILED: NotMarkedReason.ValueType  # 3
 """At least one PDLI was not accepted by the system topic."""
 WRITE_FAILED: NotMarkedReason.ValueType  # 4
 """The PDLIs were sent but the owner znode write failed."""
+CANNOT_UNLINK: NotMarkedReason.ValueType  # 5
+"""The owner references the ledger but it cannot be unlinked as asked (e.g. the
+latest schema version without all the other versions).
+"""
 Global___NotMarkedReason: _TypeAlias = NotMarkedReason  # noqa: Y015
 
 @_typing.final
