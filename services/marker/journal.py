@@ -108,7 +108,7 @@ class ReceiptJournal:
     def _evict(self) -> None:
         horizon = self._clock() - self._window_ms
         while self._entries:
-            key, at = next(iter(self._entries.items()))
+            at = next(iter(self._entries.values()))
             if at > horizon and len(self._entries) <= self._max:
                 break
             self._entries.popitem(last=False)

@@ -60,7 +60,7 @@ class MarkingSettings:
 
 @dataclass
 class MarkResult:
-    marked: list[tuple[int, tuple[int, ...]]]
+    marked: list[tuple[int, tuple[_pd.LedgerType.ValueType, ...]]]
     not_marked: list[NotMarked]
     read_version: int
     new_version: int
@@ -75,7 +75,7 @@ class _Sent:
     """Per ledger: its PDLIs, which tiers were accepted, and the oldest acceptance time."""
 
     pdlis: list[PDLI] = field(default_factory=list)
-    accepted: list[int] = field(default_factory=list)
+    accepted: list[_pd.LedgerType.ValueType] = field(default_factory=list)
     error: str | None = None
     accepted_at_ms: int = 0
 
@@ -152,13 +152,14 @@ class Marker:
     async def _read(self, request: MarkRequest) -> tuple[OwnerSnapshot | None, int]:
         owner = request.owner
         try:
-            data, version = await self._store.read(owner.path)
+            node = await self._store.get(owner.path)
         except NotFound:
             if not request.reconciler:
                 raise
             snapshot, version = None, -1
         else:
-            snapshot = parse_snapshot(owner, data, self._settings.encoding)
+            version = node.version
+            snapshot = parse_snapshot(owner, node.data, self._settings.encoding)
         expected = request.expected_version
         if expected is not None and expected != version:
             raise Conflict(
@@ -236,7 +237,7 @@ class Marker:
                 await self._store.delete(path, version=version)
                 new_version = -1
             else:
-                new_version = await self._store.write(path, unlink.data, version=version)
+                new_version = await self._store.set(path, unlink.data, version=version)
         except (Conflict, NotFound) as exc:
             raise Conflict(f"{exc}; {on_topic}; nothing was unlinked") from exc
         except Unavailable as exc:
@@ -289,9 +290,7 @@ class Marker:
             return
         failed = sum(1 for r in results if not r.ok)
         self._metrics.late_resends.inc(len(fresh) - failed)
-        _log.warning(
-            "late_write_resent", owner=request.owner.path, ledgers=late, failed=failed
-        )
+        _log.warning("late_write_resent", owner=request.owner.path, ledgers=late, failed=failed)
 
 
 def _ids(ledger_ids: Sequence[int], limit: int = 20) -> str:

@@ -38,7 +38,8 @@ class MarkerMetrics:
             "PDLIs sent again because the write landed after the retry window.",
         )
         self.believe_failures = m.counter(
-            "marker_believe_failures", "Believe reports to the verifier that failed or were dropped."
+            "marker_believe_failures",
+            "Believe reports to the verifier that failed or were dropped.",
         )
         self.mark_latency = m.histogram(
             "marker_mark_seconds", "Duration of Mark calls.", buckets=_LATENCY_BUCKETS

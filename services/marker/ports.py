@@ -8,18 +8,27 @@ from typing import Protocol
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 
+class VersionedData(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def version(self) -> int: ...
+
+
 class OwnerStore(Protocol):
-    """Versioned reads and compare-and-set writes of owner znodes.
+    """Versioned reads and compare-and-set writes of owner znodes; the subset of
+    `services.metadata`'s `MetadataStore` the marker uses (its ZooKeeper store fits as is).
 
     Errors: `NotFound` (a successful read showed absence), `Conflict` (the version moved),
     `Unavailable` (unknown: for a write, it may or may not have been applied), `CorruptData`.
     """
 
-    async def read(self, path: str) -> tuple[bytes, int]:
+    async def get(self, path: str) -> VersionedData:
         """The znode's data and version."""
         ...
 
-    async def write(self, path: str, data: bytes, *, version: int) -> int:
+    async def set(self, path: str, data: bytes, *, version: int) -> int:
         """Set the data if the version is still `version`; returns the new version."""
         ...
 

@@ -118,7 +118,7 @@ class MarkLedgersRequest(_message.Message):
     new_cursor_ledger_id: _builtins.int
     """MANAGED_CURSOR only: the cursorsLedgerId the cursor znode holds once the
     marked ledger is unlinked (the cursor's new ledger), or -1 (the default)
-    when the mark-delete position is kept in the znode. Ignored for other owners.
+    when the mark-delete position is kept in the znode. Only for MANAGED_CURSOR.
     """
     @_builtins.property
     def ledger_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
