@@ -21,6 +21,7 @@ from services.metadata.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
 )
+from services.metadata.ledgers import BookKeeperLedgers
 from services.metadata.offload import (
     OffloadIndexHeader,
     OffloadLocation,
@@ -74,11 +75,17 @@ from services.metadata.pulsar_names import (
     schema_path,
     topic_from_managed_ledger_name,
 )
+from services.metadata.pulsar_stores import ManagedLedgers, Schemas
+from services.metadata.records import LedgerRecord, Record
+from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned, WatchEvent
+from services.metadata.zk_store import ZkMetadataStore
 
 __all__ = [
+    "ANY_VERSION",
     "DEFAULT_LEDGERS_ROOT",
     "MANAGED_LEDGERS_ROOT",
     "SCHEMAS_ROOT",
+    "BookKeeperLedgers",
     "CompressionType",
     "CorruptMetadata",
     "DigestType",
@@ -86,21 +93,30 @@ __all__ = [
     "LedgerLayout",
     "LedgerMetadata",
     "LedgerPaths",
+    "LedgerRecord",
     "LedgerState",
     "ManagedCursorInfo",
     "ManagedLedgerInfo",
+    "ManagedLedgers",
     "MetadataError",
+    "MetadataStore",
     "NoNode",
     "NodeExists",
     "NotEmpty",
     "OffloadIndexHeader",
     "OffloadLocation",
     "OffloadObjectKey",
+    "Record",
     "SchemaLocator",
+    "Schemas",
     "Segment",
+    "Stat",
     "StoreUnavailable",
     "TopicName",
     "VersionConflict",
+    "Versioned",
+    "WatchEvent",
+    "ZkMetadataStore",
     "build_index_block",
     "cursor_path",
     "data_object_key",
