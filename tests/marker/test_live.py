@@ -277,3 +277,59 @@ async def test_bad_requests_send_and_write_nothing(
         node = await store.get(ML_PATH)
     assert (code, 0, []) == (info.value.code(), node.version, await read_topic(broker, 0))
     assert (info.value.details() or "").startswith(field)
+
+
+async def test_cursor_owner_end_to_end(zk: ZooKeeperServer, broker: PulsarBrokerProcess) -> None:
+    """A cursor ledger: one MANAGED_CURSOR PDLI on the topic, the cursor znode written once
+    with the new ledger id."""
+    from services.metadata import decode_cursor_info
+    from tests.marker.builders import CURSOR, CURSOR_PATH, cursor_bytes
+
+    create_system_topic(broker)
+    async with live_marker(zk, broker) as (_, store, stub):
+        await store.create(CURSOR_PATH, cursor_bytes(70), make_parents=True)
+        response = await stub.MarkLedgers(
+            _mk.MarkLedgersRequest(
+                component=_pd.MANAGED_CURSOR,
+                topic_name=TOPIC,
+                cursor_name=CURSOR,
+                ledger_ids=[70],
+                new_cursor_ledger_id=71,
+            )
+        )
+        node = await store.get(CURSOR_PATH)
+    [received] = await read_topic(broker, 1)
+    info = decode_cursor_info(node.data, path=CURSOR_PATH)
+    assert (node.version, info.cursorsLedgerId, response.new_version) == (1, 71, 1)
+    assert (
+        received.pdli.ledger_id,
+        received.pdli.component,
+        received.pdli.managed_ledger_name,
+        received.pdli.cursor_name,
+        received.pdli.fence_token,
+    ) == (70, _pd.MANAGED_CURSOR, ML_NAME, CURSOR, 1)
+
+
+async def test_schema_owner_end_to_end(zk: ZooKeeperServer, broker: PulsarBrokerProcess) -> None:
+    """Schema ledgers: SCHEMA_STORAGE PDLIs on the topic, the locator written once without
+    them."""
+    from services.metadata import decode_schema_locator
+    from tests.marker.builders import SCHEMA_ID, SCHEMA_PATH, schema_bytes
+
+    create_system_topic(broker)
+    async with live_marker(zk, broker) as (_, store, stub):
+        await store.create(SCHEMA_PATH, schema_bytes(80, 81, 82), make_parents=True)
+        await stub.MarkLedgers(
+            _mk.MarkLedgersRequest(
+                component=_pd.SCHEMA_STORAGE, schema_id=SCHEMA_ID, ledger_ids=[80, 81]
+            )
+        )
+        node = await store.get(SCHEMA_PATH)
+    received = await read_topic(broker, 2)
+    locator = decode_schema_locator(node.data, path=SCHEMA_PATH)
+    assert (node.version, [e.position.ledgerId for e in locator.index]) == (1, [82])
+    assert sorted((r.pdli.ledger_id, r.pdli.schema_id) for r in received) == [
+        (80, SCHEMA_ID),
+        (81, SCHEMA_ID),
+    ]
+    assert {_pd.SCHEMA_STORAGE} == {r.pdli.component for r in received}
