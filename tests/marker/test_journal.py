@@ -14,7 +14,7 @@ def test_receipts_expire_after_the_window() -> None:
     """A receipt older than the retry window no longer counts."""
     now = [1_000_000]
     journal = ReceiptJournal(retry_window=timedelta(seconds=10), clock=lambda: now[0])
-    journal.record([KEY], now[0])
+    journal.record(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], now[0])
     now[0] += 9_999
     assert journal.accepted_at(KEY) == 1_000_000
     now[0] += 1
@@ -25,7 +25,7 @@ def test_bounded_to_max_entries() -> None:
     """The oldest entries go first when the journal is full."""
     journal = ReceiptJournal(retry_window=timedelta(hours=1), max_entries=2)
     keys = [IntentKey("/p", 0, i, 1) for i in range(3)]
-    journal.record(keys, journal._clock())
+    journal.record("/p", 0, [(i, 1) for i in range(3)], journal._clock())
     assert (len(journal), journal.accepted_at(keys[0])) == (2, None)
 
 
@@ -35,7 +35,7 @@ def test_file_survives_a_restart(tmp_path: Path) -> None:
     file = tmp_path / "receipts.log"
     first = ReceiptJournal(retry_window=timedelta(minutes=5), file=file)
     first.open()
-    first.record([KEY], first._clock())
+    first.record(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], first._clock())
     first.close()
     with file.open("a") as f:
         f.write("12\tbroken")
@@ -48,6 +48,6 @@ def test_file_survives_a_restart(tmp_path: Path) -> None:
 def test_forget_drops_entries() -> None:
     """Entries of a version that was written over are dropped."""
     journal = ReceiptJournal(retry_window=timedelta(minutes=1))
-    journal.record([KEY], journal._clock())
+    journal.record(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], journal._clock())
     journal.forget([KEY])
-    assert None is journal.accepted_at(KEY)
+    assert (journal.accepted_at(KEY), journal.knows(KEY.path, KEY.version)) == (None, False)
