@@ -12,11 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from services.systopic.messages import (
-    PROP_COMPONENT,
-    PROP_FENCE_TOKEN,
     PROP_LEDGER_ID,
     PROP_LEDGER_TYPE,
-    PROP_NOT_BEFORE,
     PROP_OWNER,
     IntentEncoder,
     decode_intent,
@@ -39,11 +36,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "PROP_COMPONENT",
-    "PROP_FENCE_TOKEN",
     "PROP_LEDGER_ID",
     "PROP_LEDGER_TYPE",
-    "PROP_NOT_BEFORE",
     "PROP_OWNER",
     "InflightWindow",
     "IntentEncoder",

@@ -18,10 +18,7 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 PROP_LEDGER_ID = "ledgerId"
 PROP_LEDGER_TYPE = "ledgerType"
-PROP_COMPONENT = "component"
 PROP_OWNER = "owner"
-PROP_NOT_BEFORE = "notBeforeMs"
-PROP_FENCE_TOKEN = "fenceToken"
 
 
 def owner_label(pdli: _pd.PendingDeleteLedgerInfo) -> str:
@@ -37,14 +34,9 @@ _TYPE_NAMES = {value: name for name, value in _pd.LedgerType.items()}
 
 
 def _shared_properties(pdli: _pd.PendingDeleteLedgerInfo) -> dict[str, str]:
-    properties = {
-        PROP_COMPONENT: _pd.LedgerComponent.Name(pdli.component),
-        PROP_OWNER: owner_label(pdli),
-        PROP_NOT_BEFORE: str(pdli.not_before_ms),
-    }
-    if pdli.HasField("fence_token"):
-        properties[PROP_FENCE_TOKEN] = str(pdli.fence_token)
-    return properties
+    # Three properties in all (with the ledger id and type): each one costs the client and
+    # the broker work per message, and everything else is in the payload.
+    return {PROP_OWNER: owner_label(pdli)}
 
 
 def encode_intent(pdli: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:

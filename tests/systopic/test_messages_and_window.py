@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from services.core.errors import CorruptData
-from services.systopic import InflightWindow, decode_intent, encode_intent
+from services.systopic import InflightWindow, IntentEncoder, decode_intent, encode_intent
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 
@@ -24,18 +24,35 @@ def _pdli() -> _pd.PendingDeleteLedgerInfo:
 
 
 def test_round_trip_and_properties() -> None:
-    """The payload decodes to the same PDLI; ledger 0 is routable; properties repeat the key
-    facts."""
+    """The payload decodes to the same PDLI; ledger 0 is routable; the properties name the
+    ledger, its tier and its owner."""
     message = encode_intent(_pdli())
     assert _pdli() == decode_intent(message.payload, message.properties)
     assert (
         message.partition_key,
-        message.properties["ledgerType"],
-        message.properties["component"],
-        message.properties["owner"],
-        message.properties["notBeforeMs"],
-        message.properties["fenceToken"],
-    ) == ("0", "OFFLOAD_LEDGER", "MANAGED_CURSOR", "t/ns/persistent/x/c", "99", "4")
+        dict(message.properties),
+    ) == ("0", {"ledgerId": "0", "ledgerType": "OFFLOAD_LEDGER", "owner": "t/ns/persistent/x/c"})
+
+
+def test_encoder_matches_encode_intent() -> None:
+    """Shared fields serialized once plus the ledger's own decode to the full PDLI."""
+    full = _pdli()
+    own = _pd.PendingDeleteLedgerInfo(ledger_id=0, ledger_type=_pd.OFFLOAD_LEDGER)
+    shared = _pd.PendingDeleteLedgerInfo()
+    shared.CopyFrom(full)
+    shared.ClearField("ledger_id")
+    shared.ClearField("ledger_type")
+    message = IntentEncoder(shared).encode(own)
+    assert (full, encode_intent(full).properties) == (
+        decode_intent(message.payload),
+        message.properties,
+    )
+
+
+def test_encoder_refuses_ledger_fields_in_the_shared_part() -> None:
+    """A shared part with a ledger id would silently be overridden: refused."""
+    with pytest.raises(ValueError, match="shared part"):
+        IntentEncoder(_pdli())
 
 
 def test_garbage_is_corrupt() -> None:
