@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
+SPAN = 1_000_000  # ledger ids of owner i start at i * SPAN
 ROOT = Path(__file__).resolve().parents[1]
 _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -165,21 +167,21 @@ def ml_name(index: int) -> str:
     return f"public/default/persistent/bench-{index}"
 
 
-async def populate(zookeeper: ZooKeeperServer, owners: int, ledgers: int, offset: int) -> None:
+async def populate(zookeeper: ZooKeeperServer, owners: range, ledgers: int) -> None:
+    """One ML znode per owner index, listing `ledgers + 1` ledgers (one stays listed)."""
     async with ZkMetadataStore.connect(zookeeper.address) as store:
         sem = asyncio.Semaphore(64)
 
         async def one(i: int) -> None:
             async with sem:
-                path = f"/managed-ledgers/{ml_name(offset + i)}"
-                first = (offset + i) * ledgers
-                await store.create(path, ml_data(first, ledgers + 1), make_parents=True)
+                path = f"/managed-ledgers/{ml_name(i)}"
+                await store.create(path, ml_data(i * SPAN, ledgers + 1), make_parents=True)
 
-        await asyncio.gather(*(one(i) for i in range(owners)))
+        await asyncio.gather(*(one(i) for i in owners))
 
 
 def mark_request(index: int, ledgers: int) -> _mk.MarkLedgersRequest:
-    first = index * ledgers
+    first = index * SPAN
     return _mk.MarkLedgersRequest(
         component=_pd.MANAGED_LEDGER,
         managed_ledger_name=ml_name(index),
@@ -252,55 +254,94 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def client_figures(url: str, n: int, args: argparse.Namespace) -> dict[str, float]:
+    topic = "persistent://public/default/bench-"
+    return {
+        "raw": await asyncio.to_thread(raw_rate, url, topic + "raw", n),
+        "delayed": await asyncio.to_thread(raw_rate, url, topic + "delayed", n // 4, delayed=True),
+        "publisher": await publisher_rate(url, topic + "pub", n, args.concurrency, args.ledgers),
+        "asyncio": await asyncio_client_rate(url, topic + "aio", n, args.concurrency, args.ledgers),
+    }
+
+
+@dataclass
+class MarkerFigures:
+    alone: list[float]
+    """Latencies of Mark calls made one at a time."""
+    loaded: list[float]
+    """Latencies of the calls of the throughput run."""
+    rate: float
+    """PDLIs/s with `--ledgers`-ledger calls."""
+    big_rate: float
+    """PDLIs/s with `--big-ledgers`-ledger calls."""
+
+
+async def marker_figures(
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, args: argparse.Namespace
+) -> MarkerFigures:
+    """Unloaded latency, then throughput with 100-ledger calls and with 1000-ledger calls."""
+    small = range(args.owners)
+    alone_owners = range(args.owners, args.owners + args.latency_calls)
+    big = range(
+        args.owners + args.latency_calls, args.owners + args.latency_calls + args.big_owners
+    )
+    await populate(zookeeper, range(args.owners + args.latency_calls), args.ledgers)
+    await populate(zookeeper, big, args.big_ledgers)
+    process, port = await start_marker(zookeeper, broker)
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = _mk_grpc.MarkerStub(channel)
+            alone = []
+            for i in alone_owners:
+                started = time.perf_counter()
+                await stub.MarkLedgers(mark_request(i, args.ledgers))
+                alone.append(time.perf_counter() - started)
+            rate, loaded = await mark_load(stub, list(small), args.ledgers, args.concurrency)
+            big_rate, _ = await mark_load(stub, list(big), args.big_ledgers, args.concurrency // 4)
+    finally:
+        process.terminate()
+        await process.wait()
+    return MarkerFigures(alone, loaded, rate, big_rate)
+
+
 async def run(args: argparse.Namespace) -> None:
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
-        for name in ("raw", "raw-delayed", "pub", "aio"):
+        for name in ("raw", "delayed", "pub", "aio"):
             broker.control.create_partitioned_topic(
                 f"persistent://public/default/bench-{name}", PARTITIONS
             )
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
-        url = broker.service_url
         n = args.owners * args.ledgers
-        raw = await asyncio.to_thread(raw_rate, url, "persistent://public/default/bench-raw", n)
-        delayed = await asyncio.to_thread(
-            raw_rate, url, "persistent://public/default/bench-raw-delayed", n // 4, delayed=True
-        )
-        pub = await publisher_rate(
-            url, "persistent://public/default/bench-pub", n, args.concurrency, args.ledgers
-        )
-        aio_rate = await asyncio_client_rate(
-            url, "persistent://public/default/bench-aio", n, args.concurrency, args.ledgers
-        )
-        await populate(zookeeper, args.owners + args.latency_calls, args.ledgers, 0)
-        process, port = await start_marker(zookeeper, broker)
-        try:
-            async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = _mk_grpc.MarkerStub(channel)
-                alone = []
-                for i in range(args.latency_calls):
-                    started = time.perf_counter()
-                    await stub.MarkLedgers(mark_request(args.owners + i, args.ledgers))
-                    alone.append(time.perf_counter() - started)
-                rate, loaded = await mark_load(
-                    stub, list(range(args.owners)), args.ledgers, args.concurrency
-                )
-        finally:
-            process.terminate()
-            await process.wait()
-        raw_after = await asyncio.to_thread(
-            raw_rate, url, "persistent://public/default/bench-raw", n
-        )
-    raw_best = max(raw, raw_after)
+        client = await client_figures(broker.service_url, n, args)
+        marker = await marker_figures(zookeeper, broker, args)
+        topic = "persistent://public/default/bench-raw"
+        raw_after = await asyncio.to_thread(raw_rate, broker.service_url, topic, n)
+    report(args, client, marker, raw_after)
+
+
+def report(
+    args: argparse.Namespace,
+    client: dict[str, float],
+    marker: MarkerFigures,
+    raw_after: float,
+) -> None:
+    raw = max(client["raw"], raw_after)
+    rate, big_rate, alone, loaded = marker.rate, marker.big_rate, marker.alone, marker.loaded
+    print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
     print(
-        f"machine: {os.cpu_count()} cores; broker, ZooKeeper, marker and load generator share them"
+        f"raw pulsar-client send_async, batched:  {client['raw']:7.0f} msg/s "
+        f"(again at the end: {raw_after:.0f}; ratios use the higher)"
     )
-    print(f"raw pulsar-client send_async, batched: {raw:9.0f} msg/s (after: {raw_after:.0f})")
-    print(f"raw pulsar-client with deliver_after (no batch): {delayed:7.0f} msg/s")
-    print(f"systopic publisher (sync client, bridged):     {pub:9.0f} msg/s")
-    print(f"pulsar.asyncio send per message:               {aio_rate:9.0f} msg/s")
+    print(f"raw pulsar-client, deliver_after (unbatched): {client['delayed']:7.0f} msg/s")
+    print(f"systopic publisher (sync client bridged):     {client['publisher']:7.0f} msg/s")
+    print(f"pulsar.asyncio, one awaited send per message: {client['asyncio']:7.0f} msg/s")
     print(
-        f"marker, {args.concurrency} concurrent Mark calls of {args.ledgers} ledgers: "
-        f"{rate:9.0f} PDLIs/s = {rate / raw_best:.0%} of the raw rate"
+        f"marker, {args.concurrency} concurrent Marks of {args.ledgers} ledgers: "
+        f"{rate:7.0f} PDLIs/s = {rate / raw:.0%} of raw"
+    )
+    print(
+        f"marker, {args.concurrency // 4} concurrent Marks of {args.big_ledgers} ledgers: "
+        f"{big_rate:7.0f} PDLIs/s = {big_rate / raw:.0%} of raw"
     )
     print(
         f"{args.ledgers}-ledger Mark latency alone:      p50 {ms(statistics.median(alone))}"
@@ -318,6 +359,8 @@ def main() -> None:
     parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
     parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
     parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
+    parser.add_argument("--big-owners", type=int, default=30, help="topics marked in big calls")
+    parser.add_argument("--big-ledgers", type=int, default=1000, help="ledgers per big call")
     asyncio.run(run(parser.parse_args()))
 
 
