@@ -6,10 +6,12 @@ Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
   messages, and the same with `deliver_after` (never batched by the client);
 - the system-topic publisher alone (sync client bridged to asyncio) and `pulsar.asyncio`;
-- PDLIs recorded per second by one marker process (`python -m services.marker`) under many
-  concurrent Mark calls over gRPC, each call 100 ledgers of its own topic, and its ratio to
-  the raw rate;
-- p50/p99 latency of a 100-ledger Mark, alone and under that load.
+- rounds of (raw send rate, then PDLIs recorded per second by one marker process,
+  `python -m services.marker`, under `--concurrency` concurrent Mark calls over gRPC, each
+  call `--ledgers` ledgers of its own topic), with the ratio of each round: the machine is
+  shared, so each ratio compares runs made seconds apart;
+- the same with `--big-ledgers`-ledger calls;
+- p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load.
 """
 
 from __future__ import annotations
@@ -265,28 +267,42 @@ async def client_figures(url: str, n: int, args: argparse.Namespace) -> dict[str
 
 
 @dataclass
+class Round:
+    raw: float
+    """Raw client msg/s measured just before the marker run of this round."""
+    marker: float
+    """Marker PDLIs/s in this round."""
+
+    @property
+    def ratio(self) -> float:
+        return self.marker / self.raw
+
+
+@dataclass
 class MarkerFigures:
+    rounds: list[Round]
+    """Interleaved raw and marker runs with `--ledgers`-ledger calls."""
+    big: Round
+    """One raw run and one marker run with `--big-ledgers`-ledger calls."""
     alone: list[float]
     """Latencies of Mark calls made one at a time."""
     loaded: list[float]
-    """Latencies of the calls of the throughput run."""
-    rate: float
-    """PDLIs/s with `--ledgers`-ledger calls."""
-    big_rate: float
-    """PDLIs/s with `--big-ledgers`-ledger calls."""
+    """Latencies of the calls of the throughput runs."""
 
 
 async def marker_figures(
     zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, args: argparse.Namespace
 ) -> MarkerFigures:
-    """Unloaded latency, then throughput with 100-ledger calls and with 1000-ledger calls."""
-    small = range(args.owners)
-    alone_owners = range(args.owners, args.owners + args.latency_calls)
-    big = range(
-        args.owners + args.latency_calls, args.owners + args.latency_calls + args.big_owners
-    )
-    await populate(zookeeper, range(args.owners + args.latency_calls), args.ledgers)
-    await populate(zookeeper, big, args.big_ledgers)
+    """Unloaded latency, then rounds of (raw run, marker run) so that each ratio compares
+    runs made seconds apart: the machine is shared and its load drifts."""
+    owners = iter(range(10**6))
+    rounds = [[next(owners) for _ in range(args.owners)] for _ in range(args.rounds)]
+    alone_owners = [next(owners) for _ in range(args.latency_calls)]
+    big = [next(owners) for _ in range(args.big_owners)]
+    await populate(zookeeper, range(big[0]), args.ledgers)
+    await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
+    url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
+    n = args.owners * args.ledgers
     process, port = await start_marker(zookeeper, broker)
     try:
         async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -296,12 +312,18 @@ async def marker_figures(
                 started = time.perf_counter()
                 await stub.MarkLedgers(mark_request(i, args.ledgers))
                 alone.append(time.perf_counter() - started)
-            rate, loaded = await mark_load(stub, list(small), args.ledgers, args.concurrency)
-            big_rate, _ = await mark_load(stub, list(big), args.big_ledgers, args.concurrency // 4)
+            results, loaded = [], []
+            for indexes in rounds:
+                raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+                rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
+                results.append(Round(raw, rate))
+                loaded += latencies
+            raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+            big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
     finally:
         process.terminate()
         await process.wait()
-    return MarkerFigures(alone, loaded, rate, big_rate)
+    return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -311,38 +333,35 @@ async def run(args: argparse.Namespace) -> None:
                 f"persistent://public/default/bench-{name}", PARTITIONS
             )
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
-        n = args.owners * args.ledgers
-        client = await client_figures(broker.service_url, n, args)
+        client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
         marker = await marker_figures(zookeeper, broker, args)
-        topic = "persistent://public/default/bench-raw"
-        raw_after = await asyncio.to_thread(raw_rate, broker.service_url, topic, n)
-    report(args, client, marker, raw_after)
+    report(args, client, marker)
 
 
-def report(
-    args: argparse.Namespace,
-    client: dict[str, float],
-    marker: MarkerFigures,
-    raw_after: float,
-) -> None:
-    raw = max(client["raw"], raw_after)
-    rate, big_rate, alone, loaded = marker.rate, marker.big_rate, marker.alone, marker.loaded
+def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFigures) -> None:
+    c = client
     print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
+    print(f"raw pulsar-client send_async, batched:        {c['raw']:7.0f} msg/s")
+    print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
+    print(f"systopic publisher (sync client bridged):     {c['publisher']:7.0f} msg/s")
+    print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
+    for i, r in enumerate(marker.rounds, 1):
+        print(
+            f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
+            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw"
+        )
+    ratios = [r.ratio for r in marker.rounds]
+    best = max(marker.rounds, key=lambda r: r.marker)
     print(
-        f"raw pulsar-client send_async, batched:  {client['raw']:7.0f} msg/s "
-        f"(again at the end: {raw_after:.0f}; ratios use the higher)"
+        f"marker, {args.ledgers}-ledger calls: best {best.marker:.0f} PDLIs/s, "
+        f"median ratio to raw {statistics.median(ratios):.0%}"
     )
-    print(f"raw pulsar-client, deliver_after (unbatched): {client['delayed']:7.0f} msg/s")
-    print(f"systopic publisher (sync client bridged):     {client['publisher']:7.0f} msg/s")
-    print(f"pulsar.asyncio, one awaited send per message: {client['asyncio']:7.0f} msg/s")
-    print(
-        f"marker, {args.concurrency} concurrent Marks of {args.ledgers} ledgers: "
-        f"{rate:7.0f} PDLIs/s = {rate / raw:.0%} of raw"
-    )
+    b = marker.big
     print(
         f"marker, {args.concurrency // 4} concurrent Marks of {args.big_ledgers} ledgers: "
-        f"{big_rate:7.0f} PDLIs/s = {big_rate / raw:.0%} of raw"
+        f"{b.marker:7.0f} PDLIs/s = {b.ratio:.0%} of raw ({b.raw:.0f} msg/s just before)"
     )
+    alone, loaded = marker.alone, marker.loaded
     print(
         f"{args.ledgers}-ledger Mark latency alone:      p50 {ms(statistics.median(alone))}"
         f"  p99 {ms(percentile(alone, 0.99))}  ({len(alone)} calls)"
@@ -355,7 +374,8 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--owners", type=int, default=300, help="topics marked under load")
+    parser.add_argument("--owners", type=int, default=200, help="topics marked per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved raw/marker rounds")
     parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
     parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
     parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
