@@ -167,7 +167,7 @@ class Marker:
             new_version=version,
             fence_token=token,
             written=False,
-            pdlis_sent=sum(len(s.messages) for s in sent.values()),
+            pdlis_sent=sum(len(s.accepted) for s in sent.values()),
             request_id=request.request_id,
         )
 
