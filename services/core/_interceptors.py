@@ -55,6 +55,9 @@ def _wrap_handler(handler: grpc.RpcMethodHandler, method: str, wrap: Wrapper) ->
 class _WrappingInterceptor(aio.ServerInterceptor):  # type: ignore[misc]
     """Base: run every call, unary or streaming, inside `self.scope(method, context)`."""
 
+    def __init__(self) -> None:
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, Any]] = {}
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -63,8 +66,14 @@ class _WrappingInterceptor(aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
+        # The registered handler of a method never changes: wrap it once, not per call.
+        cached = self._wrapped.get(handler_call_details.method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
         wrap = self._wrap_stream if handler.response_streaming else self._wrap_unary
-        return _wrap_handler(handler, handler_call_details.method, wrap)
+        wrapped = _wrap_handler(handler, handler_call_details.method, wrap)
+        self._wrapped[handler_call_details.method] = (handler, wrapped)
+        return wrapped
 
     def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
         async def unary(request: Any, context: aio.ServicerContext) -> Any:
@@ -95,6 +104,7 @@ class LoggingInterceptor(_WrappingInterceptor):
     """Binds `rpc.method` and `request_id` for the call, and logs and counts its outcome."""
 
     def __init__(self, metrics: Metrics) -> None:
+        super().__init__()
         self._calls = metrics.counter("rpc_calls", "gRPC calls served", ("method", "code"))
         self._seconds = metrics.histogram("rpc_seconds", "gRPC call duration", ("method",))
 
@@ -151,6 +161,7 @@ class AuthInterceptor(_WrappingInterceptor):
     """
 
     def __init__(self, config: AuthConfig, method_roles: Mapping[str, Collection[str]]) -> None:
+        super().__init__()
         self._config = config
         self._method_roles = {method: frozenset(roles) for method, roles in method_roles.items()}
 

@@ -148,17 +148,7 @@ class ServiceRunner:
             options=_server_options(self._config),
         )
         self._server = server
-        for register in self._registrations:
-            register(server)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            [
-                *self._service_names,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            server,
-        )
+        self._register_services(server)
         self.port = _bind(server, self._config)
         await server.start()
         for service in ["", *self._service_names]:
@@ -173,6 +163,15 @@ class ServiceRunner:
             auth=self._config.auth.enabled,
         )
         return self.port
+
+    def _register_services(self, server: aio.Server) -> None:
+        for register in self._registrations:
+            register(server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+        reflection.enable_server_reflection(
+            [*self._service_names, health_name, reflection.SERVICE_NAME], server
+        )
 
     async def _start_metrics(self) -> None:
         config = self._metrics_config
@@ -242,17 +241,23 @@ def _server_options(config: GrpcServerConfig) -> list[tuple[str, Any]]:
         # without being sent GOAWAY for pinging too often.
         ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # gRPC sets SO_REUSEPORT by default: a second service on the same port would then
+        # share its traffic silently instead of failing to start.
+        ("grpc.so_reuseport", 0),
     ]
 
 
 def _bind(server: aio.Server, config: GrpcServerConfig) -> int:
     address = f"{config.host}:{config.port}"
-    if config.tls is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, _server_credentials(config.tls))
+    try:
+        if config.tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, _server_credentials(config.tls))
+    except RuntimeError as exc:  # grpc's way of saying the bind failed
+        raise OSError(f"could not bind the gRPC server to {address}: {exc}") from exc
     if port == 0:
-        raise OSError(f"could not bind gRPC server to {address}")
+        raise OSError(f"could not bind the gRPC server to {address}")
     return int(port)
 
 

@@ -9,6 +9,7 @@ import pytest
 import structlog
 from grpc import aio
 
+from services.core.config import GrpcServerConfig
 from services.core.grpc_server import BackgroundTaskFailed, ServiceRunner
 from tests.core.conftest import grpc_config
 from tests.core.fake_verifier import METHOD_ROLES, SLOW_LEDGER, add_fake_verifier, verify_request
@@ -97,3 +98,21 @@ async def test_cancelling_run_still_shuts_down() -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert closed == ["s3"]
+
+
+async def test_port_in_use_fails_to_start_with_the_address() -> None:
+    """A second service on a taken port fails with OSError naming the address."""
+    first = make_runner()
+    add_fake_verifier(first)
+    async with first:
+        port = await first.start()
+        second = ServiceRunner(
+            name="second",
+            grpc=GrpcServerConfig(port=port),
+            method_roles=METHOD_ROLES,
+            handle_signals=False,
+        )
+        add_fake_verifier(second)
+        async with second:
+            with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
+                await second.start()
