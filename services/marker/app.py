@@ -105,7 +105,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         )
         metrics = MarkerMetrics(runner.metrics)
         marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
-        servicer = MarkerServicer(marker, max_batch=config.max_batch)
+        servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
         _log.info("marker_starting", marker_id=config.marker_id, topic=config.pulsar.topic)
         await runner.run()
