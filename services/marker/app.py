@@ -23,7 +23,7 @@ from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 _log = structlog.get_logger(__name__)
 
-METHOD_ROLES = {MARK_METHOD: ("broker", "admin")}
+METHOD_ROLES = {MARK_METHOD: ("broker", "reconciler", "admin")}
 
 
 def producer_settings(config: MarkerConfig) -> ProducerSettings:
