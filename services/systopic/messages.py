@@ -1,0 +1,97 @@
+"""How a `PendingDeleteLedgerInfo` travels on the system topic.
+
+The payload is the serialized protobuf. A few properties repeat the routing facts so that
+tools (and a deleter deciding whether a message is due) can read them without decoding the
+payload; the payload stays the single source of truth. The partition key is the ledger id,
+so both tiers of one ledger land on one partition and are handled by one consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from google.protobuf import message as _message
+
+from services.core.errors import CorruptData
+from services.systopic.ports import OutgoingMessage
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+PROP_LEDGER_ID = "ledgerId"
+PROP_LEDGER_TYPE = "ledgerType"
+PROP_OWNER = "owner"
+
+
+def owner_label(pdli: _pd.PendingDeleteLedgerInfo) -> str:
+    """A readable owner: the ML name, `ml/cursor`, or `schema:<id>`."""
+    if pdli.component == _pd.SCHEMA_STORAGE:
+        return f"schema:{pdli.schema_id}"
+    if pdli.component == _pd.MANAGED_CURSOR:
+        return f"{pdli.managed_ledger_name}/{pdli.cursor_name}"
+    return pdli.managed_ledger_name
+
+
+_TYPE_NAMES = {value: name for name, value in _pd.LedgerType.items()}
+
+
+def _shared_properties(pdli: _pd.PendingDeleteLedgerInfo) -> dict[str, str]:
+    # Three properties in all (with the ledger id and type): each one costs the client and
+    # the broker work per message, and everything else is in the payload.
+    return {PROP_OWNER: owner_label(pdli)}
+
+
+def encode_intent(pdli: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
+    """The message for one PDLI; `ledger_id` must be set."""
+    if not pdli.HasField("ledger_id"):
+        raise ValueError("a PDLI without ledger_id cannot be routed")
+    ledger_id = str(pdli.ledger_id)
+    properties = _shared_properties(pdli)
+    properties[PROP_LEDGER_ID] = ledger_id
+    properties[PROP_LEDGER_TYPE] = _TYPE_NAMES[pdli.ledger_type]
+    return OutgoingMessage(pdli.SerializeToString(), ledger_id, properties)
+
+
+class IntentEncoder:
+    """Encodes many PDLIs that share every field but the ledger's own, cheaply.
+
+    The shared fields are serialized once; each message appends the serialization of the
+    ledger's fields (id, type, offload context). Concatenated protobuf encodings parse as the
+    merged message, so every payload decodes exactly as `encode_intent` of the full PDLI.
+    """
+
+    def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
+        if shared.HasField("ledger_id") or shared.ledger_type or shared.HasField("offload_context"):
+            raise ValueError("the shared part must not carry ledger fields")
+        self._head = shared.SerializeToString()
+        self._properties = _shared_properties(shared)
+
+    def encode(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
+        """The message for the PDLI `shared` merged with `own` (which has `ledger_id`)."""
+        ledger_id = str(own.ledger_id)
+        properties = {
+            **self._properties,
+            PROP_LEDGER_ID: ledger_id,
+            PROP_LEDGER_TYPE: _TYPE_NAMES[own.ledger_type],
+        }
+        return OutgoingMessage(self._head + own.SerializeToString(), ledger_id, properties)
+
+
+def decode_intent(
+    payload: bytes, properties: Mapping[str, str] | None = None
+) -> _pd.PendingDeleteLedgerInfo:
+    """Parse a message payload; `CorruptData` if it is not a PDLI or contradicts its properties.
+
+    Undecodable messages must go to the dead-letter topic, never be dropped: the caller
+    catches `CorruptData` for that.
+    """
+    pdli = _pd.PendingDeleteLedgerInfo()
+    try:
+        pdli.ParseFromString(payload)
+    except _message.DecodeError as exc:
+        raise CorruptData(f"system topic message is not a PendingDeleteLedgerInfo: {exc}") from exc
+    claimed = (properties or {}).get(PROP_LEDGER_ID)
+    if claimed is not None and pdli.HasField("ledger_id") and claimed != str(pdli.ledger_id):
+        raise CorruptData(
+            f"property {PROP_LEDGER_ID}={claimed} contradicts the payload's ledger_id "
+            f"{pdli.ledger_id}"
+        )
+    return pdli
