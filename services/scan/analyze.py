@@ -50,19 +50,39 @@ OPEN_STATES = ("OPEN", "IN_RECOVERY")
 UNKNOWN_TIME_MS = 2**62
 
 
-def _ref(df: DataFrame, ledger_id: Column, name: str, live: bool = True) -> DataFrame:
+#: One bit per kind of reference; aggregating ints is much cheaper than sets of names.
+REF_BITS = {
+    "ml_list": 1,
+    "ml_list_bookkeeper_deleted": 2,
+    "cursor": 4,
+    "compacted": 8,
+    "delayed_bucket": 16,
+    "schema_locator": 32,
+}
+#: Every reference but "listed as bookkeeperDeleted" keeps the BookKeeper copy in use.
+LIVE_BITS = sum(REF_BITS.values()) - REF_BITS["ml_list_bookkeeper_deleted"]
+
+
+def _ref(df: DataFrame, ledger_id: Column, name: str) -> DataFrame:
     return df.select(
         ledger_id.cast("long").alias("ledger_id"),
-        F.lit(name).alias("ref"),
-        F.lit(live).alias("live"),
+        F.lit(REF_BITS[name]).alias("ref_bit"),
         F.lit(None).cast("long").alias("bk_deleted_mtime_ms"),
     )
+
+
+def ref_names(bits: Column) -> Column:
+    """The names of the references set in `bits` (null when there is none)."""
+    names = F.array(
+        *[F.when(bits.bitwiseAND(bit) != 0, F.lit(name)) for name, bit in REF_BITS.items()]
+    )
+    return F.when(bits.isNotNull(), F.filter(names, lambda name: name.isNotNull()))
 
 
 def ledger_references(
     managed_ledgers: DataFrame, ml_ledgers: DataFrame, cursors: DataFrame, schemas: DataFrame
 ) -> DataFrame:
-    """One row per referenced ledger id: `refs` (sorted names), `live`, `bk_deleted_mtime_ms`.
+    """One row per referenced ledger id: `ref_bits` (REF_BITS), `live`, `bk_deleted_mtime_ms`.
 
     `live` is false when the only references are ML list entries whose offload is complete
     and `bookkeeperDeleted`: the BookKeeper copy of such a ledger is garbage.
@@ -78,8 +98,7 @@ def ledger_references(
         .join(managed_ledgers.select("ml_name", "znode_mtime_ms"), "ml_name", "left")
         .select(
             F.col("ledger_id"),
-            F.lit("ml_list_bookkeeper_deleted").alias("ref"),
-            F.lit(False).alias("live"),
+            F.lit(REF_BITS["ml_list_bookkeeper_deleted"]).alias("ref_bit"),
             # An unknown mtime (ML znode absent from the extract) must not read as "old".
             F.coalesce(F.col("znode_mtime_ms"), F.lit(UNKNOWN_TIME_MS)).alias(
                 "bk_deleted_mtime_ms"
@@ -92,10 +111,13 @@ def ledger_references(
         .unionByName(_schema_refs(schemas))
         .filter(F.col("ledger_id").isNotNull() & (F.col("ledger_id") >= 0))
     )
-    return refs.groupBy("ledger_id").agg(
-        F.array_sort(F.collect_set("ref")).alias("refs"),
-        F.max("live").alias("live"),
-        F.max("bk_deleted_mtime_ms").alias("bk_deleted_mtime_ms"),
+    return (
+        refs.groupBy("ledger_id")
+        .agg(
+            F.bit_or("ref_bit").alias("ref_bits"),
+            F.max("bk_deleted_mtime_ms").alias("bk_deleted_mtime_ms"),
+        )
+        .withColumn("live", F.col("ref_bits").bitwiseAND(LIVE_BITS) != 0)
     )
 
 
@@ -178,7 +200,7 @@ def _status_kind() -> Column:
         F.when(F.col("decode_error").isNotNull(), "unreadable")
         .when(F.coalesce(F.col("live"), F.lit(False)), "referenced")
         .when(~F.coalesce(F.col("has_pulsar_metadata"), F.lit(False)), "unknown_ownership")
-        .when(F.col("refs").isNotNull(), None)  # listed only as bookkeeperDeleted: an orphan
+        .when(F.col("ref_bits").isNotNull(), None)  # listed only as bookkeeperDeleted: orphan
         .when(F.col("role").isNull(), "unknown_ownership")
         .when(F.col("state").isin(*OPEN_STATES) & F.col("owner_exists"), "in_use_open")
         .when((F.col("role") == "compacted") & F.col("compaction_unknown"), "reference_unknown")
@@ -188,7 +210,7 @@ def _status_kind() -> Column:
 def _orphan_reason() -> Column:
     role = F.col("role")
     return (
-        F.when(F.col("refs").isNotNull(), "bk_copy_after_offload")
+        F.when(F.col("ref_bits").isNotNull(), "bk_copy_after_offload")
         .when(role == "schema", "schema_not_in_locator")
         .when(~F.col("owner_exists"), "topic_gone")
         .when(role == "data", "not_in_list")
@@ -263,7 +285,7 @@ def classify_ledgers(
             "created_ms",
             "age_ms",
             "owner_exists",
-            "refs",
+            ref_names(F.col("ref_bits")).alias("refs"),
             "znode_version",
             "subtree",
         )

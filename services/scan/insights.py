@@ -6,7 +6,7 @@ cursor lists, which are written, not collected.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from services.scan.analyze import OPEN_STATES
@@ -34,20 +34,18 @@ def dormant_topics(
     `dormant_age_ms`, has most likely not been loaded since: its retention and trimming do
     not apply and its ledgers stay until the topic is loaded or deleted.
     """
-    last = Window.partitionBy("ml_name").orderBy(F.col("position").desc())
-    per_ml = (
-        ml_ledgers.withColumn("rank", F.row_number().over(last))
-        .groupBy("ml_name")
-        .agg(
-            F.count("*").alias("ledgers"),
-            F.sum(F.coalesce("size", F.lit(0))).alias("size_bytes"),
-            F.max(F.when(F.col("rank") == 1, F.col("ledger_id"))).alias("last_ledger_id"),
-            F.max(F.when(F.col("rank") == 1, F.col("timestamp_ms"))).alias("last_timestamp_ms"),
-        )
+    per_ml = ml_ledgers.groupBy("ml_name").agg(
+        F.count("*").alias("ledgers"),
+        F.sum(F.coalesce("size", F.lit(0))).alias("size_bytes"),
+        F.max_by("ledger_id", "position").alias("last_ledger_id"),
+        F.max_by("timestamp_ms", "position").alias("last_timestamp_ms"),
     )
-    states = bk_ledgers.select(F.col("ledger_id").alias("last_ledger_id"), "state")
+    # Only open ledgers matter here, and they are few: join those, not all of BookKeeper.
+    states = bk_ledgers.filter(F.col("state").isin(*OPEN_STATES)).select(
+        F.col("ledger_id").alias("last_ledger_id"), "state"
+    )
     open_last = F.coalesce(F.col("last_timestamp_ms"), F.lit(0)) == 0
-    open_in_bk = F.coalesce(F.col("state").isin(*OPEN_STATES), F.lit(False))
+    open_in_bk = F.col("state").isNotNull()
     idle_ms = F.lit(now_ms) - F.col("znode_mtime_ms")
     return (
         managed_ledgers.select("ml_name", "znode_mtime_ms")
@@ -63,7 +61,7 @@ def dormant_topics(
             F.coalesce("ledgers", F.lit(0)).alias("ledgers"),
             F.coalesce("size_bytes", F.lit(0)).alias("size_bytes"),
             "last_ledger_id",
-            F.col("state").alias("last_ledger_state"),
+            open_in_bk.alias("last_ledger_open"),
             F.col("znode_mtime_ms").alias("last_modified_ms"),
             idle_ms.alias("idle_ms"),
         )

@@ -62,11 +62,11 @@ def plot_reclaimable(rows: Rows, path: Path) -> None:
 def plot_age_histogram(rows: Rows, path: Path, min_age_days: float) -> None:
     """Orphans per age in days (ledgers and objects), with the age window marked."""
     fig, ax = plt.subplots(figsize=(9, 4))
-    for source, color in (("ledger", "#3b6ea8"), ("object", "#e39c37")):
+    for source, color, shift in (("ledger", "#3b6ea8", -0.2), ("object", "#e39c37", 0.2)):
         mine = sorted((r["age_days"], r["count"]) for r in rows if r["source"] == source)
         if mine:
             days, counts = zip(*mine, strict=True)
-            ax.bar(days, counts, width=0.9, alpha=0.7, label=f"{source}s", color=color)
+            ax.bar([d + shift for d in days], counts, width=0.4, label=f"{source}s", color=color)
     ax.axvline(min_age_days, color="#b03030", linestyle="--", label="age window")
     ax.set_xlabel("age (days; the last bin holds everything older)")
     ax.set_ylabel("orphans")

@@ -13,7 +13,10 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.default.parallelism": "4",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
-    "spark.sql.autoBroadcastJoinThreshold": str(64 * 1024 * 1024),
+    # The owners side of the classification join (one row per topic and schema) is
+    # broadcast up to a few million topics rather than shuffling every ledger again.
+    "spark.sql.autoBroadcastJoinThreshold": str(256 * 1024 * 1024),
+    "spark.sql.adaptive.autoBroadcastJoinThreshold": str(256 * 1024 * 1024),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.ui.enabled": "false",
