@@ -331,7 +331,12 @@ def main() -> None:
         f"refused: {outcome.verdict.refused} {list(outcome.verdict.reasons)}; "
         f"candidates: {outcome.summary['candidates']}"
     )
-    print("counts:", {(c["source"], c["kind"]): c["count"] for c in outcome.summary["counts"]})
+    totals: dict[str, int] = {}
+    for c in outcome.summary["counts"]:
+        reason = f" ({c['orphan_reason']})" if c["orphan_reason"] else ""
+        key = f"{c['source']}:{c['kind']}{reason}"
+        totals[key] = totals.get(key, 0) + c["count"]
+    print("counts:", totals)
 
 
 if __name__ == "__main__":

@@ -276,10 +276,15 @@ def classify_ledgers(
             F.col("owner_ml").alias("ml_name"),
             F.col("cursor").alias("cursor_name"),
             "schema_id",
-            F.coalesce(
-                F.when(F.col("role") == "schema", namespace_of_schema(F.col("schema_id"))),
-                namespace_of_ml(F.col("owner_ml")),
-                F.lit(UNKNOWN_NAMESPACE),
+            # Only findings that are not referenced are grouped by namespace; splitting the
+            # names of millions of referenced ledgers would be wasted work.
+            F.when(
+                F.col("kind") != "referenced",
+                F.coalesce(
+                    F.when(F.col("role") == "schema", namespace_of_schema(F.col("schema_id"))),
+                    namespace_of_ml(F.col("owner_ml")),
+                    F.lit(UNKNOWN_NAMESPACE),
+                ),
             ).alias("namespace"),
             F.coalesce("length", F.lit(0)).alias("size_bytes"),
             "created_ms",
@@ -287,7 +292,6 @@ def classify_ledgers(
             "owner_exists",
             ref_names(F.col("ref_bits")).alias("refs"),
             "znode_version",
-            "subtree",
         )
     )
 

@@ -134,7 +134,8 @@ def run_analysis(
     objects = _write(analysis.object_findings, out, OUT_OBJECTS)
     counts = _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
     verdict = check_safety(extract, counts, config)
-    ungated = deletion_candidates(ledgers, objects)
+    # Kept in memory (it is small): written when allowed, and summed per namespace either way.
+    ungated = deletion_candidates(ledgers, objects).persist()
     candidates = _write(gate_candidates(ungated, verdict), out, OUT_CANDIDATES)
     reclaimable = _write(
         insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE
@@ -158,6 +159,7 @@ def run_analysis(
     write_html_report(
         out, summary, counts=count_rows, reclaimable=reclaimable_rows, age_histogram=ages
     )
+    ungated.unpersist()
     log.info("reconcile analysis done", out=str(out), refused=verdict.refused)
     return AnalysisOutcome(out, verdict, summary)
 

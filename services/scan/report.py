@@ -67,7 +67,8 @@ def plot_age_histogram(rows: Rows, path: Path, min_age_days: float) -> None:
         if mine:
             days, counts = zip(*mine, strict=True)
             ax.bar([d + shift for d in days], counts, width=0.4, label=f"{source}s", color=color)
-    ax.axvline(min_age_days, color="#b03030", linestyle="--", label="age window")
+    # Bin d holds ages in [d, d+1) days and is centred on d: the window ends at its left edge.
+    ax.axvline(min_age_days - 0.5, color="#b03030", linestyle="--", label="age window")
     ax.set_xlabel("age (days; the last bin holds everything older)")
     ax.set_ylabel("orphans")
     ax.set_title("Orphan age histogram")

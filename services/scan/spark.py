@@ -17,6 +17,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # broadcast up to a few million topics rather than shuffling every ledger again.
     "spark.sql.autoBroadcastJoinThreshold": str(256 * 1024 * 1024),
     "spark.sql.adaptive.autoBroadcastJoinThreshold": str(256 * 1024 * 1024),
+    # Join ledgers with their references by hashing partitions instead of sorting both
+    # sides (each side is one row per ledger id; a partition fits in memory easily).
+    "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": str(256 * 1024 * 1024),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.ui.enabled": "false",
