@@ -1,0 +1,227 @@
+"""The analysis job: read an extract run, classify, check safety, write findings and report.
+
+I/O happens only here (and in `schema` / `report`). Findings are written first and read
+back, so the classification joins run once however many summaries are drawn from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from services.core.errors import CorruptData, FailedPrecondition
+from services.scan import analyze as A
+from services.scan import insights
+from services.scan.candidates import deletion_candidates
+from services.scan.config import AnalyzeConfig
+from services.scan.report import write_html_report, write_summary
+from services.scan.safety import SafetyVerdict, check_safety, gate_candidates
+from services.scan.schema import Extract, read_extract
+
+log = structlog.get_logger(__name__)
+
+#: Output datasets under the run's output directory.
+OUT_LEDGERS = "findings/ledgers"
+OUT_OBJECTS = "findings/objects"
+OUT_CANDIDATES = "candidates"
+OUT_COUNTS = "counts_by_kind"
+OUT_RECLAIMABLE = "reclaimable_by_namespace"
+OUT_DORMANT = "dormant_topics"
+OUT_INACTIVE = "inactive_cursors"
+
+
+@dataclass(frozen=True)
+class ScanInfo:
+    scan_id: str
+    cluster_name: str | None
+    started_ms: int
+    ended_ms: int | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The lazily computed results of one analysis (nothing runs until written)."""
+
+    ledger_findings: DataFrame
+    object_findings: DataFrame
+    dormant_topics: DataFrame
+    inactive_cursors: DataFrame
+
+
+@dataclass(frozen=True)
+class AnalysisOutcome:
+    out_dir: Path
+    verdict: SafetyVerdict
+    summary: dict[str, Any]
+
+
+def scan_info(extract: Extract) -> ScanInfo:
+    """The one scan_run row; its start is "now" for every age."""
+    rows = extract.scan_run.collect()
+    if len(rows) != 1:
+        raise CorruptData(f"scan_run must hold exactly one row, found {len(rows)}")
+    row = rows[0]
+    return ScanInfo(row["scan_id"], row["cluster_name"], row["started_ms"], row["ended_ms"])
+
+
+def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis:
+    """Classify ledgers and objects and derive the reports (pure: returns DataFrames)."""
+    refs = A.ledger_references(
+        extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
+    )
+    owners = A.reference_owners(extract.managed_ledgers, extract.cursors, extract.schemas)
+    ledgers = A.classify_ledgers(
+        extract.bk_ledgers, refs, owners, now_ms=now_ms, min_age_ms=config.min_age_ms
+    )
+    objects = A.classify_objects(
+        extract.offload_objects,
+        extract.ml_ledgers,
+        cluster=config.cluster,
+        now_ms=now_ms,
+        min_age_ms=config.min_age_ms,
+    )
+    dormant = insights.dormant_topics(
+        extract.managed_ledgers,
+        extract.ml_ledgers,
+        extract.bk_ledgers,
+        now_ms=now_ms,
+        dormant_age_ms=_ms(config.dormant_topic_age.total_seconds()),
+    )
+    inactive = insights.inactive_cursors(
+        extract.cursors,
+        now_ms=now_ms,
+        inactive_age_ms=_ms(config.inactive_cursor_age.total_seconds()),
+    )
+    return Analysis(ledgers, objects, dormant, inactive)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
+    path = str(out / name)
+    df.write.mode("overwrite").parquet(path)
+    return df.sparkSession.read.parquet(path)
+
+
+def warn_if_short_window(config: AnalyzeConfig) -> None:
+    if config.below_floor:
+        log.warning(
+            "AGE WINDOW BELOW THE SAFETY FLOOR: unreferenced ledgers younger than the floor "
+            "may still be about to be referenced (rollover, cursor, schema, compaction)",
+            min_age=str(config.min_age),
+        )
+
+
+def run_analysis(
+    spark: SparkSession, extract_dir: str | Path, out_dir: str | Path, config: AnalyzeConfig
+) -> AnalysisOutcome:
+    """Analyse the extract in `extract_dir` and write findings, candidates and the report."""
+    warn_if_short_window(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    extract = read_extract(spark, extract_dir)
+    info = scan_info(extract)
+    analysis = analyze(extract, config, now_ms=info.started_ms)
+    ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
+    objects = _write(analysis.object_findings, out, OUT_OBJECTS)
+    counts = _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
+    verdict = check_safety(extract, counts, config)
+    # Kept in memory (it is small): written when allowed, and summed per namespace either way.
+    ungated = deletion_candidates(ledgers, objects).persist()
+    candidates = _write(gate_candidates(ungated, verdict), out, OUT_CANDIDATES)
+    reclaimable = _write(
+        insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE
+    )
+    dormant = _write(analysis.dormant_topics, out, OUT_DORMANT)
+    inactive = _write(analysis.inactive_cursors, out, OUT_INACTIVE)
+    count_rows = [r.asDict() for r in counts.collect()]
+    reclaimable_rows = [r.asDict() for r in reclaimable.collect()]
+    ages = [r.asDict() for r in insights.orphan_age_histogram(ledgers, objects).collect()]
+    summary = build_summary(
+        info,
+        config,
+        verdict,
+        count_rows,
+        reclaimable_rows,
+        _candidate_totals(candidates),
+        dormant.count(),
+        inactive.count(),
+    )
+    write_summary(out, summary)
+    write_html_report(
+        out, summary, counts=count_rows, reclaimable=reclaimable_rows, age_histogram=ages
+    )
+    ungated.unpersist()
+    log.info("reconcile analysis done", out=str(out), refused=verdict.refused)
+    return AnalysisOutcome(out, verdict, summary)
+
+
+def _candidate_totals(candidates: DataFrame) -> dict[str, int]:
+    row = candidates.agg(
+        F.count("*").alias("count"),
+        F.sum(F.when(F.col("ledger_type") == "LEDGER", 1).otherwise(0)).alias("ledgers"),
+        F.sum(F.when(F.col("ledger_type") == "OFFLOAD_LEDGER", 1).otherwise(0)).alias("objects"),
+        F.sum("size_bytes").alias("bytes"),
+    ).collect()[0]
+    return {key: int(row[key] or 0) for key in ("count", "ledgers", "objects", "bytes")}
+
+
+def build_summary(
+    info: ScanInfo,
+    config: AnalyzeConfig,
+    verdict: SafetyVerdict,
+    counts: list[dict[str, Any]],
+    reclaimable: list[dict[str, Any]],
+    candidates: dict[str, int],
+    dormant_topics: int,
+    inactive_cursors: int,
+) -> dict[str, Any]:
+    """The machine-readable summary written as summary.json."""
+    top = sorted(reclaimable, key=lambda r: r["total_bytes"], reverse=True)[:50]
+    return {
+        "scan": {
+            "scan_id": info.scan_id,
+            "cluster_name": info.cluster_name,
+            "started": datetime.fromtimestamp(info.started_ms / 1000, UTC).isoformat(),
+            "started_ms": info.started_ms,
+            "ended_ms": info.ended_ms,
+        },
+        "config": {
+            "cluster": config.cluster,
+            "min_age_days": config.min_age.total_seconds() / 86400,
+            "min_age_below_floor": config.below_floor,
+            "max_orphan_share": config.max_orphan_share,
+        },
+        "dry_run": True,
+        "refused": verdict.refused,
+        "refusal_reasons": list(verdict.reasons),
+        "orphan_share": {
+            "ledgers": verdict.ledger_orphan_share,
+            "objects": verdict.object_orphan_share,
+        },
+        "counts": sorted(counts, key=lambda r: (r["source"], r["kind"], r["orphan_reason"] or "")),
+        "candidates": candidates,
+        "reclaimable_bytes_total": sum(r["total_bytes"] for r in reclaimable),
+        "reclaimable_by_namespace_top": top,
+        "dormant_topics": dormant_topics,
+        "inactive_cursors": inactive_cursors,
+    }
+
+
+def submit_candidates(candidates_dir: str | Path) -> None:
+    """Send the deletion candidates to the marker as reconciler PDLIs: the `--submit` seam.
+
+    Not available yet: the marker's client side for reconciler submissions does not exist.
+    """
+    raise FailedPrecondition(
+        f"submitting deletion candidates ({candidates_dir}) to the marker is not available "
+        "yet; this run is a dry run only"
+    )

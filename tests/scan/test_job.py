@@ -1,0 +1,147 @@
+"""The whole analysis run on a written extract: findings, candidates, summary and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from services.scan.cli import reconcile
+from services.scan.config import AnalyzeConfig
+from services.scan.job import AnalysisOutcome, run_analysis
+from services.scan.report import PLOT_AGES, PLOT_KINDS, PLOT_NAMESPACES, PLOTS_DIR
+from services.scan.schema import extract_from_rows, write_extract
+from tests.scan import planted as P
+
+
+@pytest.fixture(scope="module")
+def extract_dir(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("extract")
+    write_extract(extract_from_rows(spark, P.planted_rows()), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def allowed(
+    spark: SparkSession, extract_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AnalysisOutcome:
+    # The planted extract is mostly orphans on purpose, so the share limit is lifted.
+    config = AnalyzeConfig(cluster=P.CLUSTER, max_orphan_share=1.0)
+    return run_analysis(spark, extract_dir, tmp_path_factory.mktemp("out"), config)
+
+
+@pytest.fixture(scope="module")
+def refused(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> AnalysisOutcome:
+    rows = P.planted_rows()
+    rows["scan_manifest"].append(P.task("bk_ledgers", "failed", "session expired"))
+    rows["offload_objects"].append(
+        P.obj(f"{P.U9}-ledger-5", uuid=P.U9, ledger_id=5, cluster_name="other")
+    )
+    path = tmp_path_factory.mktemp("extract-refused")
+    write_extract(extract_from_rows(spark, rows), path)
+    config = AnalyzeConfig(cluster=P.CLUSTER)
+    return run_analysis(spark, path, tmp_path_factory.mktemp("out-refused"), config)
+
+
+def test_allowed_run_writes_its_candidates(spark: SparkSession, allowed: AnalysisOutcome) -> None:
+    """A clean scan yields the 8 ledger and 2 offload candidates, also in summary.json."""
+    written = spark.read.parquet(str(allowed.out_dir / "candidates")).count()
+    summary = json.loads((allowed.out_dir / "summary.json").read_text())
+    assert (
+        written,
+        summary["refused"],
+        summary["candidates"]["ledgers"],
+        summary["candidates"]["objects"],
+    ) == (10, False, 8, 2)
+
+
+def test_findings_are_written_for_every_ledger_and_object(
+    spark: SparkSession, allowed: AnalysisOutcome
+) -> None:
+    """The findings datasets hold one row per planted ledger and object."""
+    ledgers = spark.read.parquet(str(allowed.out_dir / "findings/ledgers")).count()
+    objects = spark.read.parquet(str(allowed.out_dir / "findings/objects")).count()
+    assert (len(P.EXPECTED_LEDGERS), len(P.EXPECTED_OBJECTS)) == (ledgers, objects)
+
+
+def test_report_references_its_plots(allowed: AnalysisOutcome) -> None:
+    """report.html embeds the three plots by relative path and every PNG exists."""
+    page = (allowed.out_dir / "report.html").read_text()
+    plots = [f"{PLOTS_DIR}/{name}" for name in (PLOT_NAMESPACES, PLOT_AGES, PLOT_KINDS)]
+    assert [f'src="{p}"' in page for p in plots] == [True] * 3
+    assert [(allowed.out_dir / p).stat().st_size > 1000 for p in plots] == [True] * 3
+
+
+def test_summary_reports_reclaimable_bytes(allowed: AnalysisOutcome) -> None:
+    """Reclaimable bytes are those of the deletable ledgers and orphan objects."""
+    ledger_bytes = sum(1000 + i % 1000 for i, _, _, ok in P.EXPECTED_LEDGERS if ok)
+    object_bytes = 4 * 5000  # two orphan uploads of two objects each
+    assert ledger_bytes + object_bytes == allowed.summary["reclaimable_bytes_total"]
+
+
+def test_refused_run_states_every_reason_and_proposes_nothing(
+    spark: SparkSession, refused: AnalysisOutcome
+) -> None:
+    """Failed task, orphan share and foreign cluster are all named; no candidate is written."""
+    summary = json.loads((refused.out_dir / "summary.json").read_text())
+    reasons = summary["refusal_reasons"]
+    written = spark.read.parquet(str(refused.out_dir / "candidates")).count()
+    assert (summary["refused"], summary["candidates"]["count"], written) == (True, 0, 0)
+    assert [
+        any("bk_ledgers-0 (bk_ledgers /) failed: session expired" in r for r in reasons),
+        any("of Pulsar-owned ledgers look orphaned" in r for r in reasons),
+        any("another cluster than 'c1': 'other'" in r for r in reasons),
+    ] == [True, True, True]
+
+
+def test_refused_report_says_no_deletion(refused: AnalysisOutcome) -> None:
+    """The human report leads with the refusal."""
+    assert "No deletion proposed." in (refused.out_dir / "report.html").read_text()
+
+
+def test_cli_submit_is_not_available_yet(tmp_path: Path) -> None:
+    """--submit fails with a clear message instead of pretending to send anything."""
+    result = CliRunner().invoke(
+        reconcile,
+        [
+            "analyze",
+            "--extract",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--cluster",
+            "c1",
+            "--submit",
+        ],
+    )
+    assert (result.exit_code, "not available yet" in result.output) == (1, True)
+
+
+def test_cli_rejects_short_min_age_without_override(tmp_path: Path) -> None:
+    """A window below the floor is refused before any Spark work."""
+    result = CliRunner().invoke(
+        reconcile,
+        [
+            "analyze",
+            "--extract",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--cluster",
+            "c1",
+            "--min-age",
+            "2h",
+        ],
+    )
+    assert (result.exit_code, "below the floor" in result.output) == (1, True)
+
+
+def test_cli_is_registered_in_the_tombstone_command() -> None:
+    """`tombstone reconcile analyze --help` works through the lazy command group."""
+    from services.cli import cli
+
+    result = CliRunner().invoke(cli, ["reconcile", "analyze", "--help"])
+    assert (result.exit_code, "--max-orphan-share" in result.output) == (0, True)
