@@ -1,0 +1,71 @@
+"""Typed errors of the metadata layer. Every one names the znode path it is about.
+
+`StoreUnavailable` means *unknown*: the store did not answer. It is never a subclass of
+`NotFound`, so no caller can mistake an outage for absence.
+"""
+
+from __future__ import annotations
+
+from services.core.errors import Conflict, CorruptData, NotFound, TombstoneError, Unavailable
+
+
+class MetadataError(TombstoneError):
+    """Root of the metadata layer's errors; `path` is the znode concerned."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class CorruptMetadata(MetadataError, CorruptData):
+    """The znode exists but its content cannot be decoded (`problem` says why)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(path, f"corrupt metadata: {problem}")
+        self.problem = problem
+
+
+class NoNode(MetadataError, NotFound):
+    """A successful read showed that the znode does not exist."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "no such znode")
+
+
+class NodeExists(MetadataError, Conflict):
+    """A create found the znode already there."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "znode already exists")
+
+
+class NotEmpty(MetadataError, Conflict):
+    """A delete found that the znode still has children."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "znode has children")
+
+
+class VersionConflict(MetadataError, Conflict):
+    """A compare-and-set lost: the znode's version is not `expected_version` any more."""
+
+    def __init__(self, path: str, expected_version: int) -> None:
+        super().__init__(path, f"version is not {expected_version} (compare-and-set lost)")
+        self.expected_version = expected_version
+
+
+class StoreUnavailable(MetadataError, Unavailable):
+    """The store did not answer (timeout, connection loss, session expiry): the state is unknown.
+
+    For a write, the write may or may not have been applied.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, f"metadata store unavailable: {reason}")
+        self.reason = reason
+
+
+def missing_required_fields(message: object) -> str:
+    """The names of a protobuf message's unset required fields, comma-separated."""
+    finder = getattr(message, "FindInitializationErrors", None)
+    return ", ".join(finder()) if finder is not None else "?"

@@ -1,0 +1,179 @@
+"""BookKeeper ledger znode paths: id → path, path → id, and which root children are ledgers.
+
+Restates `StringUtils` and the ZK ledger managers of BookKeeper (see the formats reference,
+section 1). The default layout is the hybrid hierarchical one: ids below 2147483647 use the
+short 2-4-4 path (`00/0000/L0001`), larger ids the long 3-4-4-4-4 path.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from services.core.errors import InvalidArgument
+
+DEFAULT_LEDGERS_ROOT = "/ledgers"
+MAX_LEDGER_ID = 2**63 - 1
+# Integer.MAX_VALUE: the first id that the hybrid layout stores under the long path.
+HYBRID_LONG_THRESHOLD = 2**31 - 1
+LEDGER_NODE_PREFIX = "L"
+
+SPECIAL_ZNODES = frozenset(
+    {"available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long"}
+)
+ID_GEN_PREFIX = "ID-"
+
+_SHORT_PARENT = re.compile(r"\d{2}")
+_LONG_PARENT = re.compile(r"\d{3}")
+_HYBRID_PARENT = re.compile(r"\d{2,3}")
+_DIGITS = re.compile(r"\d+")
+
+
+class LedgerLayout(enum.Enum):
+    """How ledger ids map to znode paths (the BookKeeper ledger manager in use)."""
+
+    HIERARCHICAL = "hierarchical"
+    """The default since BK 4.7 and what Pulsar's own driver always uses: short below
+    2147483647, long from there on."""
+    LONG_HIERARCHICAL = "longhierarchical"
+    """Every id on the long 3-4-4-4-4 path."""
+    LEGACY_HIERARCHICAL = "legacyhierarchical"
+    """Every id on the short 2-4-4 path (ids ≥ 10^10 cannot be stored)."""
+    FLAT = "flat"
+    """`L%010d` directly under the root (pre-4.7 default)."""
+
+
+def check_ledger_id(ledger_id: int, field: str = "ledger_id") -> int:
+    """Return `ledger_id` if it is a valid (non-negative 64-bit) ledger id, else raise."""
+    if isinstance(ledger_id, bool) or not isinstance(ledger_id, int):
+        raise InvalidArgument(field, f"must be an integer, got {ledger_id!r}")
+    if not 0 <= ledger_id <= MAX_LEDGER_ID:
+        raise InvalidArgument(field, f"must be in [0, 2^63-1], got {ledger_id}")
+    return ledger_id
+
+
+def short_hierarchical_path(ledger_id: int) -> str:
+    """`%010d` split 2-4-4 with `L` before the last part: 1 → `00/0000/L0001`."""
+    digits = f"{check_ledger_id(ledger_id):010d}"
+    if len(digits) > 10:
+        raise InvalidArgument("ledger_id", f"{ledger_id} does not fit the short (2-4-4) layout")
+    return f"{digits[0:2]}/{digits[2:6]}/{LEDGER_NODE_PREFIX}{digits[6:10]}"
+
+
+def long_hierarchical_path(ledger_id: int) -> str:
+    """`%019d` split 3-4-4-4-4 with `L` before the last part."""
+    d = f"{check_ledger_id(ledger_id):019d}"
+    return f"{d[0:3]}/{d[3:7]}/{d[7:11]}/{d[11:15]}/{LEDGER_NODE_PREFIX}{d[15:19]}"
+
+
+def hybrid_hierarchical_path(ledger_id: int) -> str:
+    """Short path below Integer.MAX_VALUE, long path from it on (BK's default layout)."""
+    if check_ledger_id(ledger_id) < HYBRID_LONG_THRESHOLD:
+        return short_hierarchical_path(ledger_id)
+    return long_hierarchical_path(ledger_id)
+
+
+def flat_path(ledger_id: int) -> str:
+    """`L%010d` (the flat layout)."""
+    return f"{LEDGER_NODE_PREFIX}{check_ledger_id(ledger_id):010d}"
+
+
+def hierarchical_ledger_id(relative_path: str) -> int:
+    """Parse a path relative to the root back to an id (`StringUtils.stringToHierarchicalLedgerId`).
+
+    The parts are concatenated after dropping the leaf's `L`; both 3-part (short) and 5-part
+    (long) paths parse this way. Anything else is an `InvalidArgument` naming `path`.
+    """
+    parts = relative_path.strip("/").split("/")
+    if len(parts) not in (3, 5):
+        raise InvalidArgument("path", f"{relative_path!r} is not a 3- or 5-level ledger path")
+    leaf = parts[-1]
+    if not leaf.startswith(LEDGER_NODE_PREFIX):
+        raise InvalidArgument("path", f"leaf of {relative_path!r} does not start with 'L'")
+    digits = [*parts[:-1], leaf[len(LEDGER_NODE_PREFIX) :]]
+    if not all(_DIGITS.fullmatch(part) for part in digits):
+        raise InvalidArgument("path", f"{relative_path!r} has non-digit parts")
+    value = int("".join(digits))
+    if value > MAX_LEDGER_ID:
+        raise InvalidArgument("path", f"{relative_path!r} is beyond the 64-bit id range")
+    return value
+
+
+def flat_ledger_id(name: str) -> int:
+    """Parse a flat-layout leaf name `L%010d`."""
+    if not name.startswith(LEDGER_NODE_PREFIX) or not _DIGITS.fullmatch(name[1:]):
+        raise InvalidArgument("path", f"{name!r} is not a flat ledger znode name")
+    return check_ledger_id(int(name[1:]), "path")
+
+
+def is_special_znode(name: str) -> bool:
+    """Root children that are never ledger buckets (`AbstractZkLedgerManager.isSpecialZnode`)."""
+    return name in SPECIAL_ZNODES or name.startswith(ID_GEN_PREFIX)
+
+
+def normalize_root(root: str) -> str:
+    """A root path in canonical form: leading `/`, no trailing `/`."""
+    if not root.startswith("/") or "//" in root:
+        raise InvalidArgument("root", f"{root!r} is not an absolute znode path")
+    stripped = root.rstrip("/")
+    if not stripped:
+        raise InvalidArgument("root", "the ledgers root cannot be '/'")
+    return stripped
+
+
+@dataclass(frozen=True)
+class LedgerPaths:
+    """Path rules of one ledgers root under one layout."""
+
+    root: str = DEFAULT_LEDGERS_ROOT
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", normalize_root(self.root))
+
+    def relative_path(self, ledger_id: int) -> str:
+        """The ledger's path below the root, per the layout."""
+        match self.layout:
+            case LedgerLayout.HIERARCHICAL:
+                return hybrid_hierarchical_path(ledger_id)
+            case LedgerLayout.LONG_HIERARCHICAL:
+                return long_hierarchical_path(ledger_id)
+            case LedgerLayout.LEGACY_HIERARCHICAL:
+                return short_hierarchical_path(ledger_id)
+            case LedgerLayout.FLAT:
+                return flat_path(ledger_id)
+
+    def ledger_path(self, ledger_id: int) -> str:
+        """The full znode path of a ledger's metadata."""
+        return f"{self.root}/{self.relative_path(ledger_id)}"
+
+    def ledger_id(self, path: str) -> int:
+        """The ledger id a full znode path names; `InvalidArgument` if it names none."""
+        prefix = self.root + "/"
+        if not path.startswith(prefix):
+            raise InvalidArgument("path", f"{path!r} is not under {self.root}")
+        relative = path[len(prefix) :]
+        if self.layout is LedgerLayout.FLAT:
+            return flat_ledger_id(relative)
+        return hierarchical_ledger_id(relative)
+
+    def is_ledger_parent(self, name: str) -> bool:
+        """Whether a root child may hold ledgers (special znodes and other names do not)."""
+        if is_special_znode(name):
+            return False
+        match self.layout:
+            case LedgerLayout.HIERARCHICAL:
+                return _HYBRID_PARENT.fullmatch(name) is not None
+            case LedgerLayout.LONG_HIERARCHICAL:
+                return _LONG_PARENT.fullmatch(name) is not None
+            case LedgerLayout.LEGACY_HIERARCHICAL:
+                return _SHORT_PARENT.fullmatch(name) is not None
+            case LedgerLayout.FLAT:
+                return False
+
+    def depth(self, top_level: str) -> int:
+        """Levels below the root down to the leaves, for a given top-level directory."""
+        if self.layout is LedgerLayout.FLAT:
+            return 1
+        return 3 if len(top_level) == 2 else 5

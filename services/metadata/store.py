@@ -1,0 +1,100 @@
+"""The metadata store port: what the typed stores need from ZooKeeper, and nothing more.
+
+`ZkMetadataStore` (in `zk_store`) is the adapter for ZooKeeper. Errors are the typed ones of
+`services.metadata.errors`: `NoNode` only when the server said so; anything uncertain is
+`StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+from typing import Protocol
+
+ANY_VERSION = -1
+"""ZooKeeper's "any version" for `delete`; never used for a conditional delete."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """A znode's stat, as ZooKeeper reports it."""
+
+    version: int
+    ctime_ms: int
+    mtime_ms: int
+    czxid: int
+    mzxid: int
+    num_children: int
+    data_length: int
+    ephemeral_owner: int
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """A znode's data with the stat fields callers need (read in one round trip)."""
+
+    data: bytes
+    version: int
+    ctime_ms: int
+    mtime_ms: int
+    czxid: int
+    mzxid: int
+
+
+class WatchEvent(enum.Enum):
+    """Why a watch fired. After any of them, what was read before may be stale."""
+
+    CREATED = "created"
+    CHANGED = "changed"
+    DELETED = "deleted"
+    CONNECTION_LOST = "connection_lost"
+    """The connection or session was lost (or the store closed): changes may have been missed."""
+
+
+class MetadataStore(Protocol):
+    """A hierarchical, versioned key-value store (ZooKeeper's model)."""
+
+    @property
+    def last_zxid(self) -> int | None:
+        """The last transaction id the store has seen (for recording scan points)."""
+        ...
+
+    async def get(self, path: str) -> Versioned:
+        """Data and stat; `NoNode` when absent."""
+        ...
+
+    async def get_and_watch(self, path: str) -> tuple[Versioned, asyncio.Future[WatchEvent]]:
+        """Like `get`, plus a future fired once on change, delete or connection loss."""
+        ...
+
+    async def watch(self, path: str) -> tuple[Stat | None, asyncio.Future[WatchEvent]]:
+        """The stat (None when absent) and a future fired on create, change, delete or loss."""
+        ...
+
+    async def get_children(self, path: str) -> list[str]:
+        """Child names (unsorted); `NoNode` when absent."""
+        ...
+
+    async def exists(self, path: str) -> Stat | None:
+        """The stat, or None when the server says the znode does not exist."""
+        ...
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        container_parents: bool = False,
+    ) -> Stat:
+        """Create a znode (`NodeExists` if present); optionally create missing parents."""
+        ...
+
+    async def set(self, path: str, data: bytes, *, version: int) -> int:
+        """Compare-and-set; returns the new version. `VersionConflict` or `NoNode`."""
+        ...
+
+    async def delete(self, path: str, *, version: int) -> None:
+        """Conditional delete. `VersionConflict`, `NoNode` or `NotEmpty`."""
+        ...
