@@ -100,7 +100,7 @@ class S3FaultProxy:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        sockets = site._server.sockets if site._server else []  # type: ignore[attr-defined]
         self.port = sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
