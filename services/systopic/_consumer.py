@@ -96,8 +96,9 @@ class PulsarMessageSource:
             raise Unavailable(f"acknowledge {message.message_id} failed: {exc}") from exc
 
     async def release(self, message: IncomingMessage) -> None:
-        # The sync call only records the id for the client's redelivery timer.
-        self._consumer._consumer.negative_acknowledge(message.handle)
+        # Only records the id for the client's redelivery timer (nothing is sent yet).
+        with contextlib.suppress(pulsar_asyncio.PulsarException):
+            await self._consumer.negative_acknowledge(message.handle)
 
     async def close(self) -> None:
         if self._closed:
