@@ -76,8 +76,6 @@ class ZooKeeperServer:
                     "maxClientCnxns=0",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,mntr,stat",
-                    # Pulsar creates CONTAINER parents; let the server reap them quickly.
-                    "znode.container.checkIntervalMs=1000",
                     "",
                 ]
             )
@@ -101,6 +99,9 @@ class ZooKeeperServer:
             "-XX:+UseSerialGC",
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
             "-Dzookeeper.admin.enableServer=false",
+            # Pulsar creates CONTAINER parents; let the server reap them within a second.
+            # A JVM property: in zoo.cfg the key would become `zookeeper.znode...` and be ignored.
+            "-Dznode.container.checkIntervalMs=1000",
             "-cp",
             f"{self.data_dir}:{ZOOKEEPER_JAR}",
             MAIN_CLASS,

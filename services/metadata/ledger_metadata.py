@@ -8,6 +8,7 @@ line-based text (decoded only).
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -222,15 +223,20 @@ def _parse_v1_lines(lines: list[str], ledger_id: int) -> LedgerMetadata:
     )
 
 
+_STATES = {state.value: state for state in LedgerState}
+_DIGESTS = {digest.value: digest for digest in DigestType}
+
+
 def _from_format(fmt: _bk.LedgerMetadataFormat, ledger_id: int, version: int) -> LedgerMetadata:
-    state = LedgerState(fmt.state)
+    # This runs for every ledger a scan or the verifier reads: dict lookups instead of enum
+    # calls, and no sort when the segments are already in order (as BookKeeper writes them).
+    state = _STATES[fmt.state]
     closed = state is LedgerState.CLOSED
     has_password = fmt.HasField("password")
-    digest = DigestType(fmt.digestType) if has_password and fmt.HasField("digestType") else None
-    segments = sorted(
-        (Segment(s.firstEntryId, tuple(s.ensembleMember)) for s in fmt.segment),
-        key=lambda s: s.first_entry_id,
-    )
+    digest = _DIGESTS[fmt.digestType] if has_password and fmt.HasField("digestType") else None
+    segments = tuple([Segment(s.firstEntryId, tuple(s.ensembleMember)) for s in fmt.segment])
+    if any(a.first_entry_id > b.first_entry_id for a, b in itertools.pairwise(segments)):
+        segments = tuple(sorted(segments, key=lambda s: s.first_entry_id))
     return LedgerMetadata(
         ledger_id=ledger_id,
         ensemble_size=fmt.ensembleSize,
@@ -239,7 +245,7 @@ def _from_format(fmt: _bk.LedgerMetadataFormat, ledger_id: int, version: int) ->
         state=state,
         length=fmt.length if closed else 0,
         last_entry_id=fmt.lastEntryId if closed and fmt.HasField("lastEntryId") else -1,
-        segments=tuple(segments),
+        segments=segments,
         digest_type=digest,
         password=fmt.password if has_password else None,
         ctime=fmt.ctime if fmt.HasField("ctime") else None,

@@ -277,7 +277,9 @@ class ZkMetadataStore:
         """Send one request, bounded by the timeout, with every failure mapped."""
         self._hook_connection()
         try:
-            return await asyncio.wait_for(self._session.send(request), self._request_timeout)
+            # asyncio.timeout, not wait_for: no extra task per request on the hot read path.
+            async with asyncio.timeout(self._request_timeout):
+                return await self._session.send(request)
         except zk_exc.NoNode as e:
             raise NoNode(path) from e
         except zk_exc.NodeExists as e:

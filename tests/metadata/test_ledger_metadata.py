@@ -246,3 +246,12 @@ def test_truncated_encoding_is_corrupt() -> None:
     for cut in (len(data) - 1, 31, 30, 10):
         with pytest.raises(CorruptMetadata):
             decode_ledger_metadata(data[:cut], ledger_id=1, path=PATH)
+
+
+def test_segments_are_ordered_by_first_entry() -> None:
+    """Segments stored out of order come back ordered by firstEntryId (an ordered map)."""
+    late = lfield(6, lfield(1, "b:1") + vfield(2, 50))
+    early = lfield(6, lfield(1, "a:1") + vfield(2, 0))
+    body = vfield(1, 1) + vfield(2, 1) + vfield(3, 0) + vfield(5, 1) + late + early
+    decoded = decode_ledger_metadata(V3_HEADER + varint(len(body)) + body, ledger_id=1, path=PATH)
+    assert (Segment(0, ("a:1",)), Segment(50, ("b:1",))) == decoded.segments

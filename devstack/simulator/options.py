@@ -1,0 +1,123 @@
+"""Click options that describe a `ClusterSpec`, shared by `devstack simulate` and `demo`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from devstack.simulator.spec import ClusterSpec, Compression, IdLayout, OffloadDriver, OrphanPlan
+from services.core.errors import InvalidArgument
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _range(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        return (int(low), int(high)) if sep else (int(low), int(low))
+    except ValueError as e:
+        raise click.BadParameter(f"{text!r} is not N or MIN-MAX") from e
+
+
+def spec_options(
+    *, tenants: int = 2, namespaces: int = 2, topics: int = 3, orphans: int = 1
+) -> Callable[[F], F]:
+    """Add the spec options to a command, with these defaults for the size."""
+    options = [
+        click.option("--seed", type=int, default=1, show_default=True),
+        click.option("--tenants", type=int, default=tenants, show_default=True),
+        click.option("--namespaces", type=int, default=namespaces, show_default=True),
+        click.option("--topics", type=int, default=topics, show_default=True),
+        click.option("--ledgers", default="2-5", show_default=True, help="N or MIN-MAX"),
+        click.option("--cursors", default="0-2", show_default=True, help="N or MIN-MAX"),
+        click.option("--partitioned-share", type=float, default=0.3, show_default=True),
+        click.option("--offloaded-share", type=float, default=0.3, show_default=True),
+        click.option(
+            "--offload-driver",
+            type=click.Choice([d.value for d in OffloadDriver]),
+            default=OffloadDriver.S3.value,
+            show_default=True,
+        ),
+        click.option(
+            "--id-layout",
+            type=click.Choice([i.value for i in IdLayout]),
+            default=IdLayout.SHORT.value,
+            show_default=True,
+        ),
+        click.option(
+            "--compression",
+            type=click.Choice([c.value for c in Compression]),
+            default=Compression.NONE.value,
+            show_default=True,
+        ),
+        click.option("--v2-share", type=float, default=0.0, show_default=True),
+        click.option("--cluster-name", default="standalone", show_default=True),
+        click.option("--bucket", default="pulsar-offload", show_default=True),
+        click.option(
+            "--orphans",
+            type=int,
+            default=orphans,
+            show_default=True,
+            help="how many of each orphan and look-alike kind to plant",
+        ),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def spec_from_options(options: dict[str, Any], **overrides: Any) -> ClusterSpec:
+    """Build the spec from the parsed options; a bad value becomes a click usage error."""
+    driver = OffloadDriver(options["offload_driver"])
+    orphans = OrphanPlan.some(options["orphans"])
+    if driver is OffloadDriver.FILESYSTEM:
+        # Filesystem offloads write no objects, so object orphans cannot be planted.
+        orphans = OrphanPlan(
+            **{**vars(orphans), "unreferenced_offload": 0, "other_cluster_objects": 0}
+        )
+    try:
+        return ClusterSpec(
+            seed=options["seed"],
+            tenants=options["tenants"],
+            namespaces_per_tenant=options["namespaces"],
+            topics_per_namespace=options["topics"],
+            ledgers_per_topic=_range(options["ledgers"]),
+            cursors_per_topic=_range(options["cursors"]),
+            partitioned_share=options["partitioned_share"],
+            offloaded_share=options["offloaded_share"],
+            offload_driver=driver,
+            id_layout=IdLayout(options["id_layout"]),
+            compression=Compression(options["compression"]),
+            v2_share=options["v2_share"],
+            cluster_name=options["cluster_name"],
+            bucket=options["bucket"],
+            orphans=orphans,
+            **overrides,
+        )
+    except InvalidArgument as e:
+        raise click.UsageError(str(e)) from e
+
+
+SPEC_OPTION_NAMES = [
+    "seed",
+    "tenants",
+    "namespaces",
+    "topics",
+    "ledgers",
+    "cursors",
+    "partitioned_share",
+    "offloaded_share",
+    "offload_driver",
+    "id_layout",
+    "compression",
+    "v2_share",
+    "cluster_name",
+    "bucket",
+    "orphans",
+]

@@ -1,0 +1,45 @@
+"""Open the stores named by addresses and write a simulated cluster into them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+
+from devstack.simulator.model import ClusterModel
+from devstack.simulator.s3 import ObjectStore, open_object_store
+from devstack.simulator.spec import ClusterSpec
+from devstack.simulator.writer import DEFAULT_CONCURRENCY, Progress, write_cluster
+from services.metadata import ZkMetadataStore
+
+
+async def simulate_into(
+    spec: ClusterSpec,
+    *,
+    zookeeper: str,
+    s3_config: Mapping[str, str] | None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: Progress | None = None,
+) -> ClusterModel:
+    """Write `spec`'s cluster into the ZooKeeper at `zookeeper` (host:port) and S3.
+
+    `s3_config` holds aiobotocore client settings (`S3Server.client_config()`); None when
+    nothing is offloaded to S3.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(ZkMetadataStore.connect(zookeeper))
+        objects: ObjectStore | None = None
+        if s3_config is not None:
+            objects = await stack.enter_async_context(open_object_store(s3_config))
+        return await write_cluster(
+            spec, store=store, s3_client=objects, concurrency=concurrency, progress=progress
+        )
+
+
+def echo_progress(echo: Callable[[str], None]) -> Progress:
+    """A progress callback printing each phase when it starts and ends."""
+
+    def report(phase: str, done: int, total: int) -> None:
+        if total and done in (0, total):
+            echo(f"  {phase}: {done}/{total}")
+
+    return report

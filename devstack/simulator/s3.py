@@ -1,0 +1,97 @@
+"""The simulator's object-store port and its aiobotocore adapter (the only aiobotocore user
+in the simulator). Errors become the suite's typed errors; a missing object is `NotFound`
+only when S3 said 404."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+from aiobotocore.session import get_session
+from botocore.exceptions import BotoCoreError, ClientError
+
+from services.core.errors import NotFound, Unavailable
+
+
+class ObjectStore(Protocol):
+    async def ensure_bucket(self, bucket: str) -> None: ...
+
+    async def put_object(
+        self, *, bucket: str, key: str, body: bytes, metadata: Mapping[str, str]
+    ) -> None: ...
+
+    async def list_keys(self, *, bucket: str) -> list[str]: ...
+
+    async def head_metadata(self, *, bucket: str, key: str) -> dict[str, str]:
+        """User metadata with lowercased keys (as S3 returns them)."""
+        ...
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes: ...
+
+
+class S3ObjectStore:
+    """`ObjectStore` over an aiobotocore S3 client."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def ensure_bucket(self, bucket: str) -> None:
+        try:
+            await self._client.create_bucket(Bucket=bucket)
+        except ClientError as e:
+            if _code(e) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise Unavailable(f"cannot create bucket {bucket}: {e}") from e
+        except BotoCoreError as e:
+            raise Unavailable(f"S3 unreachable creating bucket {bucket}: {e}") from e
+
+    async def put_object(
+        self, *, bucket: str, key: str, body: bytes, metadata: Mapping[str, str]
+    ) -> None:
+        with _mapped(bucket, key):
+            await self._client.put_object(
+                Bucket=bucket, Key=key, Body=body, Metadata=dict(metadata)
+            )
+
+    async def list_keys(self, *, bucket: str) -> list[str]:
+        keys: list[str] = []
+        with _mapped(bucket, ""):
+            paginator = self._client.get_paginator("list_objects_v2")
+            async for page in paginator.paginate(Bucket=bucket):
+                keys.extend(item["Key"] for item in page.get("Contents", []))
+        return keys
+
+    async def head_metadata(self, *, bucket: str, key: str) -> dict[str, str]:
+        with _mapped(bucket, key):
+            response = await self._client.head_object(Bucket=bucket, Key=key)
+        return {k.lower(): v for k, v in response.get("Metadata", {}).items()}
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        with _mapped(bucket, key):
+            response = await self._client.get_object(Bucket=bucket, Key=key)
+            async with response["Body"] as stream:
+                return bytes(await stream.read())
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+@contextlib.contextmanager
+def _mapped(bucket: str, key: str) -> Any:
+    try:
+        yield
+    except ClientError as e:
+        if _code(e) in ("404", "NoSuchKey", "NoSuchBucket", "NotFound"):
+            raise NotFound(f"s3://{bucket}/{key} does not exist") from e
+        raise Unavailable(f"S3 error on s3://{bucket}/{key}: {e}") from e
+    except BotoCoreError as e:
+        raise Unavailable(f"S3 unreachable for s3://{bucket}/{key}: {e}") from e
+
+
+@contextlib.asynccontextmanager
+async def open_object_store(client_config: Mapping[str, str]) -> AsyncIterator[S3ObjectStore]:
+    """An `S3ObjectStore` for `S3Server.client_config()`-style settings, closed on exit."""
+    session = get_session()
+    async with session.create_client("s3", **client_config) as client:
+        yield S3ObjectStore(client)

@@ -1,0 +1,95 @@
+"""The devstack commands and the demo, run as a user runs them."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from devstack.cli import devstack
+from devstack.s3 import S3Server
+from devstack.zookeeper import ZooKeeperServer, four_letter_word
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tombstone(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_devstack_lists_its_commands() -> None:
+    """`devstack --help` names zookeeper, s3 and simulate."""
+    result = CliRunner().invoke(devstack, ["--help"])
+    assert result.exit_code == 0
+    for name in ("zookeeper", "s3", "simulate"):
+        assert re.search(rf"^\s+{name}\s", result.output, re.M), name
+
+
+def test_simulate_writes_into_running_servers(zk: ZooKeeperServer, s3: S3Server) -> None:
+    """`devstack simulate` seeds the given ZooKeeper and S3 and prints the summary."""
+    args = ["simulate", "--zookeeper", zk.address, "--s3-endpoint", s3.endpoint]
+    args += ["--tenants", "1", "--namespaces", "1", "--topics", "3", "--orphans", "1"]
+    result = CliRunner().invoke(devstack, args)
+    assert result.exit_code == 0, result.output
+    assert "Planted" in result.output
+    assert "unreferenced-offload" in result.output
+
+
+def test_simulate_refuses_a_bad_range() -> None:
+    """A MIN-MAX with MIN > MAX is a usage error naming the field; nothing is contacted."""
+    args = ["simulate", "--zookeeper", "127.0.0.1:1", "--ledgers", "5-2"]
+    result = CliRunner().invoke(devstack, args)
+    assert result.exit_code == 2
+    assert "ledgers_per_topic" in result.output
+
+
+def test_zookeeper_command_serves_until_sigterm() -> None:
+    """`devstack zookeeper` prints its address, answers, and exits 0 on SIGTERM."""
+    proc = _tombstone("devstack", "zookeeper")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"listening on ([\d.]+):(\d+)", line)
+        assert match, line
+        assert four_letter_word(match[1], int(match[2]), "ruok") == "imok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_s3_command_serves_until_sigterm() -> None:
+    """`devstack s3` prints its endpoint and exits 0 on SIGTERM."""
+    proc = _tombstone("devstack", "s3")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert re.search(r"listening on http://127\.0\.0\.1:\d+", line), line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_demo_runs_end_to_end() -> None:
+    """`tombstone demo` (what `make run` runs) seeds a cluster, reports it and exits 0."""
+    proc = _tombstone("demo")
+    try:
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    for text in ("ZooKeeper on", "S3 on", "Planted", "young", "Stopped ZooKeeper and S3"):
+        assert text in output
