@@ -59,6 +59,8 @@ class TopicPlan:
 
 def build_model(spec: ClusterSpec) -> ClusterModel:
     """The model of the cluster `spec` describes; the same spec gives an equal model."""
+    if spec.id_layout is not IdLayout.MIXED:
+        return _generate(spec, IdAllocator(spec.id_layout)).model
     # A first pass counts the ledgers so that MIXED ids switch to long ones at the right share.
     count = _generate(spec, IdAllocator(IdLayout.SHORT)).ids.count
     switch_at = round(count * (1.0 - spec.long_id_share))
