@@ -1,0 +1,48 @@
+"""What must hold after the deleter ran: S1 (nothing referenced deleted) and L1 (nothing
+orphaned), read from the real ZooKeeper and S3."""
+
+from __future__ import annotations
+
+import boto3
+
+from devstack.s3 import S3Server
+from devstack.simulator import ClusterModel
+from devstack.zookeeper import ZooKeeperServer
+from services.metadata import LedgerPaths, ManagedLedgers
+from services.metadata.zk_store import ZkMetadataStore
+from tests.deleter.stack import BUCKET
+
+
+def objects_in_s3(s3: S3Server) -> set[str]:
+    client = boto3.client("s3", **s3.client_config())
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+    return {item["Key"] for page in pages for item in page.get("Contents", [])}
+
+
+async def ledgers_in_zookeeper(zk: ZooKeeperServer, ids: set[int]) -> set[int]:
+    paths = LedgerPaths()
+    async with ZkMetadataStore.connect(zk.address) as store:
+        return {i for i in ids if await store.exists(paths.ledger_path(i)) is not None}
+
+
+async def listed_now(zk: ZooKeeperServer, model: ClusterModel) -> tuple[set[int], set[str]]:
+    """Ledger ids every ML lists now, and the object keys of their offload contexts."""
+    ids: set[int] = set()
+    keys: set[str] = set()
+    async with ZkMetadataStore.connect(zk.address) as store:
+        mls = ManagedLedgers(store)
+        for name in model.managed_ledgers:
+            info = (await mls.read(name)).value
+            for entry in info.ledgerInfo:
+                ids.add(entry.ledgerId)
+    for obj in model.objects.values():
+        if obj.ledger_id in ids:
+            keys.add(obj.key)
+    return ids, keys
+
+
+def cursor_and_schema_ledgers(model: ClusterModel) -> set[int]:
+    ids = {c.cursors_ledger_id for c in model.cursors.values() if c.cursors_ledger_id >= 0}
+    for schema in model.schemas.values():
+        ids.update(schema.ledger_ids)
+    return ids
