@@ -42,7 +42,8 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     kept = listed | cursor_and_schema_ledgers(model)
     unlinked_bk = marked[_pd.LEDGER] - listed
     unlinked_offload = marked[_pd.OFFLOAD_LEDGER] - listed
-    assert unlinked_bk and unlinked_offload
+    assert unlinked_bk
+    assert unlinked_offload
     assert set() == await ledgers_in_zookeeper(zk, unlinked_bk)
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     assert kept & in_bk == await ledgers_in_zookeeper(zk, kept & in_bk)
