@@ -5,6 +5,7 @@ the consumers on the runner's exit stack, run the pool as a background loop, ser
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 
@@ -63,8 +64,17 @@ async def run(config: DeleterConfig) -> None:
         await runner.run()
 
 
-async def build(stack: AsyncExitStack, config: DeleterConfig, metrics: DeleterMetrics) -> Deleter:
-    """Open every resource on `stack` (closed in reverse) and assemble pool and admin."""
+async def build(
+    stack: AsyncExitStack,
+    config: DeleterConfig,
+    metrics: DeleterMetrics,
+    *,
+    wrap_backends: Callable[[Backends], Backends] | None = None,
+) -> Deleter:
+    """Open every resource on `stack` (closed in reverse) and assemble pool and admin.
+
+    `wrap_backends` lets a caller decorate the backends (fault-injection tests do).
+    """
     http = await stack.enter_async_context(aiohttp.ClientSession())
     channel = open_channel(config.verifier)
     stack.push_async_callback(channel.close)
@@ -79,6 +89,8 @@ async def build(stack: AsyncExitStack, config: DeleterConfig, metrics: DeleterMe
             FilesystemOffloadDeleter(config.filesystem_root) if config.filesystem_root else None
         ),
     )
+    if wrap_backends is not None:
+        backends = wrap_backends(backends)
     retry_sink = await _publisher(stack, config, config.pulsar.retry_topic, "retry")
     dead_letter_sink = await _publisher(stack, config, config.pulsar.dlq_topic, "dlq")
     replay_sink = await _publisher(stack, config, config.pulsar.topic, "replay")

@@ -4,7 +4,7 @@ broker, the verifier and marker services' own code, and the deleter."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -25,6 +25,7 @@ from services.core.config import (
 from services.deleter.admin import Status
 from services.deleter.app import Deleter, build
 from services.deleter.config import DeleterConfig
+from services.deleter.handling import Backends
 from services.deleter.metrics import DeleterMetrics
 from services.marker.app import build_marker
 from services.marker.config import MarkerConfig
@@ -57,6 +58,9 @@ SPEC = ClusterSpec(
     bucket=BUCKET,
     cluster_name=CLUSTER,
 )
+
+
+SMALL_SPEC = replace(SPEC, namespaces_per_tenant=1, ledgers_per_topic=(3, 4), seed=5)
 
 
 def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
@@ -142,12 +146,17 @@ async def running_marker(
 
 
 def deleter_config(
-    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, verifier: str, **overrides: Any
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    verifier: str,
+    s3_settings: S3Config | None = None,
+    **overrides: Any,
 ) -> DeleterConfig:
     config = DeleterConfig(
         zookeeper=ZooKeeperConfig(servers=zk.address, operation_timeout=timedelta(seconds=3)),
         pulsar=pulsar_config(broker),
-        s3=s3_config(s3),
+        s3=s3_settings or s3_config(s3),
         verifier=ClientConfig(verifier),
         deleter_id="e2e",
         admin_url=broker.admin_url,
@@ -173,9 +182,11 @@ class RunningDeleter:
 
 
 @asynccontextmanager
-async def running_deleter(config: DeleterConfig) -> AsyncIterator[RunningDeleter]:
+async def running_deleter(
+    config: DeleterConfig, wrap_backends: Callable[[Backends], Backends] | None = None
+) -> AsyncIterator[RunningDeleter]:
     async with AsyncExitStack() as stack:
-        deleter = await build(stack, config, DeleterMetrics())
+        deleter = await build(stack, config, DeleterMetrics(), wrap_backends=wrap_backends)
         stop = asyncio.Event()
         task = asyncio.create_task(deleter.pool.run(stop))
         try:

@@ -46,3 +46,35 @@ def cursor_and_schema_ledgers(model: ClusterModel) -> set[int]:
     for schema in model.schemas.values():
         ids.update(schema.ledger_ids)
     return ids
+
+
+async def assert_safe(
+    zk: ZooKeeperServer, s3: S3Server, model: ClusterModel, objects_before: set[str]
+) -> tuple[set[int], set[str]]:
+    """S1: every ledger still referenced (ML list, cursor, schema) is in ZooKeeper, and every
+    object of a listed ledger is in S3. Returns the listed ids and the objects present."""
+    listed, listed_keys = await listed_now(zk, model)
+    kept = (listed | cursor_and_schema_ledgers(model)) & {
+        led.ledger_id for led in model.bookkeeper_ledgers()
+    }
+    assert kept == await ledgers_in_zookeeper(zk, kept)
+    remaining = objects_in_s3(s3)
+    assert set() == listed_keys - remaining
+    assert remaining <= objects_before
+    return listed, remaining
+
+
+async def assert_all_gone(
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    model: ClusterModel,
+    marked: dict[int, set[int]],
+    listed: set[int],
+) -> None:
+    """L1: every ledger unlinked by the marker is gone from ZooKeeper and S3."""
+    from tombstone.v1 import pending_delete_pb2 as _pd
+
+    assert set() == await ledgers_in_zookeeper(zk, marked[_pd.LEDGER] - listed)
+    unlinked = marked[_pd.OFFLOAD_LEDGER] - listed
+    gone = {o.key for o in model.objects.values() if o.ledger_id in unlinked}
+    assert set() == objects_in_s3(s3) & gone
