@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -50,7 +51,7 @@ async def test_killed_after_delete_before_ack_redelivery_is_harmless(
 
     def wrap(backends: Backends) -> Backends:
         stuck.append(StuckAfterDelete(backends.bookkeeper))
-        return replace(backends, bookkeeper=stuck[0])  # type: ignore[arg-type]
+        return replace(backends, bookkeeper=stuck[0])
 
     async with running_deleter(config, wrap_backends=wrap):
 
@@ -66,9 +67,9 @@ async def test_killed_after_delete_before_ack_redelivery_is_harmless(
 
 
 @pytest.fixture
-async def proxy(s3: S3Server) -> S3FaultProxy:
+async def proxy(s3: S3Server) -> AsyncIterator[S3FaultProxy]:
     async with S3FaultProxy(s3.endpoint) as p:
-        yield p  # type: ignore[misc]
+        yield p
 
 
 async def test_s3_errors_for_a_while_are_retried_then_succeed(
