@@ -34,7 +34,7 @@ from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.zk_store import ZkMetadataStore
-from services.systopic import ProducerSettings, open_intent_publisher
+from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.verifier.app import open_verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.offload import OffloadPolicy
@@ -125,7 +125,11 @@ async def running_verifier(zk: ZooKeeperServer, s3: S3Server) -> AsyncIterator[s
 
 @asynccontextmanager
 async def running_marker(
-    zk: ZooKeeperServer, broker: PulsarBrokerProcess, verifier: str | None, **settings: Any
+    zk: ZooKeeperServer,
+    broker: PulsarBrokerProcess,
+    verifier: str | None,
+    wrap_publisher: Callable[[IntentPublisher], IntentPublisher] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Marker]:
     config = MarkerConfig(
         zookeeper=ZooKeeperConfig(servers=zk.address),
@@ -139,9 +143,11 @@ async def running_marker(
     config = replace(config, **settings)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(ZkMetadataStore.connect(zk.address))
-        publisher = await stack.enter_async_context(
+        publisher: IntentPublisher = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, ProducerSettings(producer_name=config.marker_id))
         )
+        if wrap_publisher is not None:
+            publisher = wrap_publisher(publisher)
         yield await build_marker(stack, config, MarkerMetrics(), store=store, publisher=publisher)
 
 
