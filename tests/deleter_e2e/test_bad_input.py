@@ -62,8 +62,8 @@ async def test_marker_dying_between_send_and_write_never_deletes_listed_ledgers(
     owner = resolve_owner(
         _pd.MANAGED_LEDGER, topic_name="", ml_name=name, cursor_name="", schema_id=""
     )
-    pause = {"pause_after_send": timedelta(seconds=60)}
-    async with running_marker(zk, broker, verifier, **pause) as marker:
+    pause = timedelta(seconds=60)
+    async with running_marker(zk, broker, verifier, pause_after_send=pause) as marker:
         marking = asyncio.create_task(marker.mark(MarkRequest(owner=owner, ledger_ids=ids)))
         config = deleter_config(zk, s3, broker, verifier)
         async with running_deleter(config) as running:
