@@ -115,6 +115,9 @@ class Handler:
             attempt = retry_count(message.properties)
         except CorruptData as exc:
             return Settlement(Action.DEAD_LETTER, str(exc), ReasonCode.UNDECODABLE)
+        if not pdli.HasField("ledger_id"):
+            # Nothing to verify, delete or retry: a copy could not even be routed.
+            return Settlement(Action.DEAD_LETTER, "PDLI without ledger_id", ReasonCode.UNDECODABLE)
         await self._hold(tracker, pdli)
         tracker.phase = Phase.WORKING
         try:
@@ -237,19 +240,32 @@ class Handler:
             )
         if s.action is Action.ACK:
             await self._acknowledge(source, message)
-        elif s.action is Action.RELEASE:
+            return
+        if s.action is Action.RELEASE:
             await self._release(source, message, s.reason)
-        elif s.action is Action.RETRY:
-            await self._forward(source, message, self._retry_sink, self._retry_copy(message, s))
-            _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
-        else:
-            code = s.reason_code or ReasonCode.UNKNOWN
-            letter = dead_letter_message(
-                message, reason_code=code, reason=s.reason, attempts=s.attempt
-            )
-            if await self._forward(source, message, self._dead_letter_sink, letter):
-                self._metrics.dead_lettered.labels(code.value).inc()
+            return
+        try:
+            copy, sink = self._copy(message, s)
+        except Exception as exc:  # a copy that cannot be built must not strand the message
+            _log.exception("copy_failed", message_id=message.message_id)
+            await self._release(source, message, f"cannot build the copy: {exc!r}")
+            return
+        if await self._forward(source, message, sink, copy):
+            if s.action is Action.RETRY:
+                _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
+            else:
+                code = (s.reason_code or ReasonCode.UNKNOWN).value
+                self._metrics.dead_lettered.labels(code).inc()
                 _log.warning("pdli_dead_lettered", message_id=message.message_id, reason=s.reason)
+
+    def _copy(
+        self, message: IncomingMessage, s: Settlement
+    ) -> tuple[OutgoingMessage, IntentPublisher]:
+        if s.action is Action.RETRY:
+            return self._retry_copy(message, s), self._retry_sink
+        code = s.reason_code or ReasonCode.UNKNOWN
+        letter = dead_letter_message(message, reason_code=code, reason=s.reason, attempts=s.attempt)
+        return letter, self._dead_letter_sink
 
     def _retry_copy(self, message: IncomingMessage, s: Settlement) -> OutgoingMessage:
         assert s.pdli is not None

@@ -201,3 +201,16 @@ async def test_no_backend_for_a_tier_dead_letters(
     )
     await process(handler, incoming(pdli(9, offload=True)))
     assert "no filesystem backend" in dlq_sink.sent[0].properties[PROP_REASON]
+
+
+async def test_pdli_without_ledger_id_is_dead_lettered(
+    handler: Handler, dlq_sink: FakePublisher, verifier: FakeVerifier
+) -> None:
+    """A PDLI that names no ledger cannot be verified, deleted or retried: DLQ, acknowledged."""
+    message = incoming(b"")
+    source = await process(handler, message)
+    assert ("undecodable", [], [message.message_id]) == (
+        dlq_sink.sent[0].properties[PROP_REASON_CODE],
+        verifier.seen,
+        source.acked,
+    )
