@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import AsyncIterator
 
+from services.core.errors import InvalidArgument
 from services.metadata.errors import MetadataError, NoNode, NotEmpty, StoreUnavailable
 from services.metadata.ledger_metadata import (
     CURRENT_FORMAT_VERSION,
@@ -15,7 +16,7 @@ from services.metadata.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
 )
-from services.metadata.paths import LedgerLayout, LedgerPaths
+from services.metadata.paths import LAYOUT_ZNODE, LedgerLayout, LedgerPaths, parse_layout
 from services.metadata.records import LedgerRecord
 from services.metadata.store import ANY_VERSION, MetadataStore, Versioned, WatchEvent
 
@@ -124,14 +125,48 @@ class BookKeeperLedgers:
         parents = [name for name in children if self.paths.is_ledger_parent(name)]
         return sorted(parents, key=lambda name: (len(name), name))
 
-    async def ledger_ids_under(self, top_level: str) -> list[int]:
-        """Every ledger id below one top-level node (one unit of parallel work)."""
+    async def subtrees(self, *, level: int = 1) -> list[str]:
+        """Relative prefixes `level` deep, short trees first: independent units of listing work.
+
+        Level 1 gives the top-level nodes (`00`, `000`); level 2 their children (`00/0000`),
+        and so on, never reaching the leaves. The flat layout has one unit, `""`.
+        """
+        tops = await self.top_level_nodes()
+        if self.paths.layout is LedgerLayout.FLAT or level <= 1:
+            return tops
+        prefixes: list[str] = []
+        for top in tops:
+            prefixes.extend(await self._prefixes(top, level - 1, self.paths.depth(top)))
+        return prefixes
+
+    async def ledger_ids_under(self, subtree: str) -> list[int]:
+        """Every ledger id below one subtree (a prefix from `subtrees`), sorted."""
         if self.paths.layout is LedgerLayout.FLAT:
             return await self._flat_ids()
-        levels = self.paths.depth(top_level)
+        parts = subtree.split("/")
+        depth = self.paths.depth(parts[0])
+        valid = self.paths.is_ledger_parent(parts[0]) and len(parts) < depth
+        if not valid or not all(_DIR.fullmatch(part) for part in parts[1:]):
+            raise InvalidArgument("subtree", f"{subtree!r} is not a ledger subtree of this layout")
         ids: list[int] = []
-        await self._walk(f"{self.paths.root}/{top_level}", levels - 1, ids)
+        await self._walk(f"{self.paths.root}/{subtree}", depth - len(parts), ids)
         return sorted(ids)
+
+    async def _prefixes(self, prefix: str, more: int, depth: int) -> list[str]:
+        if more == 0 or prefix.count("/") + 2 >= depth:
+            return [prefix]
+        names = sorted(
+            n for n in await self._children(f"{self.paths.root}/{prefix}") if _DIR.fullmatch(n)
+        )
+        nested = await asyncio.gather(
+            *(self._prefixes(f"{prefix}/{n}", more - 1, depth) for n in names)
+        )
+        return [p for group in nested for p in group]
+
+    async def read_layout(self) -> LedgerLayout:
+        """The layout named by `<root>/LAYOUT`; `NoNode` if absent, `CorruptMetadata` if odd."""
+        path = f"{self.paths.root}/{LAYOUT_ZNODE}"
+        return parse_layout((await self._store.get(path)).data, path=path)
 
     async def iter_ledger_ids(self) -> AsyncIterator[int]:
         """Every ledger id of the root, skipping special znodes and foreign names."""
@@ -151,7 +186,8 @@ class BookKeeperLedgers:
         if levels_left == 1:
             for name in children:
                 if _LEAF.fullmatch(name):
-                    out.append(self.paths.ledger_id(f"{path}/{name}"))
+                    with contextlib.suppress(InvalidArgument):  # beyond 2^63-1: not a ledger
+                        out.append(self.paths.ledger_id(f"{path}/{name}"))
             return
         subdirs = [name for name in children if _DIR.fullmatch(name)]
         await asyncio.gather(*(self._walk(f"{path}/{n}", levels_left - 1, out) for n in subdirs))

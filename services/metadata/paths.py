@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from services.core.errors import InvalidArgument
+from services.metadata.errors import CorruptMetadata
 
 DEFAULT_LEDGERS_ROOT = "/ledgers"
 MAX_LEDGER_ID = 2**63 - 1
@@ -23,6 +24,8 @@ SPECIAL_ZNODES = frozenset(
     {"available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long"}
 )
 ID_GEN_PREFIX = "ID-"
+LAYOUT_ZNODE = "LAYOUT"
+LAYOUT_FORMAT_VERSION = 2
 
 _SHORT_PARENT = re.compile(r"\d{2}")
 _LONG_PARENT = re.compile(r"\d{3}")
@@ -177,3 +180,34 @@ class LedgerPaths:
         if self.layout is LedgerLayout.FLAT:
             return 1
         return 3 if len(top_level) == 2 else 5
+
+
+_BK_META = "org.apache.bookkeeper.meta."
+_FACTORIES = {
+    LedgerLayout.HIERARCHICAL: _BK_META + "HierarchicalLedgerManagerFactory",
+    LedgerLayout.LONG_HIERARCHICAL: _BK_META + "LongHierarchicalLedgerManagerFactory",
+    LedgerLayout.LEGACY_HIERARCHICAL: _BK_META + "LegacyHierarchicalLedgerManagerFactory",
+    LedgerLayout.FLAT: _BK_META + "FlatLedgerManagerFactory",
+}
+_LAYOUTS = {factory: layout for layout, factory in _FACTORIES.items()}
+
+
+def layout_text(layout: LedgerLayout) -> bytes:
+    """The `LAYOUT` znode content BookKeeper writes: `2\n<factoryClass>:1`."""
+    return f"{LAYOUT_FORMAT_VERSION}\n{_FACTORIES[layout]}:1".encode()
+
+
+def parse_layout(data: bytes, *, path: str) -> LedgerLayout:
+    """The layout a `LAYOUT` znode names (`CorruptMetadata` for unknown or garbled content).
+
+    Pulsar's own ledger manager factory always uses the hybrid (hierarchical) paths.
+    """
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(lines) < 2 or not lines[0].strip().isdigit():
+        raise CorruptMetadata(path, "bad LAYOUT: expected '<version>\\n<factory>:<version>'")
+    factory = lines[1].split(":", 1)[0].strip()
+    if factory.endswith("PulsarLedgerManagerFactory"):
+        return LedgerLayout.HIERARCHICAL
+    if factory not in _LAYOUTS:
+        raise CorruptMetadata(path, f"unsupported ledger manager factory {factory!r}")
+    return _LAYOUTS[factory]

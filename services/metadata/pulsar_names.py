@@ -205,7 +205,11 @@ def schema_path(schema_id: str) -> str:
 
 
 def partitioned_topic_path(topic: str) -> str:
-    """`/admin/partitioned-topics/<tenant>/<ns>/<domain>/<encodedLocal>` of the base topic."""
+    """`/admin/partitioned-topics/<tenant>/<ns>/<domain>/<encodedLocal>` of the base topic.
+
+    A partition's `-partition-<n>` suffix is stripped: the metadata (with the partition
+    count) belongs to the partitioned topic, not to each partition.
+    """
     parsed = TopicName.parse(topic)
-    encoded = java_url_encode(parsed.local_name)
+    encoded = java_url_encode(parsed.base_local_name)
     return f"{PARTITIONED_TOPICS_ROOT}/{parsed.namespace_portion}/{parsed.domain}/{encoded}"

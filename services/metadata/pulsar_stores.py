@@ -136,13 +136,13 @@ class ManagedLedgers:
     async def _names_below(self, prefix: str, *, depth: int) -> AsyncIterator[str]:
         for child in await _children_or_empty(self._store, f"{MANAGED_LEDGERS_ROOT}/{prefix}"):
             if child in DOMAINS and depth >= 2:
-                for topic in await self.topics_at(f"{prefix}/{child}"):
+                for topic in await self._topics_at(f"{prefix}/{child}"):
                     yield f"{prefix}/{child}/{topic}"
             elif depth < 3:
                 async for name in self._names_below(f"{prefix}/{child}", depth=depth + 1):
                     yield name
 
-    async def topics_at(self, domain_prefix: str) -> list[str]:
+    async def _topics_at(self, domain_prefix: str) -> list[str]:
         return await _children_or_empty(self._store, f"{MANAGED_LEDGERS_ROOT}/{domain_prefix}")
 
     async def cursors(self, ml_name: str) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.errors import InvalidArgument
@@ -204,6 +204,7 @@ def ledgers(draw: st.DrawFn) -> LedgerMetadata:
     )
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn slowness into failure
 @given(ledgers())
 def test_v3_round_trip(metadata: LedgerMetadata) -> None:
     """Every ledger metadata survives encode v3 → decode."""

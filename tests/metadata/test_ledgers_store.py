@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from services.core.errors import InvalidArgument
 from services.metadata import (
     BookKeeperLedgers,
     CorruptMetadata,
@@ -18,6 +19,7 @@ from services.metadata import (
     VersionConflict,
     WatchEvent,
     ZkMetadataStore,
+    layout_text,
 )
 
 IDS = [0, 1, 9999, 123456789, 2147483646, 2147483647, 2147483648, 4294967296, 2**63 - 1]
@@ -181,3 +183,46 @@ async def test_hybrid_lists_short_trees_first(store: ZkMetadataStore) -> None:
 async def test_iteration_of_missing_root_is_empty(store: ZkMetadataStore) -> None:
     """A root that does not exist holds no ledgers."""
     assert [i async for i in BookKeeperLedgers(store).iter_ledger_ids()] == []
+
+
+async def test_subtrees_at_level_two(store: ZkMetadataStore) -> None:
+    """Level-2 subtrees split the work finer; together they list every ledger once."""
+    ledgers = BookKeeperLedgers(store)
+    ids = [1, 10001, 20002, 2147483647, 4294967296]
+    for ledger_id in ids:
+        await ledgers.create(ledger(ledger_id))
+    subtrees = await ledgers.subtrees(level=2)
+    assert subtrees == ["00/0000", "00/0001", "00/0002", "000/0000"]
+    found = [i for subtree in subtrees for i in await ledgers.ledger_ids_under(subtree)]
+    assert ids == found
+
+
+async def test_deep_subtrees_stop_above_the_leaves(store: ZkMetadataStore) -> None:
+    """Asking for more levels than a layout has stops one level above the ledger znodes."""
+    ledgers = BookKeeperLedgers(store)
+    await ledgers.create(ledger(1))
+    await ledgers.create(ledger(4294967296))
+    assert await ledgers.subtrees(level=9) == ["00/0000", "000/0000/0042/9496"]
+
+
+@pytest.mark.parametrize("subtree", ["0000", "00/0000/L0001", "00/x", "idgen"])
+async def test_ledger_ids_under_rejects_non_subtrees(store: ZkMetadataStore, subtree: str) -> None:
+    """A prefix that is not a ledger subtree raises InvalidArgument naming subtree."""
+    with pytest.raises(InvalidArgument) as err:
+        await BookKeeperLedgers(store).ledger_ids_under(subtree)
+    assert err.value.field == "subtree"
+
+
+@pytest.mark.parametrize("layout", list(LedgerLayout))
+async def test_read_layout(store: ZkMetadataStore, layout: LedgerLayout) -> None:
+    """The LAYOUT znode BookKeeper writes names the layout to iterate."""
+    await store.create("/ledgers/LAYOUT", layout_text(layout), make_parents=True)
+    assert layout == await BookKeeperLedgers(store).read_layout()
+
+
+async def test_bad_layout_is_corrupt(store: ZkMetadataStore) -> None:
+    """An unknown factory in LAYOUT raises CorruptMetadata naming the znode."""
+    await store.create("/ledgers/LAYOUT", b"2\norg.example.Other:1", make_parents=True)
+    with pytest.raises(CorruptMetadata) as err:
+        await BookKeeperLedgers(store).read_layout()
+    assert err.value.path == "/ledgers/LAYOUT"

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.errors import InvalidArgument
 from services.metadata import (
+    CorruptMetadata,
     LedgerLayout,
     LedgerPaths,
     hierarchical_ledger_id,
     hybrid_hierarchical_path,
     is_special_znode,
+    layout_text,
     long_hierarchical_path,
+    parse_layout,
     short_hierarchical_path,
 )
 
@@ -82,6 +85,7 @@ def test_invalid_ids_are_rejected(bad: object) -> None:
     assert err.value.field == "ledger_id"
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn slowness into failure
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_hybrid_path_parses_back(ledger_id: int) -> None:
     """Every id survives id → hybrid path → id."""
@@ -89,6 +93,7 @@ def test_hybrid_path_parses_back(ledger_id: int) -> None:
     assert ledger_id == paths.ledger_id(paths.ledger_path(ledger_id))
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn slowness into failure
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_long_path_parses_back(ledger_id: int) -> None:
     """Every id survives id → long path → id."""
@@ -161,3 +166,23 @@ def test_root_must_be_absolute(root: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         LedgerPaths(root)
     assert err.value.field == "root"
+
+
+def test_layout_text_matches_bookkeeper() -> None:
+    """LAYOUT content is '2\\n<factory class>:1' (LedgerLayout.serialize)."""
+    expected = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+    assert expected == layout_text(LedgerLayout.HIERARCHICAL)
+
+
+def test_pulsar_factory_means_hybrid_paths() -> None:
+    """Pulsar's own ledger manager factory always uses the hybrid paths."""
+    text = b"2\norg.apache.pulsar.metadata.bookkeeper.PulsarLedgerManagerFactory:1"
+    assert parse_layout(text, path="/ledgers/LAYOUT") == LedgerLayout.HIERARCHICAL
+
+
+@pytest.mark.parametrize("data", [b"", b"garbage", b"x\nfoo:1"])
+def test_garbled_layout_is_corrupt(data: bytes) -> None:
+    """Unparsable LAYOUT content raises CorruptMetadata naming the znode."""
+    with pytest.raises(CorruptMetadata) as err:
+        parse_layout(data, path="/ledgers/LAYOUT")
+    assert err.value.path == "/ledgers/LAYOUT"

@@ -124,7 +124,7 @@ infos = st.lists(
 )
 
 
-@settings(max_examples=30)
+@settings(max_examples=30, deadline=None)
 @given(infos, st.sampled_from(list(CompressionType)))
 def test_ml_info_round_trip(ledgers, compression: CompressionType) -> None:
     """Every ML info survives encode (any compression) → decode."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.errors import InvalidArgument
@@ -38,6 +38,7 @@ def test_java_url_encode(text: str, encoded: str) -> None:
     assert text == java_url_decode(encoded)
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn slowness into failure
 @given(st.text(min_size=1))
 def test_url_encoding_round_trips(text: str) -> None:
     """Every string survives encode then decode."""
@@ -137,3 +138,9 @@ def test_malformed_names_in_paths(call, field: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         call()
     assert field == err.value.field
+
+
+def test_partitioned_metadata_path_of_a_partition_is_the_base_topic() -> None:
+    """A partition's partitioned-topic metadata lives under the base topic's name."""
+    expected = "/admin/partitioned-topics/t/ns/persistent/x"
+    assert expected == partitioned_topic_path("persistent://t/ns/x-partition-2")
