@@ -1,0 +1,388 @@
+"""Marker throughput and latency against the devstack broker and a real ZooKeeper.
+
+    .venv/bin/python -m benchmarks.marker [--owners 200] [--ledgers 100] [--concurrency 32]
+
+Prints, from one run on one machine:
+- the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
+  messages, and the same with `deliver_after` (never batched by the client);
+- the system-topic publisher alone (sync client bridged to asyncio) and `pulsar.asyncio`;
+- rounds of (raw send rate, then PDLIs recorded per second by one marker process,
+  `python -m services.marker`, under `--concurrency` concurrent Mark calls over gRPC, each
+  call `--ledgers` ledgers of its own topic), with the ratio of each round: the machine is
+  shared, so each ratio compares runs made seconds apart;
+- the same with `--big-ledgers`-ledger calls;
+- p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+from grpc import aio
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import PulsarConfig
+from services.marker.owners import LedgerRef, resolve_owner
+from services.marker.planning import MarkRequest, Stamp, build_pdli
+from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
+from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PARTITIONS = 4
+SPAN = 1_000_000  # ledger ids of owner i start at i * SPAN
+ROOT = Path(__file__).resolve().parents[1]
+_QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+
+
+def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
+    """PDLI messages exactly as the marker builds them."""
+    owner = resolve_owner(
+        _pd.MANAGED_LEDGER,
+        topic_name="",
+        ml_name="public/default/persistent/bench-0",
+        cursor_name="",
+        schema_id="",
+    )
+    request = MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+    stamp = Stamp(fence_token=7, marked_at_ms=1, not_before_ms=5001, marker_id="m", cluster="c")
+    out = []
+    for i in range(count):
+        msg = encode_intent(build_pdli(request, LedgerRef(1000 + i), _pd.LEDGER, stamp))
+        out.append((msg.payload, msg.partition_key, dict(msg.properties)))
+    return out
+
+
+def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> float:
+    """The raw client: `send_async` in a loop, waiting for the last receipt."""
+    client = pulsar.Client(url, logger=_QUIET)
+    producer = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_publish_delay_ms=2,
+        max_pending_messages=10_000,
+        max_pending_messages_across_partitions=10_000,
+        block_if_queue_full=True,
+    )
+    messages = sample_messages(count)
+    done = threading.Event()
+    remaining = [count]
+    lock = threading.Lock()
+
+    def callback(result: object, message_id: object) -> None:
+        with lock:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                done.set()
+
+    delay = timedelta(seconds=5) if delayed else None
+    started = time.perf_counter()
+    for payload, key, props in messages:
+        producer.send_async(
+            payload, callback, properties=props, partition_key=key, deliver_after=delay
+        )
+    done.wait(300)
+    elapsed = time.perf_counter() - started
+    client.close()
+    return count / elapsed
+
+
+async def publisher_rate(
+    url: str, topic: str, count: int, concurrency: int, per_call: int
+) -> float:
+    """`services.systopic` alone: `publish` calls of `per_call` messages, `concurrency` at once."""
+    from services.systopic import OutgoingMessage
+
+    config = PulsarConfig(service_url=url, topic=topic, partitions=PARTITIONS)
+    batch = [OutgoingMessage(p, k, props) for p, k, props in sample_messages(per_call)]
+    async with open_intent_publisher(config, ProducerSettings(producer_name="bench-pub")) as pub:
+        calls = count // per_call
+
+        async def worker() -> None:
+            nonlocal calls
+            while calls > 0:
+                calls -= 1
+                results = await pub.publish(batch)
+                assert all(r.ok for r in results)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return count / (time.perf_counter() - started)
+
+
+async def asyncio_client_rate(
+    url: str, topic: str, count: int, concurrency: int, per_call: int
+) -> float:
+    """`pulsar.asyncio`: one awaited `send` per message, gathered per call."""
+    client = pulsar_asyncio.Client(url, logger=_QUIET)
+    producer = await client.create_producer(
+        topic,
+        batching_max_publish_delay_ms=2,
+        max_pending_messages=10_000,
+        max_pending_messages_across_partitions=10_000,
+    )
+    batch = sample_messages(per_call)
+    calls = count // per_call
+
+    async def worker() -> None:
+        nonlocal calls
+        while calls > 0:
+            calls -= 1
+            await asyncio.gather(
+                *(producer.send(p, properties=props, partition_key=k) for p, k, props in batch)
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    rate = count / (time.perf_counter() - started)
+    await client.close()
+    return rate
+
+
+def ml_data(first_ledger: int, count: int) -> bytes:
+    info = ManagedLedgerInfo()
+    for i in range(count):
+        info.ledgerInfo.append(
+            LedgerInfo(ledgerId=first_ledger + i, entries=1, size=1, timestamp=1)
+        )
+    return encode_managed_ledger_info(info)
+
+
+def ml_name(index: int) -> str:
+    return f"public/default/persistent/bench-{index}"
+
+
+async def populate(zookeeper: ZooKeeperServer, owners: range, ledgers: int) -> None:
+    """One ML znode per owner index, listing `ledgers + 1` ledgers (one stays listed)."""
+    async with ZkMetadataStore.connect(zookeeper.address) as store:
+        sem = asyncio.Semaphore(64)
+
+        async def one(i: int) -> None:
+            async with sem:
+                path = f"/managed-ledgers/{ml_name(i)}"
+                await store.create(path, ml_data(i * SPAN, ledgers + 1), make_parents=True)
+
+        await asyncio.gather(*(one(i) for i in owners))
+
+
+def mark_request(index: int, ledgers: int) -> _mk.MarkLedgersRequest:
+    first = index * SPAN
+    return _mk.MarkLedgersRequest(
+        component=_pd.MANAGED_LEDGER,
+        managed_ledger_name=ml_name(index),
+        ledger_ids=range(first, first + ledgers),
+    )
+
+
+async def mark_load(
+    stub: _mk_grpc.MarkerStub, indexes: list[int], ledgers: int, concurrency: int
+) -> tuple[float, list[float]]:
+    """Mark every owner in `indexes` with `concurrency` calls in flight: PDLIs/s, latencies."""
+    queue = list(reversed(indexes))
+    latencies: list[float] = []
+    sent = 0
+
+    async def worker() -> None:
+        nonlocal sent
+        while queue:
+            index = queue.pop()
+            started = time.perf_counter()
+            response = await stub.MarkLedgers(mark_request(index, ledgers))
+            latencies.append(time.perf_counter() - started)
+            assert len(response.marked) == ledgers, response
+            sent += response.pdlis_sent
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sent / (time.perf_counter() - started), latencies
+
+
+async def start_marker(
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess
+) -> tuple[asyncio.subprocess.Process, int]:
+    """The marker as its own process; its log goes to a file (a pipe nobody drains would
+    block it)."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    env = {
+        **os.environ,
+        "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_LOG_FORMAT": "json",
+        "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
+        "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
+        "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_MARKER_ID": "marker-bench",
+        "TOMBSTONE_MARKER_JOURNAL_DIR": str(workdir),
+        "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
+    }
+    log = workdir / "marker.log"
+    with log.open("wb") as out:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.marker", cwd=ROOT, env=env, stdout=out
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.returncode is None:
+        for line in log.read_text().splitlines():
+            if '"service_ready"' in line:
+                return process, int(json.loads(line)["port"])
+        await asyncio.sleep(0.2)
+    process.kill()
+    await process.wait()
+    raise RuntimeError(f"marker not ready; see {log}")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:6.1f} ms"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def client_figures(url: str, n: int, args: argparse.Namespace) -> dict[str, float]:
+    topic = "persistent://public/default/bench-"
+    return {
+        "raw": await asyncio.to_thread(raw_rate, url, topic + "raw", n),
+        "delayed": await asyncio.to_thread(raw_rate, url, topic + "delayed", n // 4, delayed=True),
+        "publisher": await publisher_rate(url, topic + "pub", n, args.concurrency, args.ledgers),
+        "asyncio": await asyncio_client_rate(url, topic + "aio", n, args.concurrency, args.ledgers),
+    }
+
+
+@dataclass
+class Round:
+    raw: float
+    """Raw client msg/s measured just before the marker run of this round."""
+    marker: float
+    """Marker PDLIs/s in this round."""
+
+    @property
+    def ratio(self) -> float:
+        return self.marker / self.raw
+
+
+@dataclass
+class MarkerFigures:
+    rounds: list[Round]
+    """Interleaved raw and marker runs with `--ledgers`-ledger calls."""
+    big: Round
+    """One raw run and one marker run with `--big-ledgers`-ledger calls."""
+    alone: list[float]
+    """Latencies of Mark calls made one at a time."""
+    loaded: list[float]
+    """Latencies of the calls of the throughput runs."""
+
+
+async def marker_figures(
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, args: argparse.Namespace
+) -> MarkerFigures:
+    """Unloaded latency, then rounds of (raw run, marker run) so that each ratio compares
+    runs made seconds apart: the machine is shared and its load drifts."""
+    owners = iter(range(10**6))
+    rounds = [[next(owners) for _ in range(args.owners)] for _ in range(args.rounds)]
+    alone_owners = [next(owners) for _ in range(args.latency_calls)]
+    big = [next(owners) for _ in range(args.big_owners)]
+    await populate(zookeeper, range(big[0]), args.ledgers)
+    await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
+    url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
+    n = args.owners * args.ledgers
+    process, port = await start_marker(zookeeper, broker)
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = _mk_grpc.MarkerStub(channel)
+            alone = []
+            for i in alone_owners:
+                started = time.perf_counter()
+                await stub.MarkLedgers(mark_request(i, args.ledgers))
+                alone.append(time.perf_counter() - started)
+            results, loaded = [], []
+            for indexes in rounds:
+                raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+                rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
+                results.append(Round(raw, rate))
+                loaded += latencies
+            raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+            big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
+    finally:
+        process.terminate()
+        await process.wait()
+    return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
+
+
+async def run(args: argparse.Namespace) -> None:
+    with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
+        for name in ("raw", "delayed", "pub", "aio"):
+            broker.control.create_partitioned_topic(
+                f"persistent://public/default/bench-{name}", PARTITIONS
+            )
+        broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
+        marker = await marker_figures(zookeeper, broker, args)
+    report(args, client, marker)
+
+
+def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFigures) -> None:
+    c = client
+    print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
+    print(f"raw pulsar-client send_async, batched:        {c['raw']:7.0f} msg/s")
+    print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
+    print(f"systopic publisher (sync client bridged):     {c['publisher']:7.0f} msg/s")
+    print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
+    for i, r in enumerate(marker.rounds, 1):
+        print(
+            f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
+            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw"
+        )
+    ratios = [r.ratio for r in marker.rounds]
+    best = max(marker.rounds, key=lambda r: r.marker)
+    print(
+        f"marker, {args.ledgers}-ledger calls: best {best.marker:.0f} PDLIs/s, "
+        f"median ratio to raw {statistics.median(ratios):.0%}"
+    )
+    b = marker.big
+    print(
+        f"marker, {args.concurrency // 4} concurrent Marks of {args.big_ledgers} ledgers: "
+        f"{b.marker:7.0f} PDLIs/s = {b.ratio:.0%} of raw ({b.raw:.0f} msg/s just before)"
+    )
+    alone, loaded = marker.alone, marker.loaded
+    print(
+        f"{args.ledgers}-ledger Mark latency alone:      p50 {ms(statistics.median(alone))}"
+        f"  p99 {ms(percentile(alone, 0.99))}  ({len(alone)} calls)"
+    )
+    print(
+        f"{args.ledgers}-ledger Mark latency under load: p50 {ms(statistics.median(loaded))}"
+        f"  p99 {ms(percentile(loaded, 0.99))}  ({len(loaded)} calls)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--owners", type=int, default=200, help="topics marked per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved raw/marker rounds")
+    parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
+    parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
+    parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
+    parser.add_argument("--big-owners", type=int, default=30, help="topics marked in big calls")
+    parser.add_argument("--big-ledgers", type=int, default=1000, help="ledgers per big call")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
