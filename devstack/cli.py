@@ -8,9 +8,11 @@ is added when its module is present.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spe
 from devstack.simulator.run import echo_progress, simulate_into
 from devstack.simulator.summary import render
 from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import TombstoneError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -29,16 +32,22 @@ def devstack() -> None:
     """The embedded local stack: ZooKeeper, S3, a simulated cluster (and the broker)."""
 
 
-def wait_for_stop() -> None:
-    """Block until SIGINT or SIGTERM."""
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, handled from before the server starts (a signal
+    that arrives while it starts stops it once it is up, instead of killing the process)."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _SIGNALS}
     try:
-        while not stop.wait(0.2):
-            pass
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def wait(stop: threading.Event) -> None:
+    while not stop.wait(0.2):
+        pass
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -49,9 +58,9 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None)
 def zookeeper(port: int | None, data_dir: Path | None) -> None:
     """Run a ZooKeeper server until Ctrl-C / SIGTERM."""
-    with ZooKeeperServer(port=port, data_dir=data_dir) as server:
-        click.echo(f"ZooKeeper listening on {server.address}", err=False)
-        wait_for_stop()
+    with stop_signals() as stop, ZooKeeperServer(port=port, data_dir=data_dir) as server:
+        click.echo(f"ZooKeeper listening on {server.address}")
+        wait(stop)
     click.echo("ZooKeeper stopped")
 
 
@@ -59,10 +68,10 @@ def zookeeper(port: int | None, data_dir: Path | None) -> None:
 @click.option("--port", type=int, default=None, help="default: a free port")
 def s3(port: int | None) -> None:
     """Run an S3 server (moto) until Ctrl-C / SIGTERM."""
-    with S3Server(port=port) as server:
+    with stop_signals() as stop, S3Server(port=port) as server:
         click.echo(f"S3 listening on {server.endpoint}")
         click.echo(f"  access key {s3_launcher.ACCESS_KEY}, region {s3_launcher.REGION}")
-        wait_for_stop()
+        wait(stop)
     click.echo("S3 stopped")
 
 
@@ -83,15 +92,18 @@ def simulate(zk_address: str, s3_endpoint: str | None, concurrency: int, **optio
             "region_name": s3_launcher.REGION,
         }
     click.echo(f"Writing a simulated cluster (seed {spec.seed}) into {zk_address}")
-    model = asyncio.run(
-        simulate_into(
-            spec,
-            zookeeper=zk_address,
-            s3_config=s3_config,
-            concurrency=concurrency,
-            progress=echo_progress(click.echo),
+    try:
+        model = asyncio.run(
+            simulate_into(
+                spec,
+                zookeeper=zk_address,
+                s3_config=s3_config,
+                concurrency=concurrency,
+                progress=echo_progress(click.echo),
+            )
         )
-    )
+    except TombstoneError as e:
+        raise click.ClickException(str(e)) from e
     click.echo(render(model))
 
 

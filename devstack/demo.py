@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -86,4 +87,10 @@ async def run_demo(spec: ClusterSpec, echo: Callable[[str], None]) -> ClusterMod
 def demo(**options: Any) -> None:
     """Start the local stack, seed a simulated cluster with orphans, show it, stop."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
+    # SIGTERM unwinds like Ctrl-C does, so the exit stack stops ZooKeeper and S3.
+    signal.signal(signal.SIGTERM, _terminate)
     asyncio.run(run_demo(spec, click.echo))
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)

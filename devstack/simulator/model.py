@@ -248,6 +248,20 @@ class ClusterModel:
     def planted_of(self, kind: OrphanKind) -> list[Planted]:
         return [p for p in self.planted if p.kind == kind]
 
+    def offload_of(self, ledger_id: int) -> Offload | None:
+        """The offload context a (non-shadow) ML lists for the ledger, if any."""
+        for ml in self.managed_ledgers.values():
+            if ml.shadow_source:
+                continue
+            for info in ml.ledgers:
+                if info.ledger_id == ledger_id:
+                    return info.offload
+        return None
+
+    def object_keys_of(self, ledger_id: int) -> tuple[str, ...]:
+        """Keys of every object written for the ledger (any uuid), sorted."""
+        return tuple(sorted(k for k, o in self.objects.items() if o.ledger_id == ledger_id))
+
     def referenced_ledger_ids(self) -> set[int]:
         """Ids listed by an ML, a cursor or a schema locator."""
         ids: set[int] = set()

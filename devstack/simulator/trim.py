@@ -29,6 +29,11 @@ class TrimmedLedger:
     def ledger_id(self) -> int:
         return self.info.ledger_id
 
+    @property
+    def delete_offloaded(self) -> bool:
+        """The offload tier needs deleting: the context carries a uuid (complete or not)."""
+        return self.info.offload is not None
+
 
 @dataclass(frozen=True)
 class TrimResult:

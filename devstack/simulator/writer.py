@@ -23,6 +23,7 @@ from services.metadata import (
     ANY_VERSION,
     BookKeeperLedgers,
     CompressionType,
+    LedgerLayout,
     LedgerPaths,
     ManagedLedgers,
     MetadataStore,
@@ -30,6 +31,7 @@ from services.metadata import (
     Schemas,
     partitioned_topic_path,
 )
+from services.metadata.paths import LAYOUT_ZNODE, layout_text
 
 Progress = Callable[[str, int, int], None]
 """Called as (phase, done, total) while writing."""
@@ -101,7 +103,9 @@ class _Writer:
         if await self.store.exists(self.root) is not None:
             raise FailedPrecondition(f"{self.root} already exists: simulate into an empty tree")
         await self.store.create(self.root, b"", make_parents=True)
-        await self.store.create(f"{self.root}/LAYOUT", znodes.LAYOUT)
+        await self.store.create(
+            f"{self.root}/{LAYOUT_ZNODE}", layout_text(LedgerLayout.HIERARCHICAL)
+        )
         await self.store.create(f"{self.root}/INSTANCEID", self.model.instance_id.encode())
         await self.store.create(f"{self.root}/available")
         await self.store.create(f"{self.root}/available/readonly")

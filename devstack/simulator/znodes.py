@@ -23,10 +23,6 @@ from services.metadata import (
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.formats import schema_pb2 as _schema
 
-# `<layoutFormatVersion>\n<factoryClass>:<managerVersion>` (reference §1.2).
-LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
-
-
 # --- managed ledgers -------------------------------------------------------------------
 
 

@@ -53,6 +53,14 @@ def test_simulate_refuses_a_bad_range() -> None:
     assert "ledgers_per_topic" in result.output
 
 
+def test_simulate_without_s3_for_s3_offloads_fails_with_a_message(zk: ZooKeeperServer) -> None:
+    """S3 offloads and no --s3-endpoint: exit 1 saying why, not a traceback."""
+    args = ["simulate", "--zookeeper", zk.address, "--tenants", "1"]
+    result = CliRunner().invoke(devstack, args)
+    assert result.exit_code == 1
+    assert "no S3 client" in result.output
+
+
 def test_zookeeper_command_serves_until_sigterm() -> None:
     """`devstack zookeeper` prints its address, answers, and exits 0 on SIGTERM."""
     proc = _tombstone("devstack", "zookeeper")
@@ -93,3 +101,19 @@ def test_demo_runs_end_to_end() -> None:
     assert proc.returncode == 0, output
     for text in ("ZooKeeper on", "S3 on", "Planted", "young", "Stopped ZooKeeper and S3"):
         assert text in output
+
+
+def test_demo_stops_its_servers_on_sigterm() -> None:
+    """SIGTERM during seeding unwinds the demo: ZooKeeper and S3 are stopped, exit 143."""
+    proc = _tombstone("demo", "--tenants", "4")
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("Seeding"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    assert "Stopped ZooKeeper and S3" in output

@@ -287,3 +287,14 @@ def test_all_topics_new_cannot_host_orphans() -> None:
 
     with pytest.raises(InvalidArgument):
         build_model(ClusterSpec(new_topic_share=1.0, orphans=OrphanPlan(unlisted_data=1)))
+
+
+def test_offload_of_and_object_keys_of_find_a_ledgers_copy() -> None:
+    """The lookup helpers return the listed offload and both objects of its uuid."""
+    ml = next(m for m in MODEL.managed_ledgers.values() if m.ledgers and m.ledgers[0].offload)
+    info = ml.ledgers[0]
+    assert info.offload == MODEL.offload_of(info.ledger_id)
+    assert info.offload is not None
+    key = data_object_key(info.offload.uuid, info.ledger_id)
+    assert {key, key + "-index"} <= set(MODEL.object_keys_of(info.ledger_id))
+    assert MODEL.offload_of(ml.ledgers[-1].ledger_id) is None

@@ -55,6 +55,22 @@ def test_offloaded_ledger_lists_both_objects_and_bk_only_if_not_deleted() -> Non
     )
     assert expected_keys == item.object_keys
     assert (not offload.bookkeeper_deleted) == item.delete_from_bookkeeper
+    assert item.delete_offloaded
+
+
+def test_never_offloaded_ledger_has_only_the_bookkeeper_tier() -> None:
+    """A ledger without an offload context: BK tier only, no objects."""
+    ml = next(
+        m
+        for m in MODEL.managed_ledgers.values()
+        if len(m.ledgers) > 1 and m.ledgers[0].offload is None and not m.shadow_source
+    )
+    (item,) = trim(MODEL, ml.name, 1).trimmed
+    assert (item.delete_from_bookkeeper, item.delete_offloaded, item.object_keys) == (
+        True,
+        False,
+        (),
+    )
 
 
 def test_the_current_ledger_is_never_trimmed() -> None:
