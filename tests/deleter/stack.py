@@ -98,13 +98,19 @@ async def write_cluster(
 
 
 @asynccontextmanager
-async def running_verifier(zk: ZooKeeperServer, s3: S3Server) -> AsyncIterator[str]:
+async def running_verifier(
+    zk: ZooKeeperServer, s3: S3Server, filesystem_bases: frozenset[str] = frozenset()
+) -> AsyncIterator[str]:
     """A verifier on a free port; yields its address."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=0),
         zookeeper=ZooKeeperConfig(servers=zk.address),
         s3=s3_config(s3),
-        offload=OffloadPolicy(allowed_buckets=frozenset({BUCKET}), cluster_name=CLUSTER),
+        offload=OffloadPolicy(
+            allowed_buckets=frozenset({BUCKET}),
+            cluster_name=CLUSTER,
+            allowed_filesystem_bases=filesystem_bases,
+        ),
         reconciler_min_age=timedelta(0),
     )
     async with open_verifier(config) as (runner, parts):
