@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -156,7 +156,9 @@ class Handler:
         except DeleteFailed as exc:
             self._metrics.failed.labels(exc.tier.value).inc()
             if exc.permanent:
-                return Settlement(Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli)
+                return Settlement(
+                    Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
+                )
             return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt)
         self._record_delete(message, pdli, verdict, result)
         return Settlement(Action.ACK)
@@ -194,10 +196,9 @@ class Handler:
             raise DeleteFailed(tier, f"no {tier} backend is configured", permanent=True)
         return backend
 
-    async def _timed(self, tier: Tier, call: object) -> DeleteResult:
+    async def _timed(self, tier: Tier, call: Awaitable[DeleteResult]) -> DeleteResult:
         started = time.perf_counter()
-        assert asyncio.iscoroutine(call)
-        result: DeleteResult = await call
+        result = await call
         self._metrics.delete_seconds.labels(tier.value).observe(time.perf_counter() - started)
         return result
 
