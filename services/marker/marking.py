@@ -48,8 +48,6 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 _log = structlog.get_logger(__name__)
 
-PDLI = _pd.PendingDeleteLedgerInfo
-
 
 @dataclass(frozen=True)
 class MarkingSettings:

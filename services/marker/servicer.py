@@ -13,6 +13,7 @@ from grpc import aio
 from services.core.errors import InvalidArgument
 from services.core.validation import require, require_no_duplicates, require_nonempty
 from services.marker.marking import Marker, MarkResult
+from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from tombstone.v1 import marker_pb2 as _mk
@@ -98,12 +99,20 @@ def to_response(result: MarkResult) -> _mk.MarkLedgersResponse:
 
 
 class MarkerServicer(_mk_grpc.MarkerServicer):
-    def __init__(self, marker: Marker, *, max_batch: int) -> None:
+    def __init__(
+        self, marker: Marker, *, max_batch: int, metrics: MarkerMetrics | None = None
+    ) -> None:
         self._marker = marker
         self._max_batch = max_batch
+        self._metrics = metrics
 
     async def MarkLedgers(
         self, request: _mk.MarkLedgersRequest, context: aio.ServicerContext
     ) -> _mk.MarkLedgersResponse:
-        result = await self._marker.mark(to_request(request, max_batch=self._max_batch))
-        return to_response(result)
+        try:
+            mark_request = to_request(request, max_batch=self._max_batch)
+        except InvalidArgument:
+            if self._metrics is not None:
+                self._metrics.mark_calls.labels("invalid").inc()
+            raise
+        return to_response(await self._marker.mark(mark_request))
