@@ -108,7 +108,11 @@ async def build(
         max_hold=config.max_hold,
         metrics=metrics,
     )
-    settings = PoolSettings(max_in_flight=config.max_in_flight, drain_timeout=config.drain_timeout)
+    settings = PoolSettings(
+        max_in_flight=config.max_in_flight,
+        retry_max_in_flight=config.retry_max_in_flight,
+        drain_timeout=config.drain_timeout,
+    )
     pool = DeleterPool(handler, sources, settings=settings, metrics=metrics)
     admin = DeleterAdmin(
         topics=_topics(config),

@@ -43,6 +43,12 @@ RECEIVER_QUEUE = setting(
 MAX_IN_FLIGHT = setting(
     "DELETER_MAX_IN_FLIGHT", parse_int(1, 1_000_000), 2000, "Unsettled messages per topic."
 )
+RETRY_MAX_IN_FLIGHT = setting(
+    "DELETER_RETRY_MAX_IN_FLIGHT",
+    parse_int(1, 1_000_000),
+    10_000,
+    "Unsettled messages of the retry topic (most wait out their backoff; about 3 KB each).",
+)
 MAX_HOLD = setting(
     "DELETER_MAX_HOLD",
     parse_duration,
@@ -146,6 +152,8 @@ class DeleterConfig:
     """Prefetch per topic: with `max_in_flight`, bounds memory under any backlog."""
     max_in_flight: int = 2000
     """Messages per topic received and not settled (waiting, verifying or deleting)."""
+    retry_max_in_flight: int = 10_000
+    """The same for the retry topic, whose messages mostly wait out their backoff."""
     max_hold: timedelta = timedelta(minutes=10)
     """Longest wait for a not-before time."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -194,6 +202,7 @@ class DeleterConfig:
             subscription=SUBSCRIPTION.read(environ),
             receiver_queue_size=RECEIVER_QUEUE.read(environ),
             max_in_flight=MAX_IN_FLIGHT.read(environ),
+            retry_max_in_flight=RETRY_MAX_IN_FLIGHT.read(environ),
             max_hold=MAX_HOLD.read(environ),
             retry=retry,
             max_redeliveries=REDELIVERY_MAX.read(environ),

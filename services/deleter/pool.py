@@ -29,6 +29,9 @@ _RECEIVE_BACKOFF = 1.0
 class PoolSettings:
     max_in_flight: int = 2000
     """Messages per topic received and not yet settled."""
+    retry_max_in_flight: int | None = None
+    """The same for the retry topic, whose messages mostly wait out their backoff in the
+    window: a larger window lets more retries wait at once. None: as `max_in_flight`."""
     drain_timeout: timedelta = timedelta(seconds=8)
     """On stop, how long work already verified or deleting may take to finish."""
 
@@ -53,10 +56,13 @@ class DeleterPool:
         metrics: DeleterMetrics,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if settings.max_in_flight <= 0:
+        retry_window = settings.retry_max_in_flight or settings.max_in_flight
+        if min(settings.max_in_flight, retry_window) <= 0:
             raise ValueError("max_in_flight must be positive")
         self._handler = handler
         self._sources = list(sources)
+        # The first source is the system topic; the others (the retry topic) get the retry window.
+        self._windows = [settings.max_in_flight] + [retry_window] * (len(self._sources) - 1)
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
@@ -67,8 +73,8 @@ class DeleterPool:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set, then drain (also when cancelled meanwhile)."""
         self._loops = [
-            asyncio.create_task(self._consume(source), name=f"consume:{source.topic}")
-            for source in self._sources
+            asyncio.create_task(self._consume(source, window), name=f"consume:{source.topic}")
+            for source, window in zip(self._sources, self._windows, strict=True)
         ]
         stop_wait = asyncio.create_task(stop.wait())
         try:
@@ -118,8 +124,8 @@ class DeleterPool:
             await asyncio.gather(*pending, return_exceptions=True)
         _log.info("pool_drained", unfinished_released=len(pending))
 
-    async def _consume(self, source: MessageSource) -> None:
-        slots = asyncio.Semaphore(self._settings.max_in_flight)
+    async def _consume(self, source: MessageSource, window: int) -> None:
+        slots = asyncio.Semaphore(window)
         while not self._stopping:
             await slots.acquire()
             try:

@@ -194,3 +194,25 @@ async def test_handler_crash_releases_the_message(handler: Handler, verifier: Fa
     stop.set()
     await task
     assert source.acked == []
+
+
+async def test_retry_topic_has_its_own_window(handler: Handler, verifier: FakeVerifier) -> None:
+    """The retry topic's window is separate (and may be larger): 2 from the system topic and
+    5 from the retry topic are taken while the verifier is stuck."""
+    verifier.gate = asyncio.Event()
+    system = FakeSource([incoming(pdli(i)) for i in range(10)], topic="sys")
+    retries = FakeSource([incoming(pdli(i)) for i in range(10, 20)], topic="retry")
+    settings = PoolSettings(max_in_flight=2, retry_max_in_flight=5)
+    pool = DeleterPool(handler, [system, retries], settings=settings, metrics=DeleterMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+
+    async def seven_in_process() -> None:
+        assert pool.status().in_process == 7
+
+    await assert_eventually(seven_in_process)
+    await asyncio.sleep(0.05)
+    assert (system.received, retries.received) == (2, 5)
+    verifier.gate.set()
+    stop.set()
+    await task
