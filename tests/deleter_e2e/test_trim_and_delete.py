@@ -48,6 +48,14 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     unlinked_offload = marked[_pd.OFFLOAD_LEDGER] - listed
     assert unlinked_bk
     assert unlinked_offload
+    offloads = {
+        info.ledger_id: info.offload
+        for ml in model.managed_ledgers.values()
+        for info in ml.ledgers
+        if info.offload is not None
+    }
+    kinds = {offloads[i].bookkeeper_deleted for i in unlinked_offload}
+    assert {True, False} == kinds  # offloaded with and without bookkeeperDeleted
     assert set() == await ledgers_in_zookeeper(zk, unlinked_bk)
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     assert kept & in_bk == await ledgers_in_zookeeper(zk, kept & in_bk)
