@@ -1,15 +1,17 @@
 """`tombstone demo` (`make run`): the local stack end to end, then a clean stop.
 
-Today it starts ZooKeeper and S3, seeds a simulated cluster with some orphans and prints
-what it created. Each stage is one method of `Demo`, entered on one exit stack, so later
-stages (the broker, the three services, a trim through the marker, the reconciler) slot in
-between `seed` and the summary without changing the shutdown path.
+It starts ZooKeeper and S3, seeds a simulated cluster with some orphans and prints what it
+created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker and
+the deleter, trims every topic through the marker the way brokers' retention would, follows
+the deleter until everything is settled, and checks the outcome (S1 and L1). Each stage is one
+method of `Demo`, entered on one exit stack, so servers always stop in reverse order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import time
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import Any
 
 import click
 
+from devstack.demo_pipeline import Summary, trim_and_delete
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spec_options
@@ -65,31 +68,51 @@ class Demo:
         assert self.model is not None
         self.echo(render(self.model))
 
+    async def trim_and_delete(self) -> Summary:
+        assert self.model is not None, "seed first"
+        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.s3 is not None, "start_s3 first"
+        self.echo("Trimming every topic through the marker; the deleter pool does the rest")
+        return await trim_and_delete(
+            self.model, zookeeper=self.zookeeper, s3=self.s3, echo=self.echo
+        )
+
     def close(self) -> None:
         self.stack.close()
         self.echo("Stopped ZooKeeper and S3")
 
 
-async def run_demo(spec: ClusterSpec, echo: Callable[[str], None]) -> ClusterModel:
+async def run_demo(
+    spec: ClusterSpec, echo: Callable[[str], None], *, pipeline: bool = True
+) -> tuple[ClusterModel, Summary | None]:
     demo = Demo(spec, echo)
     try:
         demo.start_zookeeper()
         demo.start_s3()
         model = await demo.seed()
         demo.report()
-        return model
+        summary = await demo.trim_and_delete() if pipeline else None
+        return model, summary
     finally:
         demo.close()
 
 
 @click.command()
 @spec_options(tenants=2, namespaces=2, topics=5, orphans=2)
-def demo(**options: Any) -> None:
-    """Start the local stack, seed a simulated cluster with orphans, show it, stop."""
+@click.option("--seed-only", is_flag=True, help="Seed and show the cluster; skip the services.")
+def demo(seed_only: bool, **options: Any) -> None:
+    """Run the local stack end to end: seed a simulated cluster, trim it through the marker,
+    delete through the verifier and the deleter pool, check nothing referenced was deleted and
+    nothing unlinked remains."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
-    # SIGTERM unwinds like Ctrl-C does, so the exit stack stops ZooKeeper and S3.
+    # The ZooKeeper client reports every closed connection as a warning; on the console those
+    # lines look like failures, so only its errors are shown.
+    logging.getLogger("aiozk").setLevel(logging.ERROR)
+    # SIGTERM unwinds like Ctrl-C does, so the exit stack stops every server.
     signal.signal(signal.SIGTERM, _terminate)
-    asyncio.run(run_demo(spec, click.echo))
+    _, summary = asyncio.run(run_demo(spec, click.echo, pipeline=not seed_only))
+    if summary is not None and summary.problems:
+        raise SystemExit(1)
 
 
 def _terminate(signum: int, _frame: object) -> None:

@@ -31,9 +31,13 @@ from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel
+from devstack.simulator.readback import read_cluster
 from devstack.simulator.run import simulate_into
+from devstack.simulator.s3 import open_object_store
 from devstack.simulator.spec import ClusterSpec
+from devstack.simulator.trim import TrimmedLedger, trim
 from devstack.zookeeper import ZooKeeperServer
+from services.metadata import ZkMetadataStore
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 from tombstone.v1 import marker_pb2 as _mk
@@ -57,6 +61,10 @@ class Summary:
     skipped: dict[str, int] = field(default_factory=dict)
     dead_lettered: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    unlinked: list[TrimmedLedger] = field(default_factory=list)
+    """The ledgers the marker unlinked, with what the protocol must delete of each."""
+    problems: list[str] = field(default_factory=list)
+    """S1/L1 violations found by the final check; empty when the run was correct."""
 
     def render(self) -> str:
         def fmt(counts: dict[str, int]) -> str:
@@ -70,6 +78,12 @@ class Summary:
                 f"skipped: {fmt(self.skipped)}",
                 f"dead-lettered: {fmt(self.dead_lettered)}",
                 f"time: {self.seconds:.1f}s",
+                "check: "
+                + (
+                    "S1 and L1 hold (what the protocol unlinked is gone, everything else is kept)"
+                    if not self.problems
+                    else f"{len(self.problems)} problems: " + "; ".join(self.problems[:10])
+                ),
             ]
         )
 
@@ -189,18 +203,21 @@ async def start_services(
 
 async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo: Echo) -> None:
     """What the brokers' retention would do: each topic drops all but its current ledger,
-    through the marker's MarkLedgers."""
+    through the marker's MarkLedgers. Shadow topics are trimmed by their source."""
     async with aio.insecure_channel(f"127.0.0.1:{marker_port}") as channel:
         stub = _mk_grpc.MarkerStub(channel)
         for ml in model.managed_ledgers.values():
             if len(ml.ledger_ids) < 2 or ml.shadow_source:
                 continue
+            expected = trim(model, ml.name, len(ml.ledger_ids) - 1)
             request = _mk.MarkLedgersRequest(
                 component=_pd.MANAGED_LEDGER,
                 managed_ledger_name=ml.name,
-                ledger_ids=ml.ledger_ids[:-1],
+                ledger_ids=expected.ledger_ids,
             )
             response = await stub.MarkLedgers(request, timeout=60)
+            marked = {m.ledger_id for m in response.marked}
+            summary.unlinked += [t for t in expected.trimmed if t.ledger_id in marked]
             summary.ledgers_marked += len(response.marked)
             summary.pdlis_sent += response.pdlis_sent
             summary.not_marked += len(response.not_marked)
@@ -273,9 +290,43 @@ async def trim_and_delete(
         finally:
             for service in services:
                 await service.stop()
+    summary.problems = await check_outcome(model, summary.unlinked, zookeeper, s3)
     summary.seconds = time.monotonic() - started
     echo(summary.render())
     return summary
+
+
+async def check_outcome(
+    model: ClusterModel, unlinked: list[TrimmedLedger], zookeeper: ZooKeeperServer, s3: S3Server
+) -> list[str]:
+    """Read the cluster back. L1: the tiers the protocol targets for every unlinked ledger are
+    gone. S1: everything else that was there before the run is still there, including the
+    ledgers a shadow topic still lists (the planted orphans are the reconciler's to remove)."""
+    buckets = tuple(sorted({o.bucket for o in model.objects.values()}))
+    async with (
+        ZkMetadataStore.connect(zookeeper.address) as store,
+        open_object_store(s3.client_config()) as objects,
+    ):
+        now = await read_cluster(
+            store, ledgers_root=model.spec.ledgers_root, s3_client=objects, buckets=buckets
+        )
+    gone_ledgers = {
+        t.ledger_id for t in unlinked if t.delete_from_bookkeeper and not t.still_referenced
+    }
+    gone_keys = {key for t in unlinked if not t.still_referenced for key in t.object_keys}
+    problems = [
+        f"L1: unlinked ledger {i} is still in BookKeeper" for i in gone_ledgers & set(now.ledgers)
+    ]
+    problems += [
+        f"L1: object {key} of an unlinked ledger remains" for key in gone_keys & set(now.objects)
+    ]
+    kept = {led.ledger_id for led in model.bookkeeper_ledgers()} - gone_ledgers
+    problems += [f"S1: ledger {i} was deleted" for i in sorted(kept - set(now.ledgers))]
+    problems += [
+        f"S1: object {k} was deleted"
+        for k in sorted(set(model.objects) - gone_keys - set(now.objects))
+    ]
+    return problems
 
 
 async def _standalone(spec: ClusterSpec) -> None:

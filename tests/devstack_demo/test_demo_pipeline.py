@@ -6,7 +6,7 @@ from devstack.demo_pipeline import Summary
 
 
 def test_summary_lists_every_figure() -> None:
-    """Marked, deleted by tier, skipped, dead-lettered and the time, one line each."""
+    """Marked, deleted by tier, skipped, dead-lettered, the time and the check, a line each."""
     summary = Summary(
         ledgers_marked=31,
         pdlis_sent=37,
@@ -20,4 +20,13 @@ def test_summary_lists_every_figure() -> None:
         "skipped: in_use 1",
         "dead-lettered: none",
         "time: 26.5s",
+        "check: S1 and L1 hold (what the protocol unlinked is gone, everything else is kept)",
     ]
+
+
+def test_summary_names_the_problems() -> None:
+    """A failed final check says how many problems and which."""
+    summary = Summary(problems=["S1: ledger 7 was deleted", "L1: object k remains"])
+    assert summary.render().splitlines()[-1] == (
+        "check: 2 problems: S1: ledger 7 was deleted; L1: object k remains"
+    )
