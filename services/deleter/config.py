@@ -31,7 +31,7 @@ from services.core.errors import ConfigError
 from services.systopic.retry import RetryPolicy
 
 DEFAULT_PORT = 50053
-DEFAULT_VERIFIER = "127.0.0.1:7702"  # the verifier's own default port
+DEFAULT_VERIFIER = "127.0.0.1:50052"  # the verifier's own default port
 
 DELETER_ID = setting("DELETER_ID", parse_str, "", "Instance name (default deleter-<hostname>).")
 SUBSCRIPTION = setting(

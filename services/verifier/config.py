@@ -33,7 +33,7 @@ from services.core.errors import ConfigError
 from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 
-DEFAULT_PORT = 7702
+DEFAULT_PORT = 50052
 """The verifier's gRPC port unless `TOMBSTONE_GRPC_PORT` says otherwise."""
 
 LEDGERS_ROOT = setting("VERIFIER_LEDGERS_ROOT", parse_str, "/ledgers", "BookKeeper ledgers root.")

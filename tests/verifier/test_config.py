@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 
 from services.core.errors import ConfigError
-from services.verifier.config import DEFAULT_PORT, VerifierConfig
+from services.verifier.config import VerifierConfig
 
 
 def test_defaults() -> None:
-    """With nothing set: port 7702, 3-day reconciler window, no opt-in, no buckets allowed."""
+    """With nothing set: port 50052, 3-day reconciler window, no opt-in, no buckets allowed."""
     config = VerifierConfig.from_env({})
     assert (
         config.grpc.port,
@@ -19,7 +19,7 @@ def test_defaults() -> None:
         config.allow_without_pulsar_metadata,
         config.offload.allowed_buckets,
         config.believed.root,
-    ) == (DEFAULT_PORT, timedelta(days=3), False, frozenset(), "/tombstone/believed")
+    ) == (50052, timedelta(days=3), False, frozenset(), "/tombstone/believed")
 
 
 def test_variables_are_read() -> None:
