@@ -1,4 +1,4 @@
-"""Session-wide real servers: ZooKeeper (Debian's package) and moto's S3 server.
+"""Session-wide real servers: ZooKeeper (Debian's package), moto's S3 server, the devstack broker.
 
 Both start once per test session on free ports and run in every default test run. Tests that
 need a clean tree use the function-scoped fixtures, which wipe state before each test.
@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiozk
 import pytest
 
+from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 
@@ -70,3 +71,19 @@ def s3(s3_server: S3Server) -> S3Server:
         s3_server.start()
     s3_server.reset()
     return s3_server
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker() -> Iterator[PulsarBrokerProcess]:
+    """The devstack Pulsar broker (in memory) in a child process on free ports, for the session."""
+    with PulsarBrokerProcess() as server:
+        yield server
+
+
+@pytest.fixture
+def broker(pulsar_broker: PulsarBrokerProcess) -> PulsarBrokerProcess:
+    """The session broker, restarted if a test stopped it, with no topics and no faults."""
+    if not pulsar_broker.running:
+        pulsar_broker.start()
+    pulsar_broker.control.reset()
+    return pulsar_broker

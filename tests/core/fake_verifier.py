@@ -46,6 +46,11 @@ class FakeVerifier(_grpc.VerifierServicer):
         self.completed.append(pdli.ledger_id)
         return _pb.VerifyResponse(decision=_pb.SKIP, reason=f"ledger {pdli.ledger_id}")
 
+    async def VerifyBatch(
+        self, request: _pb.VerifyBatchRequest, context: Any
+    ) -> _pb.VerifyBatchResponse:
+        raise NotImplementedError("not used by the bootstrap tests")
+
     async def Believe(self, request: _pb.BelieveRequest, context: Any) -> _pb.BelieveResponse:
         return _pb.BelieveResponse(accepted=len(request.pdlis))
 

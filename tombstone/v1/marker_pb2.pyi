@@ -63,6 +63,10 @@ class _NotMarkedReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NotMa
     """At least one PDLI was not accepted by the system topic."""
     WRITE_FAILED: _NotMarkedReason.ValueType  # 4
     """The PDLIs were sent but the owner znode write failed."""
+    CANNOT_UNLINK: _NotMarkedReason.ValueType  # 5
+    """The owner references the ledger but it cannot be unlinked as asked (e.g. the
+    latest schema version without all the other versions).
+    """
 
 class NotMarkedReason(_NotMarkedReason, metaclass=_NotMarkedReasonEnumTypeWrapper): ...
 
@@ -75,6 +79,10 @@ SEND_FAILED: NotMarkedReason.ValueType  # 3
 """At least one PDLI was not accepted by the system topic."""
 WRITE_FAILED: NotMarkedReason.ValueType  # 4
 """The PDLIs were sent but the owner znode write failed."""
+CANNOT_UNLINK: NotMarkedReason.ValueType  # 5
+"""The owner references the ledger but it cannot be unlinked as asked (e.g. the
+latest schema version without all the other versions).
+"""
 Global___NotMarkedReason: _TypeAlias = NotMarkedReason  # noqa: Y015
 
 @_typing.final
@@ -91,6 +99,7 @@ class MarkLedgersRequest(_message.Message):
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    NEW_CURSOR_LEDGER_ID_FIELD_NUMBER: _builtins.int
     component: _pending_delete_pb2.LedgerComponent.ValueType
     """The reference owner: MANAGED_LEDGER needs managed_ledger_name;
     MANAGED_CURSOR also needs cursor_name; SCHEMA_STORAGE needs schema_id.
@@ -106,6 +115,11 @@ class MarkLedgersRequest(_message.Message):
     """RECONCILER requests name ledgers that the owner no longer references."""
     request_id: _builtins.str
     """Caller-chosen id for tracing; the marker makes one when empty."""
+    new_cursor_ledger_id: _builtins.int
+    """MANAGED_CURSOR only: the cursorsLedgerId the cursor znode holds once the
+    marked ledger is unlinked (the cursor's new ledger), or -1 (the default)
+    when the mark-delete position is kept in the znode. Only for MANAGED_CURSOR.
+    """
     @_builtins.property
     def ledger_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -121,14 +135,20 @@ class MarkLedgersRequest(_message.Message):
         expected_version: _builtins.int | None = ...,
         source: _pending_delete_pb2.Source.ValueType = ...,
         request_id: _builtins.str = ...,
+        new_cursor_ledger_id: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "expected_version", b"expected_version", "new_cursor_ledger_id", b"new_cursor_ledger_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "new_cursor_ledger_id", b"new_cursor_ledger_id", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__new_cursor_ledger_id: _TypeAlias = _typing.Literal["new_cursor_ledger_id"]  # noqa: Y015
+    _WhichOneofArgType__new_cursor_ledger_id: _TypeAlias = _typing.Literal["_new_cursor_ledger_id", b"_new_cursor_ledger_id"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__new_cursor_ledger_id) -> _WhichOneofReturnType__new_cursor_ledger_id | None: ...
 
 Global___MarkLedgersRequest: _TypeAlias = MarkLedgersRequest  # noqa: Y015
 
@@ -193,6 +213,7 @@ class MarkLedgersResponse(_message.Message):
     WRITTEN_FIELD_NUMBER: _builtins.int
     PDLIS_SENT_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    READ_VERSION_FIELD_NUMBER: _builtins.int
     new_version: _builtins.int
     """The owner znode version after the call: the caller adopts it."""
     fence_token: _builtins.int
@@ -201,6 +222,8 @@ class MarkLedgersResponse(_message.Message):
     """Whether the marker wrote the owner znode."""
     pdlis_sent: _builtins.int
     request_id: _builtins.str
+    read_version: _builtins.int
+    """The owner znode version the marker read (and, in MARKER_WRITES, wrote at)."""
     @_builtins.property
     def marked(self) -> _containers.RepeatedCompositeFieldContainer[Global___MarkedLedger]: ...
     @_builtins.property
@@ -215,10 +238,11 @@ class MarkLedgersResponse(_message.Message):
         written: _builtins.bool = ...,
         pdlis_sent: _builtins.int = ...,
         request_id: _builtins.str = ...,
+        read_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fence_token", b"fence_token", "marked", b"marked", "new_version", b"new_version", "not_marked", b"not_marked", "pdlis_sent", b"pdlis_sent", "request_id", b"request_id", "written", b"written"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fence_token", b"fence_token", "marked", b"marked", "new_version", b"new_version", "not_marked", b"not_marked", "pdlis_sent", b"pdlis_sent", "read_version", b"read_version", "request_id", b"request_id", "written", b"written"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -176,6 +176,50 @@ class VerifyResponse(_message.Message):
 Global___VerifyResponse: _TypeAlias = VerifyResponse  # noqa: Y015
 
 @_typing.final
+class VerifyBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PDLIS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pdlis(self) -> _containers.RepeatedCompositeFieldContainer[_pending_delete_pb2.PendingDeleteLedgerInfo]:
+        """At most the server's configured batch limit (INVALID_ARGUMENT beyond it)."""
+
+    def __init__(
+        self,
+        *,
+        pdlis: _abc.Iterable[_pending_delete_pb2.PendingDeleteLedgerInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pdlis", b"pdlis"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyBatchRequest: _TypeAlias = VerifyBatchRequest  # noqa: Y015
+
+@_typing.final
+class VerifyBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERDICTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def verdicts(self) -> _containers.RepeatedCompositeFieldContainer[Global___VerifyResponse]:
+        """One verdict per request PDLI, in the same order."""
+
+    def __init__(
+        self,
+        *,
+        verdicts: _abc.Iterable[Global___VerifyResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["verdicts", b"verdicts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyBatchResponse: _TypeAlias = VerifyBatchResponse  # noqa: Y015
+
+@_typing.final
 class BelieveRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -204,15 +248,19 @@ class BelieveResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCEPTED_FIELD_NUMBER: _builtins.int
+    BELIEVED_SIZE_FIELD_NUMBER: _builtins.int
     accepted: _builtins.int
+    believed_size: _builtins.int
+    """Entries now held in the believed set (after bounding by count and age)."""
     def __init__(
         self,
         *,
         accepted: _builtins.int = ...,
+        believed_size: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "believed_size", b"believed_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

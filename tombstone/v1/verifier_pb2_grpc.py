@@ -39,6 +39,11 @@ class VerifierStub:
                 request_serializer=tombstone_dot_v1_dot_verifier__pb2.VerifyRequest.SerializeToString,
                 response_deserializer=tombstone_dot_v1_dot_verifier__pb2.VerifyResponse.FromString,
                 _registered_method=True)
+        self.VerifyBatch = channel.unary_unary(
+                '/tombstone.v1.Verifier/VerifyBatch',
+                request_serializer=tombstone_dot_v1_dot_verifier__pb2.VerifyBatchRequest.SerializeToString,
+                response_deserializer=tombstone_dot_v1_dot_verifier__pb2.VerifyBatchResponse.FromString,
+                _registered_method=True)
         self.Believe = channel.unary_unary(
                 '/tombstone.v1.Verifier/Believe',
                 request_serializer=tombstone_dot_v1_dot_verifier__pb2.BelieveRequest.SerializeToString,
@@ -51,6 +56,15 @@ class VerifierServicer:
 
     def Verify(self, request, context):
         """Decides DELETE, SKIP or RETRY for one PDLI.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyBatch(self, request, context):
+        """Decides many PDLIs in one call (the deleter verifies a whole receive
+        batch); verdicts come back in request order. Each PDLI is decided exactly
+        as Verify would decide it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -71,6 +85,11 @@ def add_VerifierServicer_to_server(servicer, server):
                     servicer.Verify,
                     request_deserializer=tombstone_dot_v1_dot_verifier__pb2.VerifyRequest.FromString,
                     response_serializer=tombstone_dot_v1_dot_verifier__pb2.VerifyResponse.SerializeToString,
+            ),
+            'VerifyBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyBatch,
+                    request_deserializer=tombstone_dot_v1_dot_verifier__pb2.VerifyBatchRequest.FromString,
+                    response_serializer=tombstone_dot_v1_dot_verifier__pb2.VerifyBatchResponse.SerializeToString,
             ),
             'Believe': grpc.unary_unary_rpc_method_handler(
                     servicer.Believe,
@@ -105,6 +124,33 @@ class Verifier:
             '/tombstone.v1.Verifier/Verify',
             tombstone_dot_v1_dot_verifier__pb2.VerifyRequest.SerializeToString,
             tombstone_dot_v1_dot_verifier__pb2.VerifyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tombstone.v1.Verifier/VerifyBatch',
+            tombstone_dot_v1_dot_verifier__pb2.VerifyBatchRequest.SerializeToString,
+            tombstone_dot_v1_dot_verifier__pb2.VerifyBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -33,6 +33,11 @@ class VerifierStub:
     def __new__(cls, channel: _aio.Channel) -> VerifierAsyncStub: ...
     Verify: _grpc.UnaryUnaryMultiCallable[_verifier_pb2.VerifyRequest, _verifier_pb2.VerifyResponse]
     """Decides DELETE, SKIP or RETRY for one PDLI."""
+    VerifyBatch: _grpc.UnaryUnaryMultiCallable[_verifier_pb2.VerifyBatchRequest, _verifier_pb2.VerifyBatchResponse]
+    """Decides many PDLIs in one call (the deleter verifies a whole receive
+    batch); verdicts come back in request order. Each PDLI is decided exactly
+    as Verify would decide it.
+    """
     Believe: _grpc.UnaryUnaryMultiCallable[_verifier_pb2.BelieveRequest, _verifier_pb2.BelieveResponse]
     """Records PDLIs whose ledgers the marker has unlinked (an optimisation:
     believed ledgers skip the metadata-match check).
@@ -43,6 +48,11 @@ class VerifierAsyncStub(VerifierStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Verify: _aio.UnaryUnaryMultiCallable[_verifier_pb2.VerifyRequest, _verifier_pb2.VerifyResponse]  # type: ignore[assignment]
     """Decides DELETE, SKIP or RETRY for one PDLI."""
+    VerifyBatch: _aio.UnaryUnaryMultiCallable[_verifier_pb2.VerifyBatchRequest, _verifier_pb2.VerifyBatchResponse]  # type: ignore[assignment]
+    """Decides many PDLIs in one call (the deleter verifies a whole receive
+    batch); verdicts come back in request order. Each PDLI is decided exactly
+    as Verify would decide it.
+    """
     Believe: _aio.UnaryUnaryMultiCallable[_verifier_pb2.BelieveRequest, _verifier_pb2.BelieveResponse]  # type: ignore[assignment]
     """Records PDLIs whose ledgers the marker has unlinked (an optimisation:
     believed ledgers skip the metadata-match check).
@@ -56,6 +66,17 @@ class VerifierServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_verifier_pb2.VerifyResponse, _abc.Awaitable[_verifier_pb2.VerifyResponse]]:
         """Decides DELETE, SKIP or RETRY for one PDLI."""
+
+    @_abc_1.abstractmethod
+    def VerifyBatch(
+        self,
+        request: _verifier_pb2.VerifyBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_verifier_pb2.VerifyBatchResponse, _abc.Awaitable[_verifier_pb2.VerifyBatchResponse]]:
+        """Decides many PDLIs in one call (the deleter verifies a whole receive
+        batch); verdicts come back in request order. Each PDLI is decided exactly
+        as Verify would decide it.
+        """
 
     @_abc_1.abstractmethod
     def Believe(

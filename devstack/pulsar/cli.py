@@ -1,0 +1,50 @@
+"""`tombstone devstack broker`: run the devstack Pulsar broker in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import click
+
+from .broker import BrokerConfig
+from .server import serve
+
+
+@click.command("broker")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=6650, show_default=True, help="Binary protocol port (0: any).")
+@click.option("--admin-port", default=8080, show_default=True, help="Admin HTTP port (0: any).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep topics and cursors here across restarts (in memory when omitted).",
+)
+@click.option("--auto-create-namespaces", is_flag=True, help="Accept topics in any namespace.")
+@click.option("--namespace", "namespaces", multiple=True, help="Extra namespace (tenant/ns).")
+@click.option("--keepalive", default=30.0, show_default=True, help="Seconds between broker PINGs.")
+def broker(
+    host: str,
+    port: int,
+    admin_port: int,
+    data_dir: Path | None,
+    auto_create_namespaces: bool,
+    namespaces: tuple[str, ...],
+    keepalive: float,
+) -> None:
+    """Run a Pulsar-compatible broker for the local stack and the tests."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    config = BrokerConfig(
+        host=host,
+        port=port,
+        admin_port=admin_port,
+        data_dir=data_dir,
+        namespaces=(*BrokerConfig().namespaces, *namespaces),
+        auto_create_namespaces=auto_create_namespaces,
+        keepalive_seconds=keepalive,
+    )
+    asyncio.run(serve(config))

@@ -1,0 +1,177 @@
+"""A topic: its log of entries, producers, subscriptions and deduplication state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tombstone.wire import pulsar_api_pb2 as _pb
+
+from .consumer import Producer
+from .cursor import Cursor
+from .entries import Entry, make_entry
+from .names import TopicName
+from .storage import TopicStore
+from .subscription import Subscription
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+DUPLICATE = (-1, -1)
+
+
+class ProducerRefused(Exception):
+    """A producer the topic will not accept; carries the ServerError to answer with."""
+
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class Topic:
+    def __init__(self, broker: Broker, name: TopicName, store: TopicStore, ledger_id: int) -> None:
+        self.broker = broker
+        self.name = name
+        self.store = store
+        self.ledger_id = ledger_id
+        self.next_entry_id = 0
+        self.entries: list[Entry] = store.load_entries()
+        self.index_of = {(e.ledger_id, e.entry_id): i for i, e in enumerate(self.entries)}
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.highest_sequence: dict[str, int] = {}
+        self.schema: _pb.Schema | None = None
+        self.msg_in = 0
+        for entry in self.entries:
+            self._record_sequence(entry)
+        for sub_name, snap in store.load_cursors().items():
+            cursor = Cursor.restore(snap["cursor"])
+            self.subscriptions[sub_name] = Subscription(
+                self, sub_name, int(snap["type"]), durable=True, cursor=cursor
+            )
+
+    # producers --------------------------------------------------------------------------
+
+    def add_producer(self, producer: Producer) -> None:
+        current = self.producers.get(producer.name)
+        if current is not None and current is not producer:
+            raise ProducerRefused(
+                _pb.ProducerBusy,
+                f"producer {producer.name} is already connected to {self.name.full}",
+            )
+        others = [p for p in self.producers.values() if p is not producer]
+        if others and (producer.exclusive or any(p.exclusive for p in others)):
+            raise ProducerRefused(
+                _pb.ProducerFenced, f"topic {self.name.full} has an exclusive producer conflict"
+            )
+        self.producers[producer.name] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return self.highest_sequence.get(producer_name, -1)
+
+    def publish(
+        self, sequence_id: int, stored: bytes, meta: _pb.MessageMetadata
+    ) -> tuple[int, int]:
+        """Store one SEND; returns its (ledger, entry), or DUPLICATE if dedup dropped it."""
+        entry = make_entry(self.ledger_id, self.next_entry_id, stored, meta)
+        # Chunks of one message share its sequence id: only the last one is checked.
+        check = self.broker.config.deduplication and entry.last_chunk
+        if check and sequence_id <= self.highest_sequence.get(entry.producer_name, -1):
+            return DUPLICATE
+        self.store.append(entry)
+        self.next_entry_id += 1
+        self.index_of[(entry.ledger_id, entry.entry_id)] = len(self.entries)
+        self.entries.append(entry)
+        self.msg_in += entry.num_messages
+        self._record_sequence(entry)
+        for sub in self.subscriptions.values():
+            self.schedule_dispatch(sub)
+        return entry.ledger_id, entry.entry_id
+
+    def _record_sequence(self, entry: Entry) -> None:
+        if entry.last_chunk:
+            previous = self.highest_sequence.get(entry.producer_name, -1)
+            self.highest_sequence[entry.producer_name] = max(previous, entry.last_sequence_id)
+
+    # subscriptions ----------------------------------------------------------------------
+
+    def subscription(
+        self, name: str, sub_type: int, *, durable: bool, start: int | None = None
+    ) -> Subscription:
+        """The named subscription, created at `start` (default: the end) when new."""
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            position = len(self.entries) if start is None else start
+            sub = Subscription(self, name, sub_type, durable=durable, cursor=Cursor(position))
+            self.subscriptions[name] = sub
+            self.cursor_changed(sub)
+        return sub
+
+    def delete_subscription(self, name: str) -> None:
+        sub = self.subscriptions.pop(name, None)
+        if sub is not None:
+            sub.close()
+            if sub.durable:
+                self.store.delete_cursor(name)
+
+    def position_of(self, ledger_id: int, entry_id: int) -> int:
+        """Index of the first entry at or after (ledger, entry)."""
+        exact = self.index_of.get((ledger_id, entry_id))
+        if exact is not None:
+            return exact
+        for index, entry in enumerate(self.entries):
+            if (entry.ledger_id, entry.entry_id) >= (ledger_id, entry_id):
+                return index
+        return len(self.entries)
+
+    def position_at_time(self, publish_time: int) -> int:
+        for index, entry in enumerate(self.entries):
+            if entry.publish_time >= publish_time:
+                return index
+        return len(self.entries)
+
+    # hooks used by subscriptions --------------------------------------------------------
+
+    def schedule_dispatch(self, sub: Subscription) -> None:
+        self.broker.schedule_dispatch(sub)
+
+    def cursor_changed(self, sub: Subscription) -> None:
+        if sub.durable:
+            self.broker.schedule_cursor_save(self, sub)
+
+    def dispatch_paused(self) -> bool:
+        return self.broker.faults.dispatch_paused
+
+    def loop_time_for(self, wall: float) -> float:
+        return asyncio.get_running_loop().time() + (wall - time.time())
+
+    def call_at_wall(self, wall: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        loop = asyncio.get_running_loop()
+        return loop.call_at(self.loop_time_for(wall), callback)
+
+    # lifecycle --------------------------------------------------------------------------
+
+    def close_clients(self) -> None:
+        """Broker-initiated close of every producer and consumer: clients reconnect."""
+        for producer in list(self.producers.values()):
+            producer.peer.close_producer(producer.producer_id)
+        for sub in list(self.subscriptions.values()):
+            for consumer in list(sub.consumers):
+                consumer.peer.close_consumer(consumer.consumer_id)
+
+    def save_cursors(self) -> None:
+        for sub in self.subscriptions.values():
+            if sub.durable:
+                self.store.save_cursor(sub.name, sub.snapshot())
+
+    def close(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.close()
+        self.save_cursors()
+        self.store.close()

@@ -1,0 +1,111 @@
+"""The marker's lifecycle: open ZooKeeper, the system-topic producer and the verifier channel
+on the runner's exit stack, serve `Marker`, and close everything in reverse on stop."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+import structlog
+
+from services.core.client import open_channel
+from services.core.grpc_server import ServiceRunner
+from services.marker._verifier import GrpcBelieveClient
+from services.marker.believe import BackgroundBeliever
+from services.marker.config import MarkerConfig
+from services.marker.journal import ReceiptJournal
+from services.marker.marking import Marker, MarkingSettings
+from services.marker.metrics import MarkerMetrics
+from services.marker.ports import OwnerStore
+from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
+from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+
+_log = structlog.get_logger(__name__)
+
+METHOD_ROLES = {MARK_METHOD: ("broker", "admin")}
+
+
+def producer_settings(config: MarkerConfig) -> ProducerSettings:
+    return ProducerSettings(
+        producer_name=config.marker_id,
+        max_in_flight=config.max_in_flight,
+        batching_delay=config.batching_delay,
+        send_timeout=config.send_timeout,
+    )
+
+
+def marking_settings(config: MarkerConfig) -> MarkingSettings:
+    return MarkingSettings(
+        marker_id=config.marker_id,
+        cluster=config.cluster,
+        delivery_delay=config.delivery_delay,
+        retry_window=config.retry_window,
+        encoding=config.encoding,
+        pause_after_send=config.pause_after_send,
+    )
+
+
+async def open_journal(stack: AsyncExitStack, config: MarkerConfig) -> ReceiptJournal:
+    file = None
+    if config.journal_dir is not None:
+        file = config.journal_dir / f"receipts-{config.marker_id}.log"
+    journal = ReceiptJournal(retry_window=config.retry_window, file=file)
+    journal.open()
+    stack.callback(journal.close)
+    return journal
+
+
+async def build_marker(
+    stack: AsyncExitStack,
+    config: MarkerConfig,
+    metrics: MarkerMetrics,
+    *,
+    store: OwnerStore,
+    publisher: IntentPublisher,
+) -> Marker:
+    """The domain object with its journal and (optional) verifier reports on `stack`."""
+    believer = None
+    if config.verifier is not None:
+        channel = open_channel(config.verifier)
+        stack.push_async_callback(channel.close)
+        believer = BackgroundBeliever(GrpcBelieveClient(channel), metrics)
+        stack.push_async_callback(believer.aclose)
+    return Marker(
+        store=store,
+        publisher=publisher,
+        journal=await open_journal(stack, config),
+        settings=marking_settings(config),
+        believer=believer,
+        metrics=metrics,
+    )
+
+
+async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
+    """Run the marker until SIGTERM/SIGINT."""
+    async with ServiceRunner(
+        name="marker",
+        grpc=config.grpc,
+        metrics=config.metrics,
+        method_roles=METHOD_ROLES,
+        handle_signals=handle_signals,
+    ) as runner:
+        stack = runner.resources
+        zk = config.zookeeper
+        store = await stack.enter_async_context(
+            ZkMetadataStore.connect(
+                zk.servers,
+                chroot=zk.chroot or None,
+                session_timeout=zk.session_timeout.total_seconds(),
+                request_timeout=zk.operation_timeout.total_seconds(),
+            )
+        )
+        publisher = await stack.enter_async_context(
+            open_intent_publisher(config.pulsar, producer_settings(config))
+        )
+        metrics = MarkerMetrics(runner.metrics)
+        marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
+        servicer = MarkerServicer(marker, max_batch=config.max_batch)
+        runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
+        _log.info("marker_starting", marker_id=config.marker_id, topic=config.pulsar.topic)
+        await runner.run()

@@ -1,0 +1,64 @@
+"""Best-effort reports of unlinked ledgers to the verifier's believed set (DESIGN §4 step 3).
+
+A report is an optimisation: the verifier skips its metadata-match check for believed PDLIs.
+So a failed or dropped report costs only that shortcut, and it never fails or delays a Mark
+call: reports run in background tasks, at most `max_pending` at a time, extras are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+import structlog
+
+from services.core.tasks import is_cancelled
+from services.marker.metrics import MarkerMetrics
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+_log = structlog.get_logger(__name__)
+
+
+class BelieveClient(Protocol):
+    """The verifier's `Believe` RPC."""
+
+    async def believe(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None: ...
+
+
+class BackgroundBeliever:
+    """`Believer` that sends reports in bounded background tasks."""
+
+    def __init__(
+        self, client: BelieveClient, metrics: MarkerMetrics, *, max_pending: int = 64
+    ) -> None:
+        self._client = client
+        self._metrics = metrics
+        self._max_pending = max_pending
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
+        if not pdlis:
+            return
+        if len(self._tasks) >= self._max_pending:
+            self._metrics.believe_failures.inc()
+            _log.warning("believe_dropped", pdlis=len(pdlis), pending=len(self._tasks))
+            return
+        task = asyncio.create_task(self._report(list(pdlis)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _report(self, pdlis: list[_pd.PendingDeleteLedgerInfo]) -> None:
+        try:
+            await self._client.believe(pdlis)
+        except BaseException as exc:
+            if is_cancelled(exc):
+                raise
+            self._metrics.believe_failures.inc()
+            _log.warning("believe_failed", pdlis=len(pdlis), error=str(exc))
+
+    async def aclose(self) -> None:
+        """Cancel what is still pending (reports are best effort)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,169 @@
+"""The marker's configuration: `TOMBSTONE_*` variables, read only by `MarkerConfig.from_env`."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from services.core._env import (
+    parse_bool,
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_optional_str,
+    parse_str,
+)
+from services.core.config import (
+    ClientConfig,
+    Environ,
+    GrpcServerConfig,
+    LogConfig,
+    MetricsConfig,
+    PulsarConfig,
+    ZooKeeperConfig,
+    client_settings,
+    setting,
+)
+from services.core.errors import ConfigError
+from services.marker.owners import EncodingOptions
+from services.metadata import CompressionType
+
+DEFAULT_PORT = 50051
+DEFAULT_VERIFIER = "127.0.0.1:50052"
+
+MARKER_ID = setting(
+    "MARKER_ID",
+    parse_str,
+    "",
+    "Stable name of this marker instance, also its producer name (default marker-<hostname>).",
+)
+CLUSTER = setting("MARKER_CLUSTER", parse_str, "", "Pulsar cluster name written into PDLIs.")
+MAX_BATCH = setting(
+    "MARKER_MAX_BATCH", parse_int(1, 1_000_000), 10_000, "Most ledger ids in one Mark call."
+)
+DELIVERY_DELAY = setting(
+    "MARKER_DELIVERY_DELAY",
+    parse_duration,
+    timedelta(seconds=5),
+    "PDLIs are not acted on before marked_at + this (not_before_ms in the PDLI).",
+)
+RETRY_WINDOW = setting(
+    "MARKER_RETRY_WINDOW",
+    parse_duration,
+    timedelta(seconds=60),
+    "A write landing this long after the sends re-sends fresh PDLIs; receipts kept this long.",
+)
+MAX_IN_FLIGHT = setting(
+    "MARKER_MAX_IN_FLIGHT", parse_int(1, 1_000_000), 10_000, "PDLIs sent and not yet acknowledged."
+)
+BATCHING_DELAY = setting(
+    "MARKER_BATCHING_DELAY", parse_duration, timedelta(milliseconds=2), "Producer batching delay."
+)
+SEND_TIMEOUT = setting(
+    "MARKER_SEND_TIMEOUT",
+    parse_duration,
+    timedelta(seconds=30),
+    "A PDLI unacknowledged this long fails.",
+)
+JOURNAL_DIR = setting(
+    "MARKER_JOURNAL_DIR",
+    parse_optional_str,
+    None,
+    "Directory of the receipt journal that survives restarts; unset keeps it in memory only.",
+)
+BELIEVE = setting(
+    "MARKER_BELIEVE_ENABLED", parse_bool, True, "Report unlinked ledgers to the verifier."
+)
+COMPRESSION = setting(
+    "MARKER_ML_COMPRESSION",
+    parse_choice("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"),
+    "NONE",
+    "Compression of the ML and cursor znodes the marker writes (the broker's setting).",
+)
+COMPRESSION_THRESHOLD = setting(
+    "MARKER_ML_COMPRESSION_THRESHOLD",
+    parse_int(0),
+    16384,
+    "Compress only znodes larger than this many bytes.",
+)
+PAUSE_AFTER_SEND = setting(
+    "MARKER_TEST_PAUSE_AFTER_SEND",
+    parse_duration,
+    timedelta(0),
+    "TEST ONLY: sleep between the last receipt and the owner write (crash-point tests).",
+)
+_VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
+
+
+@dataclass(frozen=True)
+class MarkerConfig:
+    grpc: GrpcServerConfig = field(default_factory=lambda: GrpcServerConfig(port=DEFAULT_PORT))
+    zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
+    pulsar: PulsarConfig = field(default_factory=PulsarConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    verifier: ClientConfig | None = None
+    """Where to send Believe reports; None turns them off."""
+    marker_id: str = "marker"
+    """Stable instance name; the producer name, so the broker deduplicates across restarts."""
+    cluster: str = ""
+    """Pulsar cluster name put into PDLIs."""
+    max_batch: int = 10_000
+    """Most ledger ids in one request; more is INVALID_ARGUMENT."""
+    delivery_delay: timedelta = timedelta(seconds=5)
+    """PDLIs carry `not_before_ms = marked_at_ms + delivery_delay`."""
+    retry_window: timedelta = timedelta(seconds=60)
+    """Writes landing later than this after the sends trigger fresh PDLIs."""
+    max_in_flight: int = 10_000
+    """Bound on PDLIs sent and not yet acknowledged."""
+    batching_delay: timedelta = timedelta(milliseconds=2)
+    """Producer batching delay."""
+    send_timeout: timedelta = timedelta(seconds=30)
+    """Per-PDLI send deadline."""
+    journal_dir: Path | None = None
+    """Receipt journal directory; None keeps receipts in memory only."""
+    encoding: EncodingOptions = field(default_factory=EncodingOptions)
+    """How ML and cursor znodes are re-encoded."""
+    pause_after_send: timedelta | None = None
+    """Test only (TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND)."""
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
+        return cls(
+            grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
+            zookeeper=ZooKeeperConfig.from_env(environ),
+            pulsar=PulsarConfig.from_env(environ),
+            metrics=MetricsConfig.from_env(environ),
+            log=LogConfig.from_env(environ),
+            verifier=(
+                ClientConfig.from_env(environ, target="VERIFIER", default_address=DEFAULT_VERIFIER)
+                if BELIEVE.read(environ)
+                else None
+            ),
+            marker_id=MARKER_ID.read(environ) or f"marker-{socket.gethostname()}",
+            cluster=CLUSTER.read(environ),
+            max_batch=MAX_BATCH.read(environ),
+            delivery_delay=DELIVERY_DELAY.read(environ),
+            retry_window=_positive(RETRY_WINDOW.name, RETRY_WINDOW.read(environ)),
+            max_in_flight=MAX_IN_FLIGHT.read(environ),
+            batching_delay=BATCHING_DELAY.read(environ),
+            send_timeout=_positive(SEND_TIMEOUT.name, SEND_TIMEOUT.read(environ)),
+            journal_dir=_path(JOURNAL_DIR.read(environ)),
+            encoding=EncodingOptions(
+                CompressionType[COMPRESSION.read(environ)], COMPRESSION_THRESHOLD.read(environ)
+            ),
+            pause_after_send=PAUSE_AFTER_SEND.read(environ) or None,
+        )
+
+
+def _positive(name: str, value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ConfigError(name, "must be positive")
+    return value
+
+
+def _path(raw: str | None) -> Path | None:
+    return Path(raw) if raw else None

@@ -1,0 +1,299 @@
+"""Phase 1 of the protocol (DESIGN §2): record intents, then unlink in one compare-and-set.
+
+    read owner (version v) → classify ledgers → one PDLI per (ledger, tier), fence token v+1
+    → publish all, await every receipt → unlink exactly the fully accepted ledgers with one
+    CAS at v (marker-writes) or leave the write to the caller (caller-writes).
+
+S3 (intent before unlink) holds because the write names only ledgers whose every PDLI has
+a receipt. Calls for one owner are serialised; calls for different owners run concurrently.
+This module has no gRPC or client-library imports: it talks to ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import structlog
+
+from services.core.errors import Conflict, NotFound, Unavailable
+from services.marker._locks import KeyedLocks
+from services.marker.journal import IntentKey, ReceiptJournal, now_ms
+from services.marker.metrics import MarkerMetrics, tier_label
+from services.marker.owners import EncodingOptions, OwnerSnapshot, parse_snapshot
+from services.marker.planning import (
+    MarkRequest,
+    NotMarked,
+    Plan,
+    Stamp,
+    build_pdli,
+    fence_token,
+    plan_marking,
+)
+from services.marker.ports import Believer, OwnerStore
+from services.systopic import IntentPublisher, encode_intent
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+_log = structlog.get_logger(__name__)
+
+PDLI = _pd.PendingDeleteLedgerInfo
+
+
+@dataclass(frozen=True)
+class MarkingSettings:
+    marker_id: str
+    """Stable name of this marker instance (also the producer name)."""
+    cluster: str = ""
+    """Pulsar cluster name written into every PDLI."""
+    delivery_delay: timedelta = timedelta(seconds=5)
+    """PDLIs carry `not_before = marked_at + delay`: the deleter waits for the write to land."""
+    retry_window: timedelta = timedelta(seconds=60)
+    """How long the deleter keeps retrying a PDLI whose marking is in progress."""
+    encoding: EncodingOptions = field(default_factory=EncodingOptions)
+    pause_after_send: timedelta | None = None
+    """Test only: sleep between the last receipt and the write (crash-point tests)."""
+
+
+@dataclass
+class MarkResult:
+    marked: list[tuple[int, tuple[_pd.LedgerType.ValueType, ...]]]
+    not_marked: list[NotMarked]
+    read_version: int
+    new_version: int
+    fence_token: int
+    written: bool
+    pdlis_sent: int
+    request_id: str
+
+
+@dataclass
+class _Sent:
+    """Per ledger: its PDLIs, which tiers were accepted, and the oldest acceptance time."""
+
+    pdlis: list[PDLI] = field(default_factory=list)
+    accepted: list[_pd.LedgerType.ValueType] = field(default_factory=list)
+    error: str | None = None
+    accepted_at_ms: int = 0
+
+
+class Marker:
+    def __init__(
+        self,
+        *,
+        store: OwnerStore,
+        publisher: IntentPublisher,
+        journal: ReceiptJournal,
+        settings: MarkingSettings,
+        believer: Believer | None = None,
+        metrics: MarkerMetrics | None = None,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._journal = journal
+        self._settings = settings
+        self._believer = believer
+        self._metrics = metrics or MarkerMetrics()
+        self._locks = KeyedLocks()
+
+    async def mark(self, request: MarkRequest) -> MarkResult:
+        """Mark `request.ledger_ids`; raises `Conflict`, `NotFound`, `Unavailable`..."""
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            async with self._locks.hold(request.owner.path):
+                result = await self._mark_locked(request)
+            outcome = "ok" if not result.not_marked else "partial"
+            return result
+        except Conflict:
+            self._metrics.conflicts.inc()
+            outcome = "conflict"
+            raise
+        except NotFound:
+            outcome = "not_found"
+            raise
+        except Unavailable:
+            outcome = "unavailable"
+            raise
+        finally:
+            self._metrics.mark_calls.labels(outcome).inc()
+            self._metrics.mark_latency.observe(time.perf_counter() - started)
+
+    async def _mark_locked(self, request: MarkRequest) -> MarkResult:
+        snapshot, version = await self._read(request)
+        plan = plan_marking(request, snapshot, version)
+        token = fence_token(request, version)
+        sent = await self._send(request, plan, version, token)
+        fully = [i for i, s in sent.items() if s.error is None]
+        not_marked = plan.refused + [
+            NotMarked(i, _mk.SEND_FAILED, s.error) for i, s in sent.items() if s.error is not None
+        ]
+        result = MarkResult(
+            marked=[(i, tuple(sent[i].accepted)) for i in fully],
+            not_marked=not_marked,
+            read_version=version,
+            new_version=version,
+            fence_token=token,
+            written=False,
+            pdlis_sent=sum(len(s.pdlis) for s in sent.values()),
+            request_id=request.request_id,
+        )
+        if fully and not request.caller_writes and not request.reconciler:
+            await self._pause_after_send(request, fully)
+            assert snapshot is not None
+            result.new_version = await self._unlink(request, snapshot, version, fully, sent)
+            result.written = True
+            await self._after_write(request, version, token, fully, sent)
+        return result
+
+    async def _read(self, request: MarkRequest) -> tuple[OwnerSnapshot | None, int]:
+        owner = request.owner
+        try:
+            node = await self._store.get(owner.path)
+        except NotFound:
+            if not request.reconciler:
+                raise
+            snapshot, version = None, -1
+        else:
+            version = node.version
+            snapshot = parse_snapshot(owner, node.data, self._settings.encoding)
+        expected = request.expected_version
+        if expected is not None and expected != version:
+            raise Conflict(
+                f"{owner.path}: version is {version}, the caller expected {expected}; "
+                "nothing was sent or unlinked"
+            )
+        return snapshot, version
+
+    async def _send(
+        self, request: MarkRequest, plan: Plan, version: int, token: int
+    ) -> dict[int, _Sent]:
+        now = now_ms()
+        stamp = Stamp(
+            fence_token=token,
+            marked_at_ms=now,
+            not_before_ms=now + int(self._settings.delivery_delay.total_seconds() * 1000),
+            marker_id=self._settings.marker_id,
+            cluster=self._settings.cluster,
+        )
+        sent: dict[int, _Sent] = {}
+        to_send: list[tuple[int, IntentKey, PDLI]] = []
+        for ref in plan.refs:
+            entry = sent.setdefault(ref.ledger_id, _Sent(accepted_at_ms=now))
+            for tier in ref.tiers:
+                pdli = build_pdli(request, ref, tier, stamp)
+                entry.pdlis.append(pdli)
+                key = IntentKey(request.owner.path, version, ref.ledger_id, tier)
+                earlier = self._journal.accepted_at(key)
+                if earlier is None:
+                    to_send.append((ref.ledger_id, key, pdli))
+                else:
+                    entry.accepted.append(tier)
+                    entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
+                    self._metrics.pdlis_reused.labels(tier_label(tier)).inc()
+        await self._publish(to_send, sent)
+        return sent
+
+    async def _publish(
+        self, to_send: Sequence[tuple[int, IntentKey, PDLI]], sent: dict[int, _Sent]
+    ) -> None:
+        if not to_send:
+            return
+        results = await self._publisher.publish([encode_intent(p) for _, _, p in to_send])
+        accepted_keys = []
+        for (ledger_id, key, pdli), result in zip(to_send, results, strict=True):
+            tier = tier_label(pdli.ledger_type)
+            if result.ok:
+                sent[ledger_id].accepted.append(pdli.ledger_type)
+                accepted_keys.append(key)
+                self._metrics.pdlis_sent.labels(tier).inc()
+            else:
+                sent[ledger_id].error = f"{tier} PDLI not accepted: {result.error}"
+                self._metrics.send_failures.labels(tier).inc()
+        self._journal.record(accepted_keys, now_ms())
+
+    async def _pause_after_send(self, request: MarkRequest, fully: list[int]) -> None:
+        pause = self._settings.pause_after_send
+        if pause is not None:
+            _log.warning("test_pause_after_send", owner=request.owner.path, ledgers=len(fully))
+            await asyncio.sleep(pause.total_seconds())
+
+    async def _unlink(
+        self,
+        request: MarkRequest,
+        snapshot: OwnerSnapshot,
+        version: int,
+        fully: list[int],
+        sent: dict[int, _Sent],
+    ) -> int:
+        path = request.owner.path
+        unlink = snapshot.without(fully, new_cursor_ledger_id=request.new_cursor_ledger_id)
+        on_topic = f"PDLIs for ledgers {_ids(fully)} are on the system topic"
+        try:
+            if unlink.data is None:
+                await self._store.delete(path, version=version)
+                new_version = -1
+            else:
+                new_version = await self._store.set(path, unlink.data, version=version)
+        except (Conflict, NotFound) as exc:
+            raise Conflict(f"{exc}; {on_topic}; nothing was unlinked") from exc
+        except Unavailable as exc:
+            raise Unavailable(
+                f"{exc}; {on_topic}; the write at version {version} may or may not have "
+                "landed: re-read the owner"
+            ) from exc
+        self._metrics.ledgers_unlinked.inc(len(fully))
+        return new_version
+
+    async def _after_write(
+        self,
+        request: MarkRequest,
+        version: int,
+        token: int,
+        fully: list[int],
+        sent: dict[int, _Sent],
+    ) -> None:
+        self._journal.forget(
+            IntentKey(request.owner.path, version, i, p.ledger_type)
+            for i in fully
+            for p in sent[i].pdlis
+        )
+        window_ms = int(self._settings.retry_window.total_seconds() * 1000)
+        late = [i for i in fully if now_ms() - sent[i].accepted_at_ms >= window_ms]
+        if late:
+            await self._resend_late(request, late, sent)
+        if self._believer is not None:
+            self._believer.submit([p for i in fully for p in sent[i].pdlis])
+
+    async def _resend_late(
+        self, request: MarkRequest, late: list[int], sent: dict[int, _Sent]
+    ) -> None:
+        """The write landed after the deleter may have given up on the first PDLIs: send
+        fresh ones. The unlink already happened, so a failure here is logged, not raised:
+        the first PDLIs are then in the dead-letter topic with "marking in progress"."""
+        fresh = []
+        now = now_ms()
+        delay = int(self._settings.delivery_delay.total_seconds() * 1000)
+        for ledger_id in late:
+            for pdli in sent[ledger_id].pdlis:
+                copy = PDLI()
+                copy.CopyFrom(pdli)
+                copy.marked_at_ms, copy.not_before_ms = now, now + delay
+                fresh.append(copy)
+        try:
+            results = await self._publisher.publish([encode_intent(p) for p in fresh])
+        except Exception:
+            _log.exception("late_resend_failed", owner=request.owner.path, ledgers=late)
+            return
+        failed = sum(1 for r in results if not r.ok)
+        self._metrics.late_resends.inc(len(fresh) - failed)
+        _log.warning("late_write_resent", owner=request.owner.path, ledgers=late, failed=failed)
+
+
+def _ids(ledger_ids: Sequence[int], limit: int = 20) -> str:
+    shown = ", ".join(str(i) for i in ledger_ids[:limit])
+    more = len(ledger_ids) - limit
+    return f"[{shown}{f', … {more} more' if more > 0 else ''}]"

@@ -1,0 +1,117 @@
+"""Pure decisions of a Mark call: which ledgers qualify and the PDLIs they need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.marker.owners import LedgerRef, Owner, OwnerSnapshot
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+
+@dataclass(frozen=True)
+class MarkRequest:
+    """A validated MarkLedgers request."""
+
+    owner: Owner
+    ledger_ids: tuple[int, ...]
+    caller_writes: bool = False
+    expected_version: int | None = None
+    source: _pd.Source.ValueType = _pd.BROKER
+    request_id: str = ""
+    new_cursor_ledger_id: int = -1
+
+    @property
+    def reconciler(self) -> bool:
+        """Reconciler requests name ledgers the owner no longer references."""
+        return self.source == _pd.RECONCILER
+
+
+@dataclass(frozen=True)
+class NotMarked:
+    ledger_id: int
+    reason: _mk.NotMarkedReason.ValueType
+    message: str
+
+
+@dataclass
+class Plan:
+    """Ledgers that get PDLIs, and those refused before anything is sent."""
+
+    refs: list[LedgerRef] = field(default_factory=list)
+    refused: list[NotMarked] = field(default_factory=list)
+
+
+def plan_marking(request: MarkRequest, snapshot: OwnerSnapshot | None, version: int) -> Plan:
+    """Classify the requested ledgers against the owner as read (None: the owner is absent)."""
+    if request.reconciler:
+        return _plan_reconciler(request, snapshot, version)
+    assert snapshot is not None, "only reconciler requests accept an absent owner"
+    plan = Plan()
+    where = f"{request.owner.path} at version {version}"
+    for ledger_id in request.ledger_ids:
+        ref = snapshot.reference(ledger_id)
+        if ref is None:
+            message = f"not referenced by {where}"
+            plan.refused.append(NotMarked(ledger_id, _mk.NOT_REFERENCED, message))
+        else:
+            plan.refs.append(ref)
+    blocked = snapshot.blocked([ref.ledger_id for ref in plan.refs])
+    if blocked:
+        plan.refs = [ref for ref in plan.refs if ref.ledger_id not in blocked]
+        plan.refused += [NotMarked(i, _mk.CANNOT_UNLINK, why) for i, why in blocked.items()]
+    return plan
+
+
+def _plan_reconciler(request: MarkRequest, snapshot: OwnerSnapshot | None, version: int) -> Plan:
+    plan = Plan()
+    for ledger_id in request.ledger_ids:
+        if snapshot is not None and snapshot.reference(ledger_id) is not None:
+            message = f"still referenced by {request.owner.path} at version {version}"
+            plan.refused.append(NotMarked(ledger_id, _mk.STILL_REFERENCED, message))
+        else:
+            # An unreferenced ledger has no offload context to read: BookKeeper tier only.
+            plan.refs.append(LedgerRef(ledger_id))
+    return plan
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The fields every PDLI of one call shares."""
+
+    fence_token: int
+    marked_at_ms: int
+    not_before_ms: int
+    marker_id: str
+    cluster: str
+
+
+def build_pdli(
+    request: MarkRequest, ref: LedgerRef, tier: _pd.LedgerType.ValueType, stamp: Stamp
+) -> _pd.PendingDeleteLedgerInfo:
+    pdli = _pd.PendingDeleteLedgerInfo(
+        ledger_id=ref.ledger_id,
+        ledger_type=tier,
+        fence_token=stamp.fence_token,
+        marked_at_ms=stamp.marked_at_ms,
+        not_before_ms=stamp.not_before_ms,
+        source=request.source,
+        marker_id=stamp.marker_id,
+        cluster=stamp.cluster,
+        request_id=request.request_id,
+    )
+    request.owner.stamp(pdli)
+    if ref.offload is not None:
+        pdli.offload_context.CopyFrom(ref.offload)
+    return pdli
+
+
+def fence_token(request: MarkRequest, version: int) -> int:
+    """The owner version the unlinking write produces: read version + 1.
+
+    Reconciler requests unlink nothing, so their token is the version already reached (0 when
+    the owner is absent): a ledger that is listed again is then simply IN_USE.
+    """
+    if request.reconciler:
+        return max(version, 0)
+    return version + 1

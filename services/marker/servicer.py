@@ -1,0 +1,106 @@
+"""The gRPC `Marker` service: proto in, validation, the marking flow, proto out.
+
+Errors are raised as `TombstoneError`s; the core error interceptor maps them to statuses
+(INVALID_ARGUMENT naming the field, NOT_FOUND, ABORTED for a lost compare-and-set...).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from grpc import aio
+
+from services.core.errors import InvalidArgument
+from services.core.validation import require, require_no_duplicates, require_nonempty
+from services.marker.marking import Marker, MarkResult
+from services.marker.owners import resolve_owner
+from services.marker.planning import MarkRequest
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+SERVICE_NAME = _mk.DESCRIPTOR.services_by_name["Marker"].full_name
+MARK_METHOD = f"/{SERVICE_NAME}/MarkLedgers"
+MAX_REQUEST_ID = 128
+_SOURCES = {_pd.SOURCE_UNSPECIFIED: _pd.BROKER, _pd.BROKER: _pd.BROKER}
+_SOURCES |= {_pd.RECONCILER: _pd.RECONCILER, _pd.OPERATOR: _pd.OPERATOR}
+
+
+def to_request(message: _mk.MarkLedgersRequest, *, max_batch: int) -> MarkRequest:
+    """Validate a request; every failure is `InvalidArgument` naming the field."""
+    owner = resolve_owner(
+        message.component,
+        topic_name=message.topic_name,
+        ml_name=message.managed_ledger_name,
+        cursor_name=message.cursor_name,
+        schema_id=message.schema_id,
+    )
+    ledger_ids = _ledger_ids(message, max_batch)
+    require(
+        message.write_mode in (_mk.WRITE_MODE_UNSPECIFIED, _mk.MARKER_WRITES, _mk.CALLER_WRITES),
+        "write_mode",
+        f"unknown write mode {message.write_mode}",
+    )
+    require(message.source in _SOURCES, "source", f"unknown source {message.source}")
+    expected = message.expected_version if message.HasField("expected_version") else None
+    require(expected is None or expected >= 0, "expected_version", f"must be ≥ 0, got {expected}")
+    require(len(message.request_id) <= MAX_REQUEST_ID, "request_id", "is too long")
+    return MarkRequest(
+        owner=owner,
+        ledger_ids=ledger_ids,
+        caller_writes=message.write_mode == _mk.CALLER_WRITES,
+        expected_version=expected,
+        source=_SOURCES[message.source],
+        request_id=message.request_id or uuid.uuid4().hex,
+        new_cursor_ledger_id=_new_cursor_ledger_id(message, ledger_ids),
+    )
+
+
+def _ledger_ids(message: _mk.MarkLedgersRequest, max_batch: int) -> tuple[int, ...]:
+    ids = tuple(message.ledger_ids)
+    require_nonempty(ids, "ledger_ids")
+    require(len(ids) <= max_batch, "ledger_ids", f"has {len(ids)} ids, at most {max_batch} allowed")
+    for index, ledger_id in enumerate(ids):
+        require(ledger_id >= 0, f"ledger_ids[{index}]", f"must be ≥ 0, got {ledger_id}")
+    require_no_duplicates(ids, "ledger_ids")
+    return ids
+
+
+def _new_cursor_ledger_id(message: _mk.MarkLedgersRequest, ledger_ids: tuple[int, ...]) -> int:
+    if not message.HasField("new_cursor_ledger_id"):
+        return -1
+    field = "new_cursor_ledger_id"
+    value = message.new_cursor_ledger_id
+    if message.component != _pd.MANAGED_CURSOR:
+        raise InvalidArgument(field, "only MANAGED_CURSOR requests name a new cursor ledger")
+    require(value >= -1, field, f"must be a ledger id or -1, got {value}")
+    require(value not in ledger_ids, field, f"{value} is one of the ledgers to delete")
+    return value
+
+
+def to_response(result: MarkResult) -> _mk.MarkLedgersResponse:
+    return _mk.MarkLedgersResponse(
+        marked=[_mk.MarkedLedger(ledger_id=i, tiers=tiers) for i, tiers in result.marked],
+        not_marked=[
+            _mk.NotMarkedLedger(ledger_id=n.ledger_id, reason=n.reason, message=n.message)
+            for n in result.not_marked
+        ],
+        new_version=result.new_version,
+        fence_token=result.fence_token,
+        written=result.written,
+        pdlis_sent=result.pdlis_sent,
+        request_id=result.request_id,
+        read_version=result.read_version,
+    )
+
+
+class MarkerServicer(_mk_grpc.MarkerServicer):
+    def __init__(self, marker: Marker, *, max_batch: int) -> None:
+        self._marker = marker
+        self._max_batch = max_batch
+
+    async def MarkLedgers(
+        self, request: _mk.MarkLedgersRequest, context: aio.ServicerContext
+    ) -> _mk.MarkLedgersResponse:
+        result = await self._marker.mark(to_request(request, max_batch=self._max_batch))
+        return to_response(result)

@@ -1,0 +1,122 @@
+"""Lifecycle of the verifier service: wire the parts, serve, stop (via `ServiceRunner`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from services.core.grpc_server import ServiceRunner
+from services.metadata.paths import LedgerPaths
+from services.metadata.pulsar_stores import ManagedLedgers
+from services.metadata.zk_store import ZkMetadataStore
+from services.verifier._s3 import open_s3
+from services.verifier.believed import BelievedSet
+from services.verifier.config import VerifierConfig
+from services.verifier.decision import DecisionEngine, DecisionPolicy
+from services.verifier.metrics import CountingObjectStore, CountingZnodeStore, VerifierMetrics
+from services.verifier.offload import OffloadInspector
+from services.verifier.owners import OwnerCache
+from services.verifier.ports import ObjectStore, ZnodeStore
+from services.verifier.servicer import METHOD_ROLES, SERVICE_NAME, VerifierServicer
+from services.verifier.shadows import ShadowIndex
+from services.verifier.store_adapter import MetadataZnodeStore
+from tombstone.v1 import verifier_pb2_grpc as _grpc
+
+
+@dataclass
+class VerifierParts:
+    """The wired domain objects (tests and the benchmark use them directly)."""
+
+    engine: DecisionEngine
+    believed: BelievedSet
+    owners: OwnerCache
+    shadows: ShadowIndex | None
+    metrics: VerifierMetrics
+
+
+def build(
+    config: VerifierConfig,
+    znodes: ZnodeStore,
+    objects: ObjectStore,
+    metrics: VerifierMetrics,
+    *,
+    ml_names: Callable[[], AsyncIterator[str]] | None = None,
+) -> VerifierParts:
+    """Wire the decision engine and its collaborators on the given ports."""
+    counted = CountingZnodeStore(
+        znodes, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
+    )
+    owners = OwnerCache(counted, max_entries=config.owner_cache_size)
+    owners.on_read = metrics.on_cache_lookup
+    believed = BelievedSet(counted, config.believed)
+    shadows = None
+    if ml_names is not None and config.shadow_scan_interval.total_seconds() > 0:
+        shadows = ShadowIndex(counted, ml_names)
+    engine = DecisionEngine(
+        store=counted,
+        owners=owners,
+        believed=believed,
+        offload=OffloadInspector(CountingObjectStore(objects, metrics), config.offload),
+        shadows=shadows,
+        policy=DecisionPolicy(
+            ledger_paths=LedgerPaths(root=config.ledgers_root),
+            allow_without_pulsar_metadata=config.allow_without_pulsar_metadata,
+            reconciler_min_age=config.reconciler_min_age,
+        ),
+        observe=metrics.observe,
+    )
+    metrics.believed_entries.set_function(lambda: len(believed))
+    metrics.believed_batches.set_function(lambda: believed.batches)
+    metrics.cache_entries.set_function(lambda: len(owners))
+    metrics.cache_ratio.set_function(
+        lambda: owners.stats.hits / max(1, owners.stats.hits + owners.stats.misses)
+    )
+    return VerifierParts(engine, believed, owners, shadows, metrics)
+
+
+@contextlib.asynccontextmanager
+async def open_verifier(
+    config: VerifierConfig, *, handle_signals: bool = False
+) -> AsyncIterator[tuple[ServiceRunner, VerifierParts]]:
+    """A started verifier (gRPC bound, background loops registered); shut down on exit."""
+    async with ServiceRunner(
+        name="verifier",
+        grpc=config.grpc,
+        metrics=config.metrics,
+        method_roles=METHOD_ROLES,
+        handle_signals=handle_signals,
+    ) as runner:
+        zk = config.zookeeper
+        store = await runner.resources.enter_async_context(
+            ZkMetadataStore.connect(
+                zk.servers,
+                chroot=zk.chroot or None,
+                session_timeout=zk.session_timeout.total_seconds(),
+                request_timeout=zk.operation_timeout.total_seconds(),
+            )
+        )
+        objects = await runner.resources.enter_async_context(open_s3(config.s3))
+        parts = build(
+            config,
+            MetadataZnodeStore(store),
+            objects,
+            VerifierMetrics(runner.metrics),
+            ml_names=ManagedLedgers(store).managed_ledger_names,
+        )
+        servicer = VerifierServicer(
+            parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
+        )
+        runner.add_servicer(_grpc.add_VerifierServicer_to_server, servicer, SERVICE_NAME)
+        runner.add_background("believed_set", parts.believed.maintain)
+        shadows = parts.shadows
+        if shadows is not None:
+            interval = config.shadow_scan_interval
+            runner.add_background("shadow_index", lambda: shadows.run(interval))
+        yield runner, parts
+
+
+async def serve(config: VerifierConfig) -> None:
+    """Run until SIGTERM/SIGINT, then drain and stop."""
+    async with open_verifier(config, handle_signals=True) as (runner, _parts):
+        await runner.run()

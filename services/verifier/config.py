@@ -1,0 +1,163 @@
+"""The verifier's configuration, read from `TOMBSTONE_*` variables in one place.
+
+Besides the shared settings (`TOMBSTONE_GRPC_*`, `TOMBSTONE_METRICS_*`, `TOMBSTONE_LOG_*`,
+`TOMBSTONE_ZOOKEEPER_*`, `TOMBSTONE_S3_*` with `TOMBSTONE_S3_ALLOWED_BUCKETS`), it reads the
+`TOMBSTONE_VERIFIER_*` settings declared below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from services.core._env import (
+    Setting,
+    parse_bool,
+    parse_duration,
+    parse_int,
+    parse_list,
+    parse_optional_str,
+    parse_str,
+    setting,
+)
+from services.core.config import (
+    GrpcServerConfig,
+    LogConfig,
+    MetricsConfig,
+    S3Config,
+    ZooKeeperConfig,
+)
+from services.core.errors import ConfigError
+from services.verifier.believed import BelievedConfig
+from services.verifier.offload import OffloadPolicy
+
+DEFAULT_PORT = 7702
+"""The verifier's gRPC port unless `TOMBSTONE_GRPC_PORT` says otherwise."""
+
+LEDGERS_ROOT = setting("VERIFIER_LEDGERS_ROOT", parse_str, "/ledgers", "BookKeeper ledgers root.")
+BELIEVED_PATH = setting(
+    "VERIFIER_BELIEVED_PATH", parse_str, "/tombstone/believed", "Znode of the believed set."
+)
+BELIEVED_MAX = setting(
+    "VERIFIER_BELIEVED_MAX_ENTRIES", parse_int(1), 500_000, "Bound on believed entries."
+)
+BELIEVED_AGE = setting(
+    "VERIFIER_BELIEVED_MAX_AGE", parse_duration, timedelta(hours=24), "Bound on believed age."
+)
+MIN_AGE = setting(
+    "VERIFIER_RECONCILER_MIN_AGE",
+    parse_duration,
+    timedelta(days=3),
+    "Age a ledger or object needs before a RECONCILER PDLI may delete it.",
+)
+ALLOW_NO_META = setting(
+    "VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA",
+    parse_bool,
+    False,
+    "Opt in to deleting BookKeeper ledgers that carry no Pulsar custom metadata.",
+)
+DEFAULT_BUCKET = setting(
+    "VERIFIER_OFFLOAD_DEFAULT_BUCKET",
+    parse_optional_str,
+    None,
+    "Offload bucket of ledgers whose driver metadata is empty (offloaded by Pulsar 2.1).",
+)
+FS_BASE = setting(
+    "VERIFIER_FILESYSTEM_BASE",
+    parse_optional_str,
+    None,
+    "The filesystem offloader's current fs.defaultFS (else each ledger's storageBasePath).",
+)
+FS_ALLOWED: Setting[tuple[str, ...]] = setting(
+    "VERIFIER_ALLOWED_FILESYSTEM_BASES",
+    parse_list,
+    (),
+    "Filesystem-offloader base paths in which deletions may be approved.",
+)
+CLUSTER = setting(
+    "VERIFIER_CLUSTER_NAME",
+    parse_optional_str,
+    None,
+    "This Pulsar cluster's name; offloaded objects naming another cluster are MISMATCH.",
+)
+CACHE_SIZE = setting(
+    "VERIFIER_OWNER_CACHE_SIZE", parse_int(1), 100_000, "Owner znodes held in the cache."
+)
+MAX_BATCH = setting(
+    "VERIFIER_MAX_BATCH", parse_int(1, 100_000), 1_000, "Most PDLIs in one VerifyBatch call."
+)
+MAX_BELIEVE = setting(
+    "VERIFIER_MAX_BELIEVE", parse_int(1, 1_000_000), 100_000, "Most PDLIs in one Believe call."
+)
+SHADOW_SCAN = setting(
+    "VERIFIER_SHADOW_SCAN_INTERVAL",
+    parse_duration,
+    timedelta(minutes=5),
+    "How often the shadow-topic index is rebuilt; 0 turns shadow checks off.",
+)
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    grpc: GrpcServerConfig = field(default_factory=lambda: GrpcServerConfig(port=DEFAULT_PORT))
+    """Where and how the service listens."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
+    s3: S3Config = field(default_factory=S3Config)
+    """Endpoint and credentials for HEADs; `allowed_buckets` is the offload allow-list."""
+    ledgers_root: str = "/ledgers"
+    """BookKeeper's ledgers root (hybrid hierarchical layout)."""
+    believed: BelievedConfig = field(default_factory=BelievedConfig)
+    reconciler_min_age: timedelta = timedelta(days=3)
+    """RECONCILER PDLIs: minimum age of the ledger (znode ctime) or object at verification."""
+    allow_without_pulsar_metadata: bool = False
+    """Opt-in: approve ledgers without any Pulsar custom metadata."""
+    offload: OffloadPolicy = field(default_factory=OffloadPolicy)
+    owner_cache_size: int = 100_000
+    """Owner znodes (ML lists, cursors, schema locators) cached with watches."""
+    max_batch: int = 1_000
+    """Most PDLIs in one VerifyBatch call."""
+    max_believe: int = 100_000
+    """Most PDLIs in one Believe call."""
+    shadow_scan_interval: timedelta = timedelta(minutes=5)
+    """Rebuild period of the shadow-topic index; zero turns shadow checks off."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
+        s3 = S3Config.from_env(environ)
+        believed = BelievedConfig(
+            root=BELIEVED_PATH.read(environ),
+            max_entries=BELIEVED_MAX.read(environ),
+            max_age=BELIEVED_AGE.read(environ),
+        )
+        if believed.max_batch_entries > believed.max_entries:
+            believed = BelievedConfig(
+                believed.root, believed.max_entries, believed.max_age, believed.max_entries
+            )
+        if not believed.root.startswith("/") or believed.root.endswith("/"):
+            raise ConfigError(BELIEVED_PATH.name, "must be an absolute znode path")
+        return cls(
+            grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
+            metrics=MetricsConfig.from_env(environ),
+            log=LogConfig.from_env(environ),
+            zookeeper=ZooKeeperConfig.from_env(environ),
+            s3=s3,
+            ledgers_root=LEDGERS_ROOT.read(environ),
+            believed=believed,
+            reconciler_min_age=MIN_AGE.read(environ),
+            allow_without_pulsar_metadata=ALLOW_NO_META.read(environ),
+            offload=OffloadPolicy(
+                allowed_buckets=s3.allowed_buckets,
+                default_bucket=DEFAULT_BUCKET.read(environ),
+                allowed_filesystem_bases=frozenset(FS_ALLOWED.read(environ)),
+                filesystem_base=FS_BASE.read(environ),
+                cluster_name=CLUSTER.read(environ),
+            ),
+            owner_cache_size=CACHE_SIZE.read(environ),
+            max_batch=MAX_BATCH.read(environ),
+            max_believe=MAX_BELIEVE.read(environ),
+            shadow_scan_interval=SHADOW_SCAN.read(environ),
+        )

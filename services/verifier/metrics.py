@@ -1,0 +1,147 @@
+"""The verifier's metrics and its verdict log lines (every verdict, and MISMATCH as security).
+
+Metric names (Prometheus adds `_total` to counters):
+- `tombstone_verifier_verdicts_total{decision,code}`: every verdict by decision and reason code;
+- `tombstone_verifier_mismatches_total{code,tier,component}`: MISMATCH verdicts (a burst of
+  forged or stale PDLIs shows here first);
+- `tombstone_verifier_metadata_reads_total{kind}`: store reads (owner, ledger, believed, other)
+  and object HEADs (`object_head`);
+- `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
+  `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
+- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from services.core.metrics import Metrics
+from services.verifier.model import SkipReason, Target, Verdict
+from services.verifier.ports import ObjectHead, ObjectStore, WatchCallback, Znode, ZnodeStore
+from tombstone.v1 import pending_delete_pb2 as _pb
+
+_log = structlog.get_logger("tombstone.verifier")
+_security = structlog.get_logger("tombstone.security")
+
+
+class VerifierMetrics:
+    def __init__(self, metrics: Metrics) -> None:
+        self.verdicts = metrics.counter(
+            "verifier_verdicts", "Verdicts by decision and reason code.", ["decision", "code"]
+        )
+        self.mismatches = metrics.counter(
+            "verifier_mismatches",
+            "MISMATCH verdicts: PDLIs whose stored identity differs.",
+            ["code", "tier", "component"],
+        )
+        self.reads = metrics.counter(
+            "verifier_metadata_reads", "Metadata-store reads and object HEADs.", ["kind"]
+        )
+        self.cache = metrics.counter(
+            "verifier_owner_cache_lookups", "Owner-cache lookups by result.", ["result"]
+        )
+        self.cache_ratio = metrics.gauge(
+            "verifier_owner_cache_hit_ratio", "Share of owner lookups served from the cache."
+        )
+        self.cache_entries = metrics.gauge("verifier_owner_cache_entries", "Cached owners.")
+        self.believed_entries = metrics.gauge("verifier_believed_entries", "Believed-set size.")
+        self.believed_batches = metrics.gauge("verifier_believed_batches", "Batch znodes held.")
+        self._hit = self.cache.labels("hit")
+        self._miss = self.cache.labels("miss")
+
+    def on_cache_lookup(self, _path: str, hit: bool) -> None:
+        (self._hit if hit else self._miss).inc()
+
+    def observe(
+        self, verdict: Verdict, target: Target | None, pdli: _pb.PendingDeleteLedgerInfo
+    ) -> None:
+        """Count and log one verdict; a MISMATCH also writes a security line."""
+        self.verdicts.labels(verdict.decision.value, verdict.code).inc()
+        fields = _log_fields(verdict, target, pdli)
+        if verdict.skip_reason is SkipReason.MISMATCH:
+            tier = target.tier.value if target else "?"
+            component = target.component.value if target else "?"
+            self.mismatches.labels(verdict.code, tier, component).inc()
+            differences = [
+                {"field": d.field, "expected": d.expected, "actual": d.actual}
+                for d in verdict.differences
+            ]
+            _security.warning("verify_mismatch", differences=differences, **fields)
+        _log.info("verdict", **fields)
+
+
+def _log_fields(
+    verdict: Verdict, target: Target | None, pdli: _pb.PendingDeleteLedgerInfo
+) -> dict[str, object]:
+    return {
+        "ledger_id": pdli.ledger_id if pdli.HasField("ledger_id") else None,
+        "tier": target.tier.value if target else _pb.LedgerType.Name(pdli.ledger_type),
+        "owner": target.owner_path if target else None,
+        "source": target.source.value if target else None,
+        "marker_id": pdli.marker_id,
+        "request_id": pdli.request_id,
+        "decision": verdict.label,
+        "code": verdict.code,
+        "reason": verdict.reason,
+        "believed": verdict.believed,
+    }
+
+
+def _read_kind(path: str, ledgers_root: str, believed_root: str) -> str:
+    if path.startswith(ledgers_root):
+        return "ledger"
+    if path.startswith(("/managed-ledgers/", "/schemas/")):
+        return "owner"
+    if path.startswith(believed_root):
+        return "believed"
+    return "other"
+
+
+class CountingZnodeStore:
+    """Counts reads by kind on the way to the real store."""
+
+    def __init__(
+        self, inner: ZnodeStore, metrics: VerifierMetrics, *, ledgers_root: str, believed_root: str
+    ) -> None:
+        self._inner = inner
+        self._count: Callable[[str], None] = lambda kind: metrics.reads.labels(kind).inc()
+        self._ledgers = ledgers_root.rstrip("/") + "/"
+        self._believed = believed_root
+
+    async def read(self, path: str, *, watch: WatchCallback | None = None) -> Znode | None:
+        self._count(_read_kind(path, self._ledgers, self._believed))
+        return await self._inner.read(path, watch=watch)
+
+    def unwatch(self, path: str, watch: WatchCallback) -> None:
+        self._inner.unwatch(path, watch)
+
+    async def watch_node(self, path: str, watch: WatchCallback) -> bool:
+        return await self._inner.watch_node(path, watch)
+
+    async def children(self, path: str) -> list[str] | None:
+        self._count("children")
+        return await self._inner.children(path)
+
+    async def create(self, path: str, data: bytes) -> str:
+        return await self._inner.create(path, data)
+
+    async def touch(self, path: str) -> None:
+        await self._inner.touch(path)
+
+    async def delete(self, path: str) -> None:
+        await self._inner.delete(path)
+
+    def epoch(self) -> int:
+        return self._inner.epoch()
+
+
+class CountingObjectStore:
+    def __init__(self, inner: ObjectStore, metrics: VerifierMetrics) -> None:
+        self._inner = inner
+        self._heads = metrics.reads.labels("object_head")
+
+    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+        self._heads.inc()
+        return await self._inner.head(bucket=bucket, key=key)

@@ -1,0 +1,87 @@
+"""The verifier's ports: what it needs from the metadata store and the object store.
+
+The decision and the caches talk only to these Protocols. The adapters (`_zk.py` for aiozk,
+`_s3.py` for aiobotocore) are the only modules that import those libraries; unit tests put
+fakes behind the same Protocols. Every method raises `services.core.errors.Unavailable` when
+the answer is unknown (timeout, lost connection): only a returned `None` means "absent".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+WatchCallback = Callable[[str], None]
+"""Called (on the event loop) with the path when a watched znode changes or disappears."""
+
+
+@dataclass(frozen=True, slots=True)
+class Znode:
+    """A znode's data with the two parts of its stat the verifier uses."""
+
+    data: bytes
+    version: int
+    ctime_ms: int
+
+
+class ZnodeStore(Protocol):
+    """Reads (with one-shot watches) and the few writes the believed set needs.
+
+    A watch also fires when the connection or session is lost (then the epoch changes too).
+    """
+
+    async def read(self, path: str, *, watch: WatchCallback | None = None) -> Znode | None:
+        """The znode, or None when a successful read showed it absent.
+
+        With `watch`, a one-shot data watch is set by the same read: `watch(path)` runs once
+        when the znode changes or is deleted. No watch is left when the znode is absent.
+        """
+        ...
+
+    def unwatch(self, path: str, watch: WatchCallback) -> None:
+        """Forget a callback registered by `read` (the server-side watch fires harmlessly)."""
+        ...
+
+    async def watch_node(self, path: str, watch: WatchCallback) -> bool:
+        """Watch `path` itself (create, data change, delete); True when it exists now."""
+        ...
+
+    async def children(self, path: str) -> list[str] | None:
+        """Child names, or None when the znode is absent."""
+        ...
+
+    async def create(self, path: str, data: bytes) -> str:
+        """Create `path` (parents as needed); return it. Fails if it exists."""
+        ...
+
+    async def touch(self, path: str) -> None:
+        """Rewrite `path`'s data (creating it if needed) so that its watchers wake up."""
+        ...
+
+    async def delete(self, path: str) -> None:
+        """Delete unconditionally; an absent znode is not an error."""
+        ...
+
+    def epoch(self) -> int:
+        """Changes whenever watches may have been lost (reconnection, session expiry).
+
+        A cache must not serve entries read under another epoch: their watches may be gone.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectHead:
+    """What a HEAD of an existing object tells: user metadata (lowercase keys) and age."""
+
+    user_metadata: Mapping[str, str]
+    last_modified_ms: int
+
+
+class ObjectStore(Protocol):
+    """HEAD on offloaded objects."""
+
+    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+        """The object's head, or None when S3 answered 404 (and only then)."""
+        ...

@@ -1,0 +1,88 @@
+"""`ZnodeStore` on top of the metadata layer's `MetadataStore` (the aiozk adapter lives there).
+
+Only translation happens here: `NoNode` becomes `None`, a watch future becomes a callback, and
+a watch that fired because the connection or session was lost bumps the epoch, so that every
+cache drops what it read before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from services.metadata.errors import NoNode
+from services.metadata.store import ANY_VERSION, MetadataStore, WatchEvent
+from services.verifier.ports import WatchCallback, Znode
+
+
+class MetadataZnodeStore:
+    """The verifier's reads and writes on one metadata-store session."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._epoch = 0
+        self._watches: dict[tuple[str, WatchCallback], asyncio.Future[WatchEvent]] = {}
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    async def read(self, path: str, *, watch: WatchCallback | None = None) -> Znode | None:
+        try:
+            if watch is None:
+                node = await self._store.get(path)
+            else:
+                node, fired = await self._store.get_and_watch(path)
+                self._arm(path, watch, fired)
+        except NoNode:
+            return None
+        return Znode(node.data, node.version, node.ctime_ms)
+
+    def _arm(self, path: str, watch: WatchCallback, fired: asyncio.Future[WatchEvent]) -> None:
+        key = (path, watch)
+        previous = self._watches.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        self._watches[key] = fired
+
+        def on_fired(future: asyncio.Future[WatchEvent]) -> None:
+            if self._watches.get(key) is future:
+                del self._watches[key]
+            if future.cancelled():
+                return
+            if future.result() is WatchEvent.CONNECTION_LOST:
+                self._epoch += 1
+            watch(path)
+
+        fired.add_done_callback(on_fired)
+
+    def unwatch(self, path: str, watch: WatchCallback) -> None:
+        fired = self._watches.pop((path, watch), None)
+        if fired is not None:
+            fired.cancel()
+
+    async def watch_node(self, path: str, watch: WatchCallback) -> bool:
+        """Watch `path` itself (create, data change, delete); True when it exists."""
+        stat, fired = await self._store.watch(path)
+        self._arm(path, watch, fired)
+        return stat is not None
+
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
+        try:
+            return await self._store.get_children(path)
+        except NoNode:
+            return None
+
+    async def create(self, path: str, data: bytes) -> str:
+        await self._store.create(path, data, make_parents=True)
+        return path
+
+    async def touch(self, path: str) -> None:
+        """Rewrite `path`'s data (any version) so that watchers of it wake up."""
+        try:
+            await self._store.set(path, b"", version=ANY_VERSION)
+        except NoNode:
+            await self._store.create(path, b"", make_parents=True)
+
+    async def delete(self, path: str) -> None:
+        with contextlib.suppress(NoNode):
+            await self._store.delete(path, version=ANY_VERSION)

@@ -1,0 +1,146 @@
+"""Step 1 of the decision: turn a PDLI into a validated `Target`, or name the bad field.
+
+Field names in errors are the PDLI's own (`ledger_id`, `offload_context.uuid_msb`...), so a
+SKIP INVALID verdict or an INVALID_ARGUMENT status tells the operator exactly what is wrong.
+Paths and names are checked with `services.metadata`, never re-implemented here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TypeVar
+
+from services.core.errors import InvalidArgument
+from services.metadata.offload import uuid_from_bits
+from services.metadata.pulsar_names import (
+    check_managed_ledger_name,
+    check_schema_id,
+    check_segment,
+    cursor_path,
+    managed_ledger_name,
+    managed_ledger_path,
+    schema_path,
+)
+from services.verifier.believed import identity_key
+from services.verifier.model import Component, OffloadTarget, Source, Target, Tier
+from tombstone.v1 import pending_delete_pb2 as _pb
+
+_TIERS: dict[int, Tier] = {_pb.LEDGER: Tier.BOOKKEEPER, _pb.OFFLOAD_LEDGER: Tier.OFFLOAD}
+_COMPONENTS: dict[int, Component] = {
+    _pb.MANAGED_LEDGER: Component.MANAGED_LEDGER,
+    _pb.MANAGED_CURSOR: Component.CURSOR,
+    _pb.SCHEMA_STORAGE: Component.SCHEMA,
+}
+_SOURCES: dict[int, Source] = {
+    _pb.SOURCE_UNSPECIFIED: Source.UNSPECIFIED,
+    _pb.BROKER: Source.BROKER,
+    _pb.RECONCILER: Source.RECONCILER,
+    _pb.OPERATOR: Source.OPERATOR,
+}
+_MAX_LEDGER_ID = 2**63 - 1
+E = TypeVar("E")
+
+
+def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
+    """Validate `pdli`; raise `InvalidArgument(field, problem)` on the first bad field."""
+    ledger_id = _ledger_id(pdli)
+    tier = _enum(_TIERS, pdli.ledger_type, "ledger_type")
+    component = _enum(_COMPONENTS, pdli.component, "component")
+    source = _enum(_SOURCES, pdli.source, "source")
+    ml_name, ml_path, cursor, schema_id, owner_path = _owner(pdli, component)
+    offload = _offload(pdli, tier, component)
+    fence = pdli.fence_token if pdli.HasField("fence_token") else None
+    if fence is not None and fence < 0:
+        raise InvalidArgument("fence_token", f"must be non-negative, got {fence}")
+    target = Target(
+        ledger_id=ledger_id,
+        tier=tier,
+        component=component,
+        owner_path=owner_path,
+        ml_name=ml_name,
+        ml_path=ml_path,
+        cursor=cursor,
+        schema_id=schema_id,
+        offload=offload,
+        fence_token=fence,
+        source=source,
+        cluster=pdli.cluster,
+    )
+    return _with_key(target)
+
+
+def _with_key(target: Target) -> Target:
+    return replace(target, believed_key=identity_key(target))
+
+
+def _ledger_id(pdli: _pb.PendingDeleteLedgerInfo) -> int:
+    if not pdli.HasField("ledger_id"):
+        raise InvalidArgument("ledger_id", "missing")
+    if not 0 <= pdli.ledger_id <= _MAX_LEDGER_ID:
+        raise InvalidArgument("ledger_id", f"must be non-negative, got {pdli.ledger_id}")
+    return pdli.ledger_id
+
+
+def _enum(table: Mapping[int, E], value: int, field: str) -> E:
+    if value not in table:
+        raise InvalidArgument(field, f"unknown or unspecified value {value}")
+    return table[value]
+
+
+def _owner(
+    pdli: _pb.PendingDeleteLedgerInfo, component: Component
+) -> tuple[str | None, str | None, str | None, str | None, str]:
+    """(ml_name, ml_path, cursor, schema_id, owner_path) for the PDLI's component."""
+    if component is Component.SCHEMA:
+        if not pdli.schema_id:
+            raise InvalidArgument("schema_id", "missing (required for SCHEMA_STORAGE)")
+        schema_id = _named(check_schema_id, pdli.schema_id, "schema_id")
+        return None, None, None, schema_id, schema_path(schema_id)
+    if not pdli.managed_ledger_name:
+        raise InvalidArgument("managed_ledger_name", "missing")
+    ml_name = _named(check_managed_ledger_name, pdli.managed_ledger_name, "managed_ledger_name")
+    if pdli.topic_name:
+        topic_ml = _named(managed_ledger_name, pdli.topic_name, "topic_name")
+        if topic_ml != ml_name:
+            raise InvalidArgument(
+                "topic_name", f"{pdli.topic_name!r} is not the topic of managed ledger {ml_name!r}"
+            )
+    ml_path = managed_ledger_path(ml_name)
+    if component is Component.MANAGED_LEDGER:
+        return ml_name, ml_path, None, None, ml_path
+    if not pdli.cursor_name:
+        raise InvalidArgument("cursor_name", "missing (required for MANAGED_CURSOR)")
+    cursor = _named(lambda v: check_segment(v, "cursor_name"), pdli.cursor_name, "cursor_name")
+    return ml_name, ml_path, cursor, None, cursor_path(ml_name, cursor)
+
+
+def _named(check: Callable[[str], str], value: str, field: str) -> str:
+    """Run a `services.metadata` name check, re-labelling its error with the PDLI field."""
+    try:
+        return check(value)
+    except InvalidArgument as e:
+        raise InvalidArgument(field, e.problem) from e
+
+
+def _offload(
+    pdli: _pb.PendingDeleteLedgerInfo, tier: Tier, component: Component
+) -> OffloadTarget | None:
+    if not pdli.HasField("offload_context"):
+        if tier is Tier.OFFLOAD:
+            raise InvalidArgument("offload_context", "missing (required for OFFLOAD_LEDGER)")
+        return None
+    ctx = pdli.offload_context
+    if ctx.uuid_msb == 0 and ctx.uuid_lsb == 0:
+        if tier is Tier.OFFLOAD:
+            raise InvalidArgument("offload_context.uuid_msb", "no offload uuid (both halves 0)")
+        return None
+    if tier is Tier.OFFLOAD and component is not Component.MANAGED_LEDGER:
+        raise InvalidArgument("component", "only managed-ledger data ledgers are offloaded")
+    if tier is Tier.OFFLOAD and not ctx.driver_name:
+        raise InvalidArgument("offload_context.driver_name", "missing")
+    return OffloadTarget(
+        uuid=uuid_from_bits(ctx.uuid_msb, ctx.uuid_lsb),
+        driver_name=ctx.driver_name,
+        driver_metadata=dict(ctx.driver_metadata),
+    )

@@ -1,0 +1,287 @@
+"""The decision table (DESIGN §4): component × tier × situation → verdict, on real ZK and S3."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from services.metadata.ledger_metadata import LedgerState
+from services.verifier.model import Decision, SkipReason
+from tests.verifier.conftest import make_parts
+from tests.verifier.world import (
+    CURSOR,
+    ML,
+    OTHER_BUCKET,
+    OTHER_ML,
+    OTHER_UUID,
+    SCHEMA,
+    UUID,
+    Listed,
+    World,
+    cursor_meta,
+    data_meta,
+    pdli,
+    schema_meta,
+)
+from tombstone.v1 import pending_delete_pb2 as pb
+
+Step = Callable[[World], Awaitable[Any]]
+DELETE, SKIP, RETRY = Decision.DELETE, Decision.SKIP, Decision.RETRY
+IN_USE, MISMATCH = SkipReason.IN_USE, SkipReason.MISMATCH
+NOT_FOUND, INVALID = SkipReason.NOT_FOUND, SkipReason.INVALID
+CUR: dict[str, Any] = {"component": pb.MANAGED_CURSOR, "cursor": CURSOR}
+SCH: dict[str, Any] = {"component": pb.SCHEMA_STORAGE, "schema_id": SCHEMA}
+OFF: dict[str, Any] = {"tier": pb.OFFLOAD_LEDGER, "uuid": UUID}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    steps: tuple[Step, ...]
+    request: pb.PendingDeleteLedgerInfo
+    decision: Decision
+    skip: SkipReason | None
+    code: str
+
+
+def case(
+    name: str,
+    steps: list[Step],
+    request: pb.PendingDeleteLedgerInfo,
+    decision: Decision,
+    skip: SkipReason | None,
+    code: str,
+) -> Any:
+    return pytest.param(Case(name, tuple(steps), request, decision, skip, code), id=name)
+
+
+# One line per situation reads as a table; the formatter would explode it.
+# fmt: off
+CASES = [
+    # --- managed-ledger data ledgers, BookKeeper tier ---
+    case("ml/listed", [lambda w: w.ledger(1), lambda w: w.ml([1])], pdli(1),
+         SKIP, IN_USE, "listed"),
+    case("ml/listed-fence-not-reached", [lambda w: w.ledger(1), lambda w: w.ml([1], version=2)],
+         pdli(1, fence=3), RETRY, None, "marking_in_progress"),
+    case("ml/listed-fence-reached", [lambda w: w.ledger(1), lambda w: w.ml([1], version=3)],
+         pdli(1, fence=3), SKIP, IN_USE, "listed"),
+    case("ml/unlisted-match", [lambda w: w.ledger(1), lambda w: w.ml([2])], pdli(1),
+         DELETE, None, "ledger"),
+    case("ml/unlisted-fence-reached", [lambda w: w.ledger(1), lambda w: w.ml([2], version=3)],
+         pdli(1, fence=3), DELETE, None, "ledger"),
+    case("ml/absent-from-bookkeeper", [lambda w: w.ml([2])], pdli(1),
+         SKIP, NOT_FOUND, "ledger_absent"),
+    case("ml/listed-and-absent-from-bookkeeper", [lambda w: w.ml([1])], pdli(1),
+         SKIP, IN_USE, "listed"),
+    case("ml/metadata-of-another-topic", [lambda w: w.ledger(1, data_meta(OTHER_ML)),
+                                          lambda w: w.ml([2])], pdli(1),
+         SKIP, MISMATCH, "mismatch"),
+    case("ml/metadata-of-a-cursor", [lambda w: w.ledger(1, cursor_meta()), lambda w: w.ml([2])],
+         pdli(1), SKIP, MISMATCH, "mismatch"),
+    case("ml/metadata-of-a-schema", [lambda w: w.ledger(1, schema_meta()), lambda w: w.ml([2])],
+         pdli(1), SKIP, MISMATCH, "mismatch"),
+    case("ml/metadata-missing", [lambda w: w.ledger(1, {}), lambda w: w.ml([2])], pdli(1),
+         SKIP, MISMATCH, "no_pulsar_metadata"),
+    case("ml/open-ledger-topic-exists",
+         [lambda w: w.ledger(1, state=LedgerState.OPEN), lambda w: w.ml([2])], pdli(1),
+         SKIP, IN_USE, "open_ledger"),
+    case("ml/in-recovery-topic-exists",
+         [lambda w: w.ledger(1, state=LedgerState.IN_RECOVERY), lambda w: w.ml([2])], pdli(1),
+         SKIP, IN_USE, "open_ledger"),
+    case("ml/open-ledger-topic-deleted", [lambda w: w.ledger(1, state=LedgerState.OPEN)],
+         pdli(1), DELETE, None, "ledger"),
+    case("ml/topic-deleted", [lambda w: w.ledger(1)], pdli(1), DELETE, None, "ledger"),
+    case("ml/listed-offloaded-bookkeeper-deleted",
+         [lambda w: w.ledger(1), lambda w: w.ml([Listed(1, UUID, bookkeeper_deleted=True)])],
+         pdli(1), DELETE, None, "ledger"),
+    case("ml/listed-offloaded-bookkeeper-kept",
+         [lambda w: w.ledger(1), lambda w: w.ml([Listed(1, UUID)])], pdli(1),
+         SKIP, IN_USE, "listed"),
+    # --- cursor ledgers ---
+    case("cursor/listed", [lambda w: w.ledger(5, cursor_meta()), lambda w: w.cursor(5)],
+         pdli(5, **CUR), SKIP, IN_USE, "listed"),
+    case("cursor/listed-fence-not-reached",
+         [lambda w: w.ledger(5, cursor_meta()), lambda w: w.cursor(5, version=1)],
+         pdli(5, fence=2, **CUR), RETRY, None, "marking_in_progress"),
+    case("cursor/listed-fence-reached",
+         [lambda w: w.ledger(5, cursor_meta()), lambda w: w.cursor(5, version=2)],
+         pdli(5, fence=2, **CUR), SKIP, IN_USE, "listed"),
+    case("cursor/moved-on", [lambda w: w.ledger(5, cursor_meta()), lambda w: w.cursor(6)],
+         pdli(5, **CUR), DELETE, None, "ledger"),
+    case("cursor/closed-cleanly", [lambda w: w.ledger(5, cursor_meta()), lambda w: w.cursor(-1)],
+         pdli(5, **CUR), DELETE, None, "ledger"),
+    case("cursor/absent-from-bookkeeper", [lambda w: w.cursor(6)], pdli(5, **CUR),
+         SKIP, NOT_FOUND, "ledger_absent"),
+    case("cursor/metadata-of-another-cursor",
+         [lambda w: w.ledger(5, cursor_meta(cursor="sub-b")), lambda w: w.cursor(6)],
+         pdli(5, **CUR), SKIP, MISMATCH, "mismatch"),
+    case("cursor/metadata-of-a-data-ledger",
+         [lambda w: w.ledger(5, data_meta()), lambda w: w.cursor(6)],
+         pdli(5, **CUR), SKIP, MISMATCH, "mismatch"),
+    case("cursor/metadata-missing", [lambda w: w.ledger(5, {}), lambda w: w.cursor(6)],
+         pdli(5, **CUR), SKIP, MISMATCH, "no_pulsar_metadata"),
+    case("cursor/open-ledger-topic-exists",
+         [lambda w: w.ledger(5, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1]),
+          lambda w: w.cursor(6)], pdli(5, **CUR), SKIP, IN_USE, "open_ledger"),
+    # --- schema ledgers ---
+    case("schema/listed", [lambda w: w.ledger(7, schema_meta()), lambda w: w.schema([3, 7])],
+         pdli(7, **SCH), SKIP, IN_USE, "listed"),
+    case("schema/listed-fence-not-reached",
+         [lambda w: w.ledger(7, schema_meta()), lambda w: w.schema([7])],
+         pdli(7, fence=1, **SCH), RETRY, None, "marking_in_progress"),
+    case("schema/unlisted-match", [lambda w: w.ledger(7, schema_meta()), lambda w: w.schema([3])],
+         pdli(7, **SCH), DELETE, None, "ledger"),
+    case("schema/metadata-of-another-schema",
+         [lambda w: w.ledger(7, schema_meta("public/default/other")), lambda w: w.schema([3])],
+         pdli(7, **SCH), SKIP, MISMATCH, "mismatch"),
+    case("schema/metadata-of-a-data-ledger",
+         [lambda w: w.ledger(7, data_meta()), lambda w: w.schema([3])],
+         pdli(7, **SCH), SKIP, MISMATCH, "mismatch"),
+    case("schema/absent-from-bookkeeper", [lambda w: w.schema([3])], pdli(7, **SCH),
+         SKIP, NOT_FOUND, "ledger_absent"),
+    case("schema/open-ledger-locator-exists",
+         [lambda w: w.ledger(7, schema_meta(), state=LedgerState.OPEN), lambda w: w.schema([3])],
+         pdli(7, **SCH), SKIP, IN_USE, "open_ledger"),
+    # --- offloaded copies ---
+    case("offload/listed-same-uuid", [lambda w: w.ml([Listed(1, UUID)]), lambda w: w.objects(1)],
+         pdli(1, **OFF), SKIP, IN_USE, "listed"),
+    case("offload/listed-fence-not-reached",
+         [lambda w: w.ml([Listed(1, UUID)], version=4), lambda w: w.objects(1)],
+         pdli(1, fence=5, **OFF), RETRY, None, "marking_in_progress"),
+    case("offload/listed-bookkeeper-deleted",
+         [lambda w: w.ml([Listed(1, UUID, bookkeeper_deleted=True)]), lambda w: w.objects(1)],
+         pdli(1, **OFF), SKIP, IN_USE, "listed"),
+    case("offload/listed-with-another-uuid",
+         [lambda w: w.ml([Listed(1, OTHER_UUID)]), lambda w: w.objects(1)],
+         pdli(1, **OFF), DELETE, None, "offload_objects"),
+    case("offload/unlisted-present", [lambda w: w.ml([2]), lambda w: w.objects(1)],
+         pdli(1, **OFF), DELETE, None, "offload_objects"),
+    case("offload/data-object-only", [lambda w: w.ml([2]), lambda w: w.objects(1, index=False)],
+         pdli(1, **OFF), DELETE, None, "offload_objects"),
+    case("offload/without-object-metadata",
+         [lambda w: w.ml([2]), lambda w: w.objects(1, ml=None, cluster=None)],
+         pdli(1, **OFF), DELETE, None, "offload_objects"),
+    case("offload/absent", [lambda w: w.ml([2])], pdli(1, **OFF),
+         SKIP, NOT_FOUND, "objects_absent"),
+    case("offload/bucket-not-allowed",
+         [lambda w: w.ml([2]), lambda w: w.objects(1, bucket=OTHER_BUCKET)],
+         pdli(1, bucket=OTHER_BUCKET, **OFF), SKIP, MISMATCH, "mismatch"),
+    case("offload/another-ml-name", [lambda w: w.ml([2]), lambda w: w.objects(1, ml=OTHER_ML)],
+         pdli(1, **OFF), SKIP, MISMATCH, "mismatch"),
+    case("offload/another-cluster", [lambda w: w.ml([2]), lambda w: w.objects(1, cluster="east")],
+         pdli(1, **OFF), SKIP, MISMATCH, "mismatch"),
+    case("offload/no-bucket-no-default", [lambda w: w.ml([2])], pdli(1, bucket=None, **OFF),
+         SKIP, INVALID, "no_bucket"),
+    case("offload/filesystem-not-allowed", [lambda w: w.ml([2])],
+         pdli(1, driver="filesystem", **OFF), SKIP, MISMATCH, "mismatch"),
+    # --- invalid PDLIs ---
+    case("invalid/no-ledger-id", [], pdli(None), SKIP, INVALID, "invalid"),
+    case("invalid/no-type", [], pdli(1, tier=pb.LEDGER_TYPE_UNSPECIFIED), SKIP, INVALID,
+         "invalid"),
+    case("invalid/no-component", [], pdli(1, component=pb.LEDGER_COMPONENT_UNSPECIFIED),
+         SKIP, INVALID, "invalid"),
+    case("invalid/cursor-without-name", [], pdli(1, component=pb.MANAGED_CURSOR), SKIP, INVALID,
+         "invalid"),
+    case("invalid/offload-without-uuid", [], pdli(1, tier=pb.OFFLOAD_LEDGER), SKIP, INVALID,
+         "invalid"),
+    case("invalid/schema-offload", [], pdli(7, tier=pb.OFFLOAD_LEDGER, uuid=UUID, **SCH),
+         SKIP, INVALID, "invalid"),
+    case("invalid/topic-of-another-ml", [], pdli(1, topic="persistent://public/default/x"),
+         SKIP, INVALID, "invalid"),
+    case("invalid/bad-ml-name", [], pdli(1, ml="not-an-ml"), SKIP, INVALID, "invalid"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("c", CASES)
+async def test_decision_table(c: Case, world: World, parts: Any) -> None:
+    """Each situation gets exactly the verdict and reason DESIGN §4 prescribes."""
+    for step in c.steps:
+        await step(world)
+    verdict = await parts.engine.verify(c.request)
+    assert (c.decision, c.skip, c.code) == (verdict.decision, verdict.skip_reason, verdict.code)
+    if verdict.decision is DELETE and c.request.ledger_type == pb.LEDGER:
+        stat = await world.store.exists(verdict.bookkeeper.path)
+        assert stat is not None
+        assert (verdict.bookkeeper.path, stat.version) == (
+            f"/ledgers/00/0000/L000{c.request.ledger_id}",
+            verdict.bookkeeper.version,
+        )
+
+
+async def test_offload_evidence_names_the_computed_keys(world: World, parts: Any) -> None:
+    """DELETE for an offloaded copy names the bucket and the two keys built from uuid and id."""
+    await world.ml([2])
+    keys = await world.objects(1)
+    verdict = await parts.engine.verify(pdli(1, **OFF))
+    assert (DELETE, "offload", keys) == (
+        verdict.decision,
+        verdict.offload.bucket,
+        verdict.offload.keys,
+    )
+
+
+async def test_ledger_without_metadata_is_deleted_when_opted_in(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """With the operator's opt-in, a ledger without any Pulsar metadata gets DELETE."""
+    await world.ledger(1, {})
+    engine = make_parts(replace(config, allow_without_pulsar_metadata=True), store, s3client)
+    verdict = await engine.engine.verify(pdli(1))
+    assert verdict.decision == DELETE
+
+
+async def test_empty_driver_metadata_uses_the_default_bucket(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """Ledgers offloaded before driver metadata existed use the configured default bucket."""
+    await world.objects(1)
+    policy = replace(config.offload, default_bucket="offload")
+    parts = make_parts(replace(config, offload=policy), store, s3client)
+    verdict = await parts.engine.verify(pdli(1, bucket=None, **OFF))
+    assert verdict.offload is not None
+    assert (verdict.decision, verdict.offload.bucket) == (DELETE, "offload")
+
+
+async def test_filesystem_offload_gives_a_path(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """The filesystem offloader's copy is named by `<base>/<ml>/<id>-<uuid>` as evidence."""
+    policy = replace(config.offload, allowed_filesystem_bases=frozenset({"hdfs://nn"}))
+    parts = make_parts(replace(config, offload=policy), store, s3client)
+    request = pdli(1, driver="filesystem", bucket=None, **OFF)
+    request.offload_context.driver_metadata["storageBasePath"] = "hdfs://nn"
+    verdict = await parts.engine.verify(request)
+    assert verdict.offload is not None
+    assert (DELETE, f"hdfs://nn/{ML}/1-{UUID}") == (
+        verdict.decision,
+        verdict.offload.filesystem_path,
+    )
+
+
+async def test_reconciler_young_ledger_is_in_use(world: World, parts: Any) -> None:
+    """A RECONCILER PDLI for a ledger younger than the age window (3 days) is SKIP IN_USE."""
+    await world.ledger(1)
+    verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER))
+    assert (verdict.decision, verdict.skip_reason, verdict.code) == (SKIP, IN_USE, "too_young")
+
+
+async def test_reconciler_old_ledger_is_deleted(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """Past the age window, a RECONCILER PDLI for an unreferenced matching ledger is DELETE."""
+    await world.ledger(1)
+    parts = make_parts(replace(config, reconciler_min_age=timedelta(0)), store, s3client)
+    verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER))
+    assert verdict.decision == DELETE
+
+
+async def test_reconciler_young_objects_are_in_use(world: World, parts: Any) -> None:
+    """Offloaded objects younger than the window are SKIP IN_USE for the reconciler."""
+    await world.objects(1)
+    verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER, **OFF))
+    assert (verdict.decision, verdict.skip_reason) == (SKIP, IN_USE)
