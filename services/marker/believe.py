@@ -37,18 +37,19 @@ class BackgroundBeliever:
         self._max_pending = max_pending
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def submit(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
-        if not pdlis:
+    def submit(self, payloads: Sequence[bytes]) -> None:
+        if not payloads:
             return
         if len(self._tasks) >= self._max_pending:
             self._metrics.believe_failures.inc()
-            _log.warning("believe_dropped", pdlis=len(pdlis), pending=len(self._tasks))
+            _log.warning("believe_dropped", pdlis=len(payloads), pending=len(self._tasks))
             return
-        task = asyncio.create_task(self._report(list(pdlis)))
+        task = asyncio.create_task(self._report(list(payloads)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _report(self, pdlis: list[_pd.PendingDeleteLedgerInfo]) -> None:
+    async def _report(self, payloads: list[bytes]) -> None:
+        pdlis = [_pd.PendingDeleteLedgerInfo.FromString(p) for p in payloads]
         try:
             await self._client.believe(pdlis)
         except BaseException as exc:

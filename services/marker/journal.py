@@ -12,25 +12,26 @@ that PDLI. The file is written without fsync: a killed process loses nothing (th
 the data); a machine crash may lose the last entries, which only costs duplicate PDLIs,
 harmless because deletion is idempotent. Entries older than the retry window are useless
 (the deleter may have given up on those PDLIs) and are dropped.
+
+File format, one line per recorded call: `<ms>\\t<version>\\t<ledger>:<tier>,...\\t<path>`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
 _log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class IntentKey:
+class IntentKey(NamedTuple):
     """One PDLI's identity: the same key means the same PDLI content (same fence token)."""
 
     path: str
@@ -59,6 +60,7 @@ class ReceiptJournal:
         self._max = max_entries
         self._clock = clock
         self._entries: OrderedDict[IntentKey, int] = OrderedDict()
+        self._owners: Counter[tuple[str, int]] = Counter()
         self._fd: int | None = None
         self._lines = 0
 
@@ -77,6 +79,10 @@ class ReceiptJournal:
             os.close(self._fd)
             self._fd = None
 
+    def knows(self, path: str, version: int) -> bool:
+        """Whether any receipt of this owner version is kept (one lookup per call)."""
+        return self._owners[(path, version)] > 0
+
     def accepted_at(self, key: IntentKey) -> int | None:
         """When the topic accepted this PDLI (ms since the epoch), if within the window."""
         at = self._entries.get(key)
@@ -84,64 +90,94 @@ class ReceiptJournal:
             return None
         return at
 
-    def record(self, keys: Iterable[IntentKey], at_ms: int) -> None:
-        lines = []
-        for key in keys:
-            self._entries[key] = at_ms
-            self._entries.move_to_end(key)
-            lines.append(_line(key, at_ms))
+    def append(
+        self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
+    ) -> None:
+        """Write these receipts to the file (not to memory): a restart will know them.
+
+        Called as soon as the receipts are in, before the owner write, so that a marker killed
+        between the two finds them when it comes back.
+        """
+        if self._fd is None or not accepted:
+            return
+        os.write(self._fd, _line(path, version, accepted, at_ms).encode())
+        self._lines += 1
+        if self._lines > max(10_000, 2 * len(self._entries)):
+            self._compact()
+
+    def remember(
+        self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
+    ) -> None:
+        """Keep these receipts in memory: the call ended without unlinking, so a retry at the
+        same version may come. (Receipts of successful calls are never needed in memory.)"""
+        for ledger_id, tier in accepted:
+            self._add(IntentKey(path, version, ledger_id, tier), at_ms)
         self._evict()
-        if self._fd is not None and lines:
-            os.write(self._fd, "".join(lines).encode())
-            self._lines += len(lines)
-            if self._lines > 2 * self._max:
-                self._compact()
+
+    def record(
+        self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
+    ) -> None:
+        """`append` and `remember` together."""
+        self.append(path, version, accepted, at_ms)
+        self.remember(path, version, accepted, at_ms)
 
     def forget(self, keys: Iterable[IntentKey]) -> None:
         """Drop entries that no request can match any more (their version was written over)."""
         for key in keys:
-            self._entries.pop(key, None)
+            if self._entries.pop(key, None) is not None:
+                self._owners[(key.path, key.version)] -= 1
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _add(self, key: IntentKey, at_ms: int) -> None:
+        if key not in self._entries:
+            self._owners[(key.path, key.version)] += 1
+        self._entries[key] = at_ms
+        self._entries.move_to_end(key)
+
     def _evict(self) -> None:
         horizon = self._clock() - self._window_ms
         while self._entries:
-            at = next(iter(self._entries.values()))
+            key, at = next(iter(self._entries.items()))
             if at > horizon and len(self._entries) <= self._max:
                 break
-            self._entries.popitem(last=False)
+            self.forget([key])
 
     def _load(self, text: str) -> None:
         for raw in text.splitlines():
-            parsed = _parse(raw)
-            if parsed is not None:
-                self._entries[parsed[0]] = parsed[1]
+            for key, at in _parse(raw):
+                self._add(key, at)
         self._evict()
 
     def _compact(self) -> None:
         assert self._file is not None
         self.close()
         tmp = self._file.with_suffix(".tmp")
-        tmp.write_text("".join(_line(k, at) for k, at in self._entries.items()), encoding="utf-8")
+        lines = (
+            _line(k.path, k.version, [(k.ledger_id, k.tier)], at) for k, at in self._entries.items()
+        )
+        tmp.write_text("".join(lines), encoding="utf-8")
         tmp.replace(self._file)
         self._fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines = len(self._entries)
 
 
-def _line(key: IntentKey, at_ms: int) -> str:
-    # The path goes last: it is the only field that could contain a tab-free free-form text.
-    return f"{at_ms}\t{key.version}\t{key.ledger_id}\t{key.tier}\t{key.path}\n"
+def _line(path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int) -> str:
+    items = ",".join(f"{ledger}:{tier}" for ledger, tier in accepted)
+    # The path goes last: it is the only free-form field.
+    return f"{at_ms}\t{version}\t{items}\t{path}\n"
 
 
-def _parse(raw: str) -> tuple[IntentKey, int] | None:
-    """One line, or None for a torn or foreign line (a crash mid-write may leave one)."""
-    parts = raw.split("\t", 4)
-    if len(parts) != 5 or not parts[4].startswith("/"):
-        return None
+def _parse(raw: str) -> list[tuple[IntentKey, int]]:
+    """One line's entries, or none for a torn or foreign line (a crash mid-write may leave
+    one)."""
+    parts = raw.split("\t", 3)
+    if len(parts) != 4 or not parts[3].startswith("/"):
+        return []
     try:
-        at, version, ledger, tier = (int(p) for p in parts[:4])
+        at, version = int(parts[0]), int(parts[1])
+        pairs = [item.split(":") for item in parts[2].split(",")]
+        return [(IntentKey(parts[3], version, int(i), int(t)), at) for i, t in pairs]
     except ValueError:
-        return None
-    return IntentKey(parts[4], version, ledger, tier), at
+        return []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,12 +30,19 @@ from services.marker.planning import (
     NotMarked,
     Plan,
     Stamp,
-    build_pdli,
     fence_token,
+    own_fields,
     plan_marking,
+    shared_fields,
 )
 from services.marker.ports import Believer, OwnerStore
-from services.systopic import IntentPublisher, encode_intent
+from services.systopic import (
+    IntentEncoder,
+    IntentPublisher,
+    OutgoingMessage,
+    decode_intent,
+    encode_intent,
+)
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -72,12 +80,13 @@ class MarkResult:
 
 @dataclass
 class _Sent:
-    """Per ledger: its PDLIs, which tiers were accepted, and the oldest acceptance time."""
+    """Per ledger: its PDLI messages, the tiers accepted, and the oldest acceptance time."""
 
-    pdlis: list[PDLI] = field(default_factory=list)
+    accepted_at_ms: int
+    messages: list[OutgoingMessage] = field(default_factory=list)
+    tiers: list[_pd.LedgerType.ValueType] = field(default_factory=list)
     accepted: list[_pd.LedgerType.ValueType] = field(default_factory=list)
     error: str | None = None
-    accepted_at_ms: int = 0
 
 
 class Marker:
@@ -98,6 +107,10 @@ class Marker:
         self._believer = believer
         self._metrics = metrics or MarkerMetrics()
         self._locks = KeyedLocks()
+        tiers = (_pd.LEDGER, _pd.OFFLOAD_LEDGER)
+        self._sent_by_tier = {t: self._metrics.pdlis_sent.labels(tier_label(t)) for t in tiers}
+        self._failed_by_tier = {t: self._metrics.send_failures.labels(tier_label(t)) for t in tiers}
+        self._reused_by_tier = {t: self._metrics.pdlis_reused.labels(tier_label(t)) for t in tiers}
 
     async def mark(self, request: MarkRequest) -> MarkResult:
         """Mark `request.ledger_ids`; raises `Conflict`, `NotFound`, `Unavailable`..."""
@@ -126,28 +139,37 @@ class Marker:
         snapshot, version = await self._read(request)
         plan = plan_marking(request, snapshot, version)
         token = fence_token(request, version)
-        sent = await self._send(request, plan, version, token)
-        fully = [i for i, s in sent.items() if s.error is None]
-        not_marked = plan.refused + [
-            NotMarked(i, _mk.SEND_FAILED, s.error) for i, s in sent.items() if s.error is not None
-        ]
-        result = MarkResult(
-            marked=[(i, tuple(sent[i].accepted)) for i in fully],
-            not_marked=not_marked,
+        sent, accepted = await self._send(request, plan, version, token)
+        unlinked = False
+        try:
+            result = self._result(request, plan, sent, version, token)
+            fully = [i for i, _ in result.marked]
+            if fully and not request.caller_writes and not request.reconciler:
+                await self._pause_after_send(request, fully)
+                assert snapshot is not None
+                result.new_version = await self._unlink(request, snapshot, version, fully)
+                result.written = unlinked = True
+                await self._after_write(request, fully, sent)
+            return result
+        finally:
+            if not unlinked:
+                # A retry at this version may come: it will count these receipts.
+                self._journal.remember(request.owner.path, version, accepted, now_ms())
+
+    def _result(
+        self, request: MarkRequest, plan: Plan, sent: dict[int, _Sent], version: int, token: int
+    ) -> MarkResult:
+        failed = [NotMarked(i, _mk.SEND_FAILED, s.error) for i, s in sent.items() if s.error]
+        return MarkResult(
+            marked=[(i, tuple(s.accepted)) for i, s in sent.items() if s.error is None],
+            not_marked=plan.refused + failed,
             read_version=version,
             new_version=version,
             fence_token=token,
             written=False,
-            pdlis_sent=sum(len(s.pdlis) for s in sent.values()),
+            pdlis_sent=sum(len(s.messages) for s in sent.values()),
             request_id=request.request_id,
         )
-        if fully and not request.caller_writes and not request.reconciler:
-            await self._pause_after_send(request, fully)
-            assert snapshot is not None
-            result.new_version = await self._unlink(request, snapshot, version, fully, sent)
-            result.written = True
-            await self._after_write(request, version, token, fully, sent)
-        return result
 
     async def _read(self, request: MarkRequest) -> tuple[OwnerSnapshot | None, int]:
         owner = request.owner
@@ -170,50 +192,64 @@ class Marker:
 
     async def _send(
         self, request: MarkRequest, plan: Plan, version: int, token: int
-    ) -> dict[int, _Sent]:
+    ) -> tuple[dict[int, _Sent], list[tuple[int, int]]]:
+        """Publish what the journal does not already know; returns the per-ledger outcome and
+        the (ledger, tier)s accepted now (already appended to the journal file)."""
         now = now_ms()
-        stamp = Stamp(
+        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)))
+        path = request.owner.path
+        journal_knows = self._journal.knows(path, version)
+        sent: dict[int, _Sent] = {}
+        outgoing: list[tuple[_Sent, _pd.LedgerType.ValueType, OutgoingMessage]] = []
+        for ref in plan.refs:
+            entry = sent[ref.ledger_id] = _Sent(accepted_at_ms=now)
+            for tier in ref.tiers:
+                message = encoder.encode(own_fields(ref, tier))
+                entry.messages.append(message)
+                entry.tiers.append(tier)
+                earlier = None
+                if journal_knows:
+                    earlier = self._journal.accepted_at(
+                        IntentKey(path, version, ref.ledger_id, tier)
+                    )
+                if earlier is None:
+                    outgoing.append((entry, tier, message))
+                else:
+                    entry.accepted.append(tier)
+                    entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
+                    self._reused_by_tier[tier].inc()
+        accepted = await self._publish(outgoing)
+        self._journal.append(path, version, accepted, now_ms())
+        return sent, accepted
+
+    def _stamp(self, token: int, now: int) -> Stamp:
+        return Stamp(
             fence_token=token,
             marked_at_ms=now,
             not_before_ms=now + int(self._settings.delivery_delay.total_seconds() * 1000),
             marker_id=self._settings.marker_id,
             cluster=self._settings.cluster,
         )
-        sent: dict[int, _Sent] = {}
-        to_send: list[tuple[int, IntentKey, PDLI]] = []
-        for ref in plan.refs:
-            entry = sent.setdefault(ref.ledger_id, _Sent(accepted_at_ms=now))
-            for tier in ref.tiers:
-                pdli = build_pdli(request, ref, tier, stamp)
-                entry.pdlis.append(pdli)
-                key = IntentKey(request.owner.path, version, ref.ledger_id, tier)
-                earlier = self._journal.accepted_at(key)
-                if earlier is None:
-                    to_send.append((ref.ledger_id, key, pdli))
-                else:
-                    entry.accepted.append(tier)
-                    entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
-                    self._metrics.pdlis_reused.labels(tier_label(tier)).inc()
-        await self._publish(to_send, sent)
-        return sent
 
     async def _publish(
-        self, to_send: Sequence[tuple[int, IntentKey, PDLI]], sent: dict[int, _Sent]
-    ) -> None:
-        if not to_send:
-            return
-        results = await self._publisher.publish([encode_intent(p) for _, _, p in to_send])
-        accepted_keys = []
-        for (ledger_id, key, pdli), result in zip(to_send, results, strict=True):
-            tier = tier_label(pdli.ledger_type)
+        self, outgoing: Sequence[tuple[_Sent, _pd.LedgerType.ValueType, OutgoingMessage]]
+    ) -> list[tuple[int, int]]:
+        """Send; record each outcome on its ledger; return the accepted (ledger, tier)s."""
+        if not outgoing:
+            return []
+        results = await self._publisher.publish([message for _, _, message in outgoing])
+        accepted: list[tuple[int, int]] = []
+        counts: Counter[tuple[bool, _pd.LedgerType.ValueType]] = Counter()
+        for (entry, tier, message), result in zip(outgoing, results, strict=True):
+            counts[(result.ok, tier)] += 1
             if result.ok:
-                sent[ledger_id].accepted.append(pdli.ledger_type)
-                accepted_keys.append(key)
-                self._metrics.pdlis_sent.labels(tier).inc()
+                entry.accepted.append(tier)
+                accepted.append((int(message.partition_key), tier))
             else:
-                sent[ledger_id].error = f"{tier} PDLI not accepted: {result.error}"
-                self._metrics.send_failures.labels(tier).inc()
-        self._journal.record(accepted_keys, now_ms())
+                entry.error = f"{tier_label(tier)} PDLI not accepted: {result.error}"
+        for (ok, tier), count in counts.items():
+            (self._sent_by_tier if ok else self._failed_by_tier)[tier].inc(count)
+        return accepted
 
     async def _pause_after_send(self, request: MarkRequest, fully: list[int]) -> None:
         pause = self._settings.pause_after_send
@@ -227,7 +263,6 @@ class Marker:
         snapshot: OwnerSnapshot,
         version: int,
         fully: list[int],
-        sent: dict[int, _Sent],
     ) -> int:
         path = request.owner.path
         unlink = snapshot.without(fully, new_cursor_ledger_id=request.new_cursor_ledger_id)
@@ -249,24 +284,14 @@ class Marker:
         return new_version
 
     async def _after_write(
-        self,
-        request: MarkRequest,
-        version: int,
-        token: int,
-        fully: list[int],
-        sent: dict[int, _Sent],
+        self, request: MarkRequest, fully: list[int], sent: dict[int, _Sent]
     ) -> None:
-        self._journal.forget(
-            IntentKey(request.owner.path, version, i, p.ledger_type)
-            for i in fully
-            for p in sent[i].pdlis
-        )
         window_ms = int(self._settings.retry_window.total_seconds() * 1000)
         late = [i for i in fully if now_ms() - sent[i].accepted_at_ms >= window_ms]
         if late:
             await self._resend_late(request, late, sent)
         if self._believer is not None:
-            self._believer.submit([p for i in fully for p in sent[i].pdlis])
+            self._believer.submit([m.payload for i in fully for m in sent[i].messages])
 
     async def _resend_late(
         self, request: MarkRequest, late: list[int], sent: dict[int, _Sent]
@@ -278,9 +303,8 @@ class Marker:
         now = now_ms()
         delay = int(self._settings.delivery_delay.total_seconds() * 1000)
         for ledger_id in late:
-            for pdli in sent[ledger_id].pdlis:
-                copy = PDLI()
-                copy.CopyFrom(pdli)
+            for message in sent[ledger_id].messages:
+                copy = decode_intent(message.payload)
                 copy.marked_at_ms, copy.not_before_ms = now, now + delay
                 fresh.append(copy)
         try:

@@ -86,12 +86,9 @@ class Stamp:
     cluster: str
 
 
-def build_pdli(
-    request: MarkRequest, ref: LedgerRef, tier: _pd.LedgerType.ValueType, stamp: Stamp
-) -> _pd.PendingDeleteLedgerInfo:
+def shared_fields(request: MarkRequest, stamp: Stamp) -> _pd.PendingDeleteLedgerInfo:
+    """The fields every PDLI of one call has in common (owner, token, times, source...)."""
     pdli = _pd.PendingDeleteLedgerInfo(
-        ledger_id=ref.ledger_id,
-        ledger_type=tier,
         fence_token=stamp.fence_token,
         marked_at_ms=stamp.marked_at_ms,
         not_before_ms=stamp.not_before_ms,
@@ -101,8 +98,24 @@ def build_pdli(
         request_id=request.request_id,
     )
     request.owner.stamp(pdli)
-    if ref.offload is not None:
-        pdli.offload_context.CopyFrom(ref.offload)
+    return pdli
+
+
+def own_fields(ref: LedgerRef, tier: _pd.LedgerType.ValueType) -> _pd.PendingDeleteLedgerInfo:
+    """The fields of one (ledger, tier): id, type and, for offloaded ledgers, the context."""
+    if ref.offload is None:
+        return _pd.PendingDeleteLedgerInfo(ledger_id=ref.ledger_id, ledger_type=tier)
+    return _pd.PendingDeleteLedgerInfo(
+        ledger_id=ref.ledger_id, ledger_type=tier, offload_context=ref.offload
+    )
+
+
+def build_pdli(
+    request: MarkRequest, ref: LedgerRef, tier: _pd.LedgerType.ValueType, stamp: Stamp
+) -> _pd.PendingDeleteLedgerInfo:
+    """One complete PDLI (shared fields merged with the ledger's own)."""
+    pdli = shared_fields(request, stamp)
+    pdli.MergeFrom(own_fields(ref, tier))
     return pdli
 
 

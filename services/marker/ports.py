@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from tombstone.v1 import pending_delete_pb2 as _pd
-
 
 class VersionedData(Protocol):
     @property
@@ -40,4 +38,6 @@ class OwnerStore(Protocol):
 class Believer(Protocol):
     """Reports unlinked ledgers to the verifier's believed set; never blocks, never raises."""
 
-    def submit(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None: ...
+    def submit(self, payloads: Sequence[bytes]) -> None:
+        """Report these serialized PDLIs (decoded off the Mark's path)."""
+        ...

@@ -12,12 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from services.systopic.messages import (
-    PROP_COMPONENT,
-    PROP_FENCE_TOKEN,
     PROP_LEDGER_ID,
     PROP_LEDGER_TYPE,
-    PROP_NOT_BEFORE,
     PROP_OWNER,
+    IntentEncoder,
     decode_intent,
     encode_intent,
     owner_label,
@@ -38,13 +36,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "PROP_COMPONENT",
-    "PROP_FENCE_TOKEN",
     "PROP_LEDGER_ID",
     "PROP_LEDGER_TYPE",
-    "PROP_NOT_BEFORE",
     "PROP_OWNER",
     "InflightWindow",
+    "IntentEncoder",
     "IntentPublisher",
     "OutgoingMessage",
     "ProducerSettings",

@@ -6,25 +6,26 @@ Nothing here imports `pulsar`; the adapter in `_pulsar.py` is the only module th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class OutgoingMessage:
-    """One message for the system topic (or its retry and dead-letter topics)."""
+class OutgoingMessage(NamedTuple):
+    """One message for the system topic (or its retry and dead-letter topics).
+
+    A named tuple rather than a dataclass: thousands are built per second on the hot path.
+    """
 
     payload: bytes
     """The serialized `PendingDeleteLedgerInfo`."""
     partition_key: str
     """Routes the message; every tier of one ledger uses the same key (the ledger id)."""
-    properties: Mapping[str, str] = field(default_factory=dict)
-    """String properties readable without decoding the payload."""
+    properties: Mapping[str, str] = {}
+    """String properties readable without decoding the payload (never mutated)."""
 
 
-@dataclass(frozen=True)
-class SendResult:
+class SendResult(NamedTuple):
     """The outcome of one message: accepted with a message id, or failed with a reason."""
 
     message_id: str | None = None

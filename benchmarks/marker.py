@@ -1,0 +1,325 @@
+"""Marker throughput and latency against the devstack broker and a real ZooKeeper.
+
+    .venv/bin/python -m benchmarks.marker [--owners 200] [--ledgers 100] [--concurrency 32]
+
+Prints, from one run on one machine:
+- the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
+  messages, and the same with `deliver_after` (never batched by the client);
+- the system-topic publisher alone (sync client bridged to asyncio) and `pulsar.asyncio`;
+- PDLIs recorded per second by one marker process (`python -m services.marker`) under many
+  concurrent Mark calls over gRPC, each call 100 ledgers of its own topic, and its ratio to
+  the raw rate;
+- p50/p99 latency of a 100-ledger Mark, alone and under that load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+from grpc import aio
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import PulsarConfig
+from services.marker.owners import LedgerRef, resolve_owner
+from services.marker.planning import MarkRequest, Stamp, build_pdli
+from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
+from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PARTITIONS = 4
+ROOT = Path(__file__).resolve().parents[1]
+_QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+
+
+def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
+    """PDLI messages exactly as the marker builds them."""
+    owner = resolve_owner(
+        _pd.MANAGED_LEDGER,
+        topic_name="",
+        ml_name="public/default/persistent/bench-0",
+        cursor_name="",
+        schema_id="",
+    )
+    request = MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+    stamp = Stamp(fence_token=7, marked_at_ms=1, not_before_ms=5001, marker_id="m", cluster="c")
+    out = []
+    for i in range(count):
+        msg = encode_intent(build_pdli(request, LedgerRef(1000 + i), _pd.LEDGER, stamp))
+        out.append((msg.payload, msg.partition_key, dict(msg.properties)))
+    return out
+
+
+def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> float:
+    """The raw client: `send_async` in a loop, waiting for the last receipt."""
+    client = pulsar.Client(url, logger=_QUIET)
+    producer = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_publish_delay_ms=2,
+        max_pending_messages=10_000,
+        max_pending_messages_across_partitions=10_000,
+        block_if_queue_full=True,
+    )
+    messages = sample_messages(count)
+    done = threading.Event()
+    remaining = [count]
+    lock = threading.Lock()
+
+    def callback(result: object, message_id: object) -> None:
+        with lock:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                done.set()
+
+    delay = timedelta(seconds=5) if delayed else None
+    started = time.perf_counter()
+    for payload, key, props in messages:
+        producer.send_async(
+            payload, callback, properties=props, partition_key=key, deliver_after=delay
+        )
+    done.wait(300)
+    elapsed = time.perf_counter() - started
+    client.close()
+    return count / elapsed
+
+
+async def publisher_rate(
+    url: str, topic: str, count: int, concurrency: int, per_call: int
+) -> float:
+    """`services.systopic` alone: `publish` calls of `per_call` messages, `concurrency` at once."""
+    from services.systopic import OutgoingMessage
+
+    config = PulsarConfig(service_url=url, topic=topic, partitions=PARTITIONS)
+    batch = [OutgoingMessage(p, k, props) for p, k, props in sample_messages(per_call)]
+    async with open_intent_publisher(config, ProducerSettings(producer_name="bench-pub")) as pub:
+        calls = count // per_call
+
+        async def worker() -> None:
+            nonlocal calls
+            while calls > 0:
+                calls -= 1
+                results = await pub.publish(batch)
+                assert all(r.ok for r in results)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return count / (time.perf_counter() - started)
+
+
+async def asyncio_client_rate(
+    url: str, topic: str, count: int, concurrency: int, per_call: int
+) -> float:
+    """`pulsar.asyncio`: one awaited `send` per message, gathered per call."""
+    client = pulsar_asyncio.Client(url, logger=_QUIET)
+    producer = await client.create_producer(
+        topic,
+        batching_max_publish_delay_ms=2,
+        max_pending_messages=10_000,
+        max_pending_messages_across_partitions=10_000,
+    )
+    batch = sample_messages(per_call)
+    calls = count // per_call
+
+    async def worker() -> None:
+        nonlocal calls
+        while calls > 0:
+            calls -= 1
+            await asyncio.gather(
+                *(producer.send(p, properties=props, partition_key=k) for p, k, props in batch)
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    rate = count / (time.perf_counter() - started)
+    await client.close()
+    return rate
+
+
+def ml_data(first_ledger: int, count: int) -> bytes:
+    info = ManagedLedgerInfo()
+    for i in range(count):
+        info.ledgerInfo.append(
+            LedgerInfo(ledgerId=first_ledger + i, entries=1, size=1, timestamp=1)
+        )
+    return encode_managed_ledger_info(info)
+
+
+def ml_name(index: int) -> str:
+    return f"public/default/persistent/bench-{index}"
+
+
+async def populate(zookeeper: ZooKeeperServer, owners: int, ledgers: int, offset: int) -> None:
+    async with ZkMetadataStore.connect(zookeeper.address) as store:
+        sem = asyncio.Semaphore(64)
+
+        async def one(i: int) -> None:
+            async with sem:
+                path = f"/managed-ledgers/{ml_name(offset + i)}"
+                first = (offset + i) * ledgers
+                await store.create(path, ml_data(first, ledgers + 1), make_parents=True)
+
+        await asyncio.gather(*(one(i) for i in range(owners)))
+
+
+def mark_request(index: int, ledgers: int) -> _mk.MarkLedgersRequest:
+    first = index * ledgers
+    return _mk.MarkLedgersRequest(
+        component=_pd.MANAGED_LEDGER,
+        managed_ledger_name=ml_name(index),
+        ledger_ids=range(first, first + ledgers),
+    )
+
+
+async def mark_load(
+    stub: _mk_grpc.MarkerStub, indexes: list[int], ledgers: int, concurrency: int
+) -> tuple[float, list[float]]:
+    """Mark every owner in `indexes` with `concurrency` calls in flight: PDLIs/s, latencies."""
+    queue = list(reversed(indexes))
+    latencies: list[float] = []
+    sent = 0
+
+    async def worker() -> None:
+        nonlocal sent
+        while queue:
+            index = queue.pop()
+            started = time.perf_counter()
+            response = await stub.MarkLedgers(mark_request(index, ledgers))
+            latencies.append(time.perf_counter() - started)
+            assert len(response.marked) == ledgers, response
+            sent += response.pdlis_sent
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return sent / (time.perf_counter() - started), latencies
+
+
+async def start_marker(
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess
+) -> tuple[asyncio.subprocess.Process, int]:
+    """The marker as its own process; its log goes to a file (a pipe nobody drains would
+    block it)."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    env = {
+        **os.environ,
+        "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_LOG_FORMAT": "json",
+        "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
+        "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
+        "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_MARKER_ID": "marker-bench",
+        "TOMBSTONE_MARKER_JOURNAL_DIR": str(workdir),
+        "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
+    }
+    log = workdir / "marker.log"
+    with log.open("wb") as out:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.marker", cwd=ROOT, env=env, stdout=out
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.returncode is None:
+        for line in log.read_text().splitlines():
+            if '"service_ready"' in line:
+                return process, int(json.loads(line)["port"])
+        await asyncio.sleep(0.2)
+    process.kill()
+    await process.wait()
+    raise RuntimeError(f"marker not ready; see {log}")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:6.1f} ms"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run(args: argparse.Namespace) -> None:
+    with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
+        for name in ("raw", "raw-delayed", "pub", "aio"):
+            broker.control.create_partitioned_topic(
+                f"persistent://public/default/bench-{name}", PARTITIONS
+            )
+        broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        url = broker.service_url
+        n = args.owners * args.ledgers
+        raw = await asyncio.to_thread(raw_rate, url, "persistent://public/default/bench-raw", n)
+        delayed = await asyncio.to_thread(
+            raw_rate, url, "persistent://public/default/bench-raw-delayed", n // 4, delayed=True
+        )
+        pub = await publisher_rate(
+            url, "persistent://public/default/bench-pub", n, args.concurrency, args.ledgers
+        )
+        aio_rate = await asyncio_client_rate(
+            url, "persistent://public/default/bench-aio", n, args.concurrency, args.ledgers
+        )
+        await populate(zookeeper, args.owners + args.latency_calls, args.ledgers, 0)
+        process, port = await start_marker(zookeeper, broker)
+        try:
+            async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = _mk_grpc.MarkerStub(channel)
+                alone = []
+                for i in range(args.latency_calls):
+                    started = time.perf_counter()
+                    await stub.MarkLedgers(mark_request(args.owners + i, args.ledgers))
+                    alone.append(time.perf_counter() - started)
+                rate, loaded = await mark_load(
+                    stub, list(range(args.owners)), args.ledgers, args.concurrency
+                )
+        finally:
+            process.terminate()
+            await process.wait()
+        raw_after = await asyncio.to_thread(
+            raw_rate, url, "persistent://public/default/bench-raw", n
+        )
+    raw_best = max(raw, raw_after)
+    print(
+        f"machine: {os.cpu_count()} cores; broker, ZooKeeper, marker and load generator share them"
+    )
+    print(f"raw pulsar-client send_async, batched: {raw:9.0f} msg/s (after: {raw_after:.0f})")
+    print(f"raw pulsar-client with deliver_after (no batch): {delayed:7.0f} msg/s")
+    print(f"systopic publisher (sync client, bridged):     {pub:9.0f} msg/s")
+    print(f"pulsar.asyncio send per message:               {aio_rate:9.0f} msg/s")
+    print(
+        f"marker, {args.concurrency} concurrent Mark calls of {args.ledgers} ledgers: "
+        f"{rate:9.0f} PDLIs/s = {rate / raw_best:.0%} of the raw rate"
+    )
+    print(
+        f"{args.ledgers}-ledger Mark latency alone:      p50 {ms(statistics.median(alone))}"
+        f"  p99 {ms(percentile(alone, 0.99))}  ({len(alone)} calls)"
+    )
+    print(
+        f"{args.ledgers}-ledger Mark latency under load: p50 {ms(statistics.median(loaded))}"
+        f"  p99 {ms(percentile(loaded, 0.99))}  ({len(loaded)} calls)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--owners", type=int, default=300, help="topics marked under load")
+    parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
+    parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
+    parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Request validation: every bad request is INVALID_ARGUMENT naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core.errors import InvalidArgument
+from services.marker.servicer import to_request
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+ML = "public/default/persistent/orders"
+
+
+def _request(**fields: object) -> _mk.MarkLedgersRequest:
+    base: dict[str, object] = {
+        "component": _pd.MANAGED_LEDGER,
+        "managed_ledger_name": ML,
+        "ledger_ids": [1, 2],
+    }
+    base.update(fields)
+    return _mk.MarkLedgersRequest(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"managed_ledger_name": ""}, "managed_ledger_name"),
+        ({"managed_ledger_name": "not-a-name"}, "managed_ledger_name"),
+        ({"component": _pd.LEDGER_COMPONENT_UNSPECIFIED}, "component"),
+        ({"ledger_ids": []}, "ledger_ids"),
+        ({"ledger_ids": [1, -2]}, "ledger_ids[1]"),
+        ({"ledger_ids": [3, 3]}, "ledger_ids"),
+        ({"ledger_ids": list(range(11))}, "ledger_ids"),
+        ({"component": _pd.MANAGED_CURSOR}, "cursor_name"),
+        ({"component": _pd.SCHEMA_STORAGE, "managed_ledger_name": ""}, "schema_id"),
+        ({"topic_name": "persistent://public/default/other"}, "managed_ledger_name"),
+        ({"topic_name": "non-persistent://public/default/orders"}, "topic_name"),
+        ({"write_mode": 7}, "write_mode"),
+        ({"source": 9}, "source"),
+        ({"expected_version": -1}, "expected_version"),
+        ({"new_cursor_ledger_id": 5}, "new_cursor_ledger_id"),
+        (
+            {"component": _pd.MANAGED_CURSOR, "cursor_name": "c", "new_cursor_ledger_id": 2},
+            "new_cursor_ledger_id",
+        ),
+        ({"request_id": "x" * 200}, "request_id"),
+    ],
+)
+def test_bad_requests_name_the_field(fields: dict[str, object], field: str) -> None:
+    """Each malformed request raises InvalidArgument whose field is the culprit."""
+    with pytest.raises(InvalidArgument) as info:
+        to_request(_request(**fields), max_batch=10)
+    assert field == info.value.field
+
+
+def test_topic_name_alone_finds_the_managed_ledger() -> None:
+    """The ML name is derived from the topic when only the topic is given."""
+    request = to_request(
+        _request(managed_ledger_name="", topic_name="persistent://public/default/orders"),
+        max_batch=10,
+    )
+    assert (f"/managed-ledgers/{ML}", ML) == (
+        request.owner.path,
+        request.owner.managed_ledger_name,
+    )
+
+
+def test_defaults() -> None:
+    """Unspecified mode is marker-writes, unspecified source is BROKER, an id is generated."""
+    request = to_request(_request(), max_batch=10)
+    assert (
+        request.caller_writes,
+        request.source,
+        len(request.request_id),
+        request.expected_version,
+    ) == (False, _pd.BROKER, 32, None)
+
+
+def test_schema_owner_from_a_partition_topic() -> None:
+    """A partition's schema is the base topic's: /schemas/tenant/ns/base."""
+    request = to_request(
+        _request(
+            component=_pd.SCHEMA_STORAGE,
+            managed_ledger_name="",
+            topic_name="persistent://public/default/orders-partition-3",
+        ),
+        max_batch=10,
+    )
+    assert request.owner.path == "/schemas/public/default/orders"
