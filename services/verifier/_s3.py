@@ -1,13 +1,16 @@
 """`ObjectStore` on aiobotocore: HEAD only. The one module of the verifier that imports it.
 
-A 404 is the only "absent"; every other failure (403, 5xx, timeouts, connection errors) is
-`Unavailable`, so the decision answers RETRY.
+A 404 on an object of an existing bucket is the only "absent"; every other failure (a missing
+bucket, 403, 5xx, timeouts, connection errors) is `Unavailable`, so the decision answers
+RETRY.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
@@ -21,15 +24,21 @@ _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 
 
 class S3ObjectStore:
-    def __init__(self, client: object) -> None:
+    def __init__(self, client: Any, *, bucket_check_ttl: float = 60.0) -> None:
+        """`client` is an aiobotocore S3 client (its lifetime is the caller's)."""
         self._client = client
+        self._ttl = bucket_check_ttl
+        self._buckets_seen: dict[str, float] = {}
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         try:
-            response = await self._client.head_object(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+            response = await self._client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
+                # A HEAD 404 does not say whether the key or the whole bucket is missing; a
+                # missing bucket is a misconfiguration (endpoint, region), not an absence.
+                await self._require_bucket(bucket)
                 return None
             raise Unavailable(f"HEAD s3://{bucket}/{key}: {code or e}") from e
         except (BotoCoreError, OSError, TimeoutError) as e:
@@ -38,6 +47,20 @@ class S3ObjectStore:
         modified = response.get("LastModified")
         modified_ms = int(modified.timestamp() * 1000) if modified is not None else 0
         return ObjectHead(user_metadata=metadata, last_modified_ms=modified_ms)
+
+    async def _require_bucket(self, bucket: str) -> None:
+        """Raise `Unavailable` unless the bucket exists (positive answers cached for a TTL)."""
+        seen = self._buckets_seen.get(bucket)
+        if seen is not None and time.monotonic() - seen < self._ttl:
+            return
+        try:
+            await self._client.head_bucket(Bucket=bucket)
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            raise Unavailable(f"bucket {bucket!r} is not reachable: {code or e}") from e
+        except (BotoCoreError, OSError, TimeoutError) as e:
+            raise Unavailable(f"HEAD bucket {bucket!r}: {type(e).__name__}: {e}") from e
+        self._buckets_seen[bucket] = time.monotonic()
 
 
 @contextlib.asynccontextmanager

@@ -108,6 +108,7 @@ async def open_verifier(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )
         runner.add_servicer(_grpc.add_VerifierServicer_to_server, servicer, SERVICE_NAME)
+        runner.resources.callback(parts.believed.close)
         runner.add_background("believed_set", parts.believed.maintain)
         shadows = parts.shadows
         if shadows is not None:

@@ -28,7 +28,7 @@ from datetime import timedelta
 import structlog
 
 from services.core.errors import CorruptData, TombstoneError
-from services.verifier.model import Target
+from services.verifier.model import Component, OffloadTarget, Target, Tier
 from services.verifier.ports import ZnodeStore
 
 _log = structlog.get_logger(__name__)
@@ -45,18 +45,33 @@ def identity_key(target: Target) -> int:
     Any field that a forged PDLI could change without changing the ledger id changes the
     key, so a belief about ledger X of topic A never vouches for "ledger X of topic B".
     """
-    parts = [
-        target.tier.value,
-        target.component.value,
-        target.ml_name or "",
-        target.cursor or "",
-        target.schema_id or "",
-    ]
-    if target.offload is not None:
-        parts += [target.offload.uuid, target.offload.driver_name]
-        parts += [f"{k}={v}" for k, v in sorted(target.offload.driver_metadata.items())]
+    return make_identity_key(
+        target.ledger_id,
+        target.tier,
+        target.component,
+        target.ml_name,
+        target.cursor,
+        target.schema_id,
+        target.offload,
+    )
+
+
+def make_identity_key(
+    ledger_id: int,
+    tier: Tier,
+    component: Component,
+    ml_name: str | None,
+    cursor: str | None,
+    schema_id: str | None,
+    offload: OffloadTarget | None,
+) -> int:
+    """`identity_key` from the parts, before a `Target` exists."""
+    parts = [tier.value, component.value, ml_name or "", cursor or "", schema_id or ""]
+    if offload is not None:
+        parts += [offload.uuid, offload.driver_name]
+        parts += [f"{k}={v}" for k, v in sorted(offload.driver_metadata.items())]
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
-    return (target.ledger_id << 64) | int.from_bytes(digest, "big")
+    return (ledger_id << 64) | int.from_bytes(digest, "big")
 
 
 def _values(keys: Sequence[int]) -> array.array[int]:
@@ -135,6 +150,8 @@ class BelievedSet:
         self._size = 0
         self._epoch: int | None = None
         self._refresh_lock = asyncio.Lock()
+        self._refreshes_started = 0
+        self._refreshes_finished = 0
         self._pending_refresh: asyncio.Task[None] | None = None
         self.loaded = False
         """True once a full load succeeded (before that every lookup is a miss)."""
@@ -166,9 +183,20 @@ class BelievedSet:
         return len(keys)
 
     async def refresh(self) -> None:
-        """Re-read the batch list; a caller arriving mid-refresh waits for a fresh one."""
+        """Re-read the batch list, as of no earlier than this call.
+
+        Callers arriving together share one reload: a reload that started after a caller
+        asked and has finished answers that caller too (a burst of MISMATCH verdicts costs
+        one reload, not one each).
+        """
+        ticket = self._refreshes_started
         async with self._refresh_lock:
+            if self._refreshes_finished > ticket:
+                return
+            self._refreshes_started += 1
+            number = self._refreshes_started
             await self._reload()
+            self._refreshes_finished = number
 
     async def _reload(self) -> None:
         epoch = self._store.epoch()
@@ -257,12 +285,26 @@ class BelievedSet:
         except TombstoneError as e:
             _log.warning("believed_refresh_failed", error=str(e))
 
-    async def maintain(self, interval: timedelta = timedelta(seconds=5)) -> None:
-        """Background loop: reload after a reconnection (watches may be lost) or a failed
-        load, and re-apply the age bound."""
+    async def maintain(
+        self,
+        interval: timedelta = timedelta(seconds=5),
+        resync: timedelta = timedelta(minutes=1),
+    ) -> None:
+        """Background loop: reload at start, after a reconnection (watches may be lost), after
+        a failed load and every `resync` (batches deleted by other replicas); in between,
+        re-apply the age bound."""
+        last_full = float("-inf")
         while True:
-            if not self.loaded or self._epoch != self._store.epoch():
+            stale = not self.loaded or self._epoch != self._store.epoch()
+            if stale or time.monotonic() - last_full >= resync.total_seconds():
                 await self._safe_refresh()
+                last_full = time.monotonic()
             else:
-                await self._apply_bound()
+                with contextlib.suppress(TombstoneError):
+                    await self._apply_bound()
             await asyncio.sleep(interval.total_seconds())
+
+    def close(self) -> None:
+        """Cancel a refresh that a watch started (the service is stopping)."""
+        if self._pending_refresh is not None:
+            self._pending_refresh.cancel()

@@ -20,7 +20,11 @@ import structlog
 
 from services.core.errors import CorruptData, InvalidArgument, TombstoneError, Unavailable
 from services.core.tasks import is_cancelled
-from services.metadata.ledger_metadata import LedgerState, decode_ledger_metadata
+from services.metadata.ledger_metadata import (
+    LedgerMetadata,
+    LedgerState,
+    decode_ledger_metadata,
+)
 from services.metadata.paths import LedgerPaths
 from services.verifier.matching import has_pulsar_metadata, metadata_differences
 from services.verifier.model import (
@@ -182,7 +186,7 @@ class DecisionEngine:
             believed=believed,
         )
 
-    def _metadata_mismatch(self, target: Target, metadata) -> Verdict | None:  # type: ignore[no-untyped-def]
+    def _metadata_mismatch(self, target: Target, metadata: LedgerMetadata) -> Verdict | None:
         if not has_pulsar_metadata(metadata):
             if self._policy.allow_without_pulsar_metadata:
                 return None

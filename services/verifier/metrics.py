@@ -13,6 +13,7 @@ Metric names (Prometheus adds `_total` to counters):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import structlog
@@ -59,8 +60,12 @@ class VerifierMetrics:
     ) -> None:
         """Count and log one verdict; a MISMATCH also writes a security line."""
         self.verdicts.labels(verdict.decision.value, verdict.code).inc()
+        mismatch = verdict.skip_reason is SkipReason.MISMATCH
+        verbose = _log.is_enabled_for(logging.INFO)
+        if not (mismatch or verbose):
+            return  # the verdict line is filtered out: do not even build it
         fields = _log_fields(verdict, target, pdli)
-        if verdict.skip_reason is SkipReason.MISMATCH:
+        if mismatch:
             tier = target.tier.value if target else "?"
             component = target.component.value if target else "?"
             self.mismatches.labels(verdict.code, tier, component).inc()
@@ -69,7 +74,8 @@ class VerifierMetrics:
                 for d in verdict.differences
             ]
             _security.warning("verify_mismatch", differences=differences, **fields)
-        _log.info("verdict", **fields)
+        if verbose:
+            _log.info("verdict", **fields)
 
 
 def _log_fields(

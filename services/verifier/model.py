@@ -128,12 +128,27 @@ class Difference:
     actual: str | None
 
 
-def delete(code: str, reason: str, **evidence: object) -> Verdict:
-    return Verdict(Decision.DELETE, code, reason, **evidence)  # type: ignore[arg-type]
+def delete(
+    code: str,
+    reason: str,
+    *,
+    bookkeeper: BookKeeperEvidence | None = None,
+    offload: OffloadEvidence | None = None,
+    believed: bool = False,
+) -> Verdict:
+    return Verdict(
+        Decision.DELETE, code, reason, bookkeeper=bookkeeper, offload=offload, believed=believed
+    )
 
 
-def skip(reason_kind: SkipReason, code: str, reason: str, **extra: object) -> Verdict:
-    return Verdict(Decision.SKIP, code, reason, skip_reason=reason_kind, **extra)  # type: ignore[arg-type]
+def skip(
+    reason_kind: SkipReason,
+    code: str,
+    reason: str,
+    *,
+    differences: tuple[Difference, ...] = (),
+) -> Verdict:
+    return Verdict(Decision.SKIP, code, reason, skip_reason=reason_kind, differences=differences)
 
 
 def retry(code: str, reason: str) -> Verdict:

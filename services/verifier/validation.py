@@ -8,7 +8,6 @@ Paths and names are checked with `services.metadata`, never re-implemented here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TypeVar
 
 from services.core.errors import InvalidArgument
@@ -22,7 +21,7 @@ from services.metadata.pulsar_names import (
     managed_ledger_path,
     schema_path,
 )
-from services.verifier.believed import identity_key
+from services.verifier.believed import make_identity_key
 from services.verifier.model import Component, OffloadTarget, Source, Target, Tier
 from tombstone.v1 import pending_delete_pb2 as _pb
 
@@ -53,7 +52,8 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
     fence = pdli.fence_token if pdli.HasField("fence_token") else None
     if fence is not None and fence < 0:
         raise InvalidArgument("fence_token", f"must be non-negative, got {fence}")
-    target = Target(
+    key = make_identity_key(ledger_id, tier, component, ml_name, cursor, schema_id, offload)
+    return Target(
         ledger_id=ledger_id,
         tier=tier,
         component=component,
@@ -66,12 +66,8 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
         fence_token=fence,
         source=source,
         cluster=pdli.cluster,
+        believed_key=key,
     )
-    return _with_key(target)
-
-
-def _with_key(target: Target) -> Target:
-    return replace(target, believed_key=identity_key(target))
 
 
 def _ledger_id(pdli: _pb.PendingDeleteLedgerInfo) -> int:

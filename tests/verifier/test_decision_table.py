@@ -165,7 +165,7 @@ CASES = [
     case("offload/without-object-metadata",
          [lambda w: w.ml([2]), lambda w: w.objects(1, ml=None, cluster=None)],
          pdli(1, **OFF), DELETE, None, "offload_objects"),
-    case("offload/absent", [lambda w: w.ml([2])], pdli(1, **OFF),
+    case("offload/absent", [lambda w: w.ml([2]), lambda w: w.bucket()], pdli(1, **OFF),
          SKIP, NOT_FOUND, "objects_absent"),
     case("offload/bucket-not-allowed",
          [lambda w: w.ml([2]), lambda w: w.objects(1, bucket=OTHER_BUCKET)],

@@ -145,6 +145,14 @@ class World:
             current = await self.store.set(path, data, version=current)
         return current
 
+    async def bucket(self, bucket: str = BUCKET) -> None:
+        if bucket not in self._buckets:
+            await self.s3.create_bucket(Bucket=bucket)
+            self._buckets.add(bucket)
+
+    def forget_buckets(self) -> None:
+        self._buckets.clear()
+
     async def objects(
         self,
         ledger_id: int,
@@ -156,9 +164,7 @@ class World:
         index: bool = True,
     ) -> tuple[str, str]:
         keys = (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id))
-        if bucket not in self._buckets:
-            await self.s3.create_bucket(Bucket=bucket)
-            self._buckets.add(bucket)
+        await self.bucket(bucket)
         for key, role in zip(keys if index else keys[:1], ("data", "index"), strict=False):
             metadata = {"role": role}
             if ml is not None:

@@ -1,0 +1,258 @@
+"""Verdicts per second of one verifier process, beside the raw aiozk read rate of the same run.
+
+    .venv/bin/python -m benchmarks.verifier [--ledgers 100000] [--topics 2000]
+        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500]
+
+Starts its own ZooKeeper and writes a cluster of `--ledgers` BookKeeper ledgers (v3 format,
+Pulsar custom metadata) spread over `--topics` managed ledgers, each listing only its newest
+ledger, directly with the metadata layer. Then, for `--sample` unlisted ledgers per round, it
+measures in turn:
+- raw: `aiozk` get_data of each ledger znode (the one read a verdict needs);
+- verdicts (not believed): `DecisionEngine.verify` (full check: owner from the watched cache,
+  ledger read, decode, custom-metadata match);
+- verdicts (believed): the same PDLIs after a Believe of all of them;
+- gRPC: `VerifyBatch` calls of `--grpc-batch` PDLIs to an in-process server, from a client
+  in the same process (so the figure includes both sides of gRPC on one event loop).
+Every verdict must be DELETE, or the run fails. Verdict log lines are filtered (level
+warning): the figures are those of the decision, not of writing 100,000 log lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from statistics import median
+
+import aiozk
+from grpc import aio
+
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
+from services.core.logging import configure_logging
+from services.core.metrics import Metrics
+from services.metadata import (
+    BookKeeperLedgers,
+    LedgerMetadata,
+    LedgerState,
+    ManagedLedgerInfo,
+    ManagedLedgers,
+    Segment,
+    ZkMetadataStore,
+)
+from services.verifier.app import build, open_verifier
+from services.verifier.config import VerifierConfig
+from services.verifier.metrics import VerifierMetrics
+from services.verifier.model import Decision
+from services.verifier.ports import ObjectHead
+from services.verifier.store_adapter import MetadataZnodeStore
+from services.verifier.validation import parse_target
+from tombstone.v1 import pending_delete_pb2 as pb
+from tombstone.v1 import verifier_pb2 as vpb
+from tombstone.v1 import verifier_pb2_grpc as vpb_grpc
+
+BENCH_TIMEOUT_S = 900.0
+
+
+def ml_name(topic: int) -> str:
+    return f"bench/ns-{topic % 10}/persistent/topic-{topic}"
+
+
+def ledger(ledger_id: int, topic: int) -> LedgerMetadata:
+    return LedgerMetadata(
+        ledger_id=ledger_id,
+        ensemble_size=3,
+        write_quorum=2,
+        ack_quorum=2,
+        state=LedgerState.CLOSED,
+        length=5_000_000,
+        last_entry_id=49_999,
+        segments=(Segment(0, ("bookie-1:3181", "bookie-2:3181", "bookie-3:3181")),),
+        custom_metadata={
+            "application": b"pulsar",
+            "component": b"managed-ledger",
+            "pulsar/managed-ledger": ml_name(topic).encode(),
+        },
+    )
+
+
+class _NoObjects:
+    """The benchmark decides BookKeeper PDLIs only: no HEAD is ever made."""
+
+    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+        raise AssertionError("no object store in this benchmark")
+
+
+async def run_pool(
+    items: Sequence[int], concurrency: int, work: Callable[[int], Awaitable[object]]
+) -> float:
+    """Run `work` over every item with `concurrency` workers; return items per second."""
+    source: Iterator[int] = iter(items)
+
+    async def worker() -> None:
+        for item in source:
+            await work(item)
+
+    start = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+    return len(items) / (time.perf_counter() - start)
+
+
+async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) -> None:
+    """n ledgers, ledger i owned by topic i % topics; each topic lists its newest ledger."""
+    ledgers = BookKeeperLedgers(store)
+    started = time.perf_counter()
+    await run_pool(range(n), concurrency, lambda i: ledgers.create(ledger(i, i % topics)))
+    mls = ManagedLedgers(store)
+
+    async def write_ml(topic: int) -> None:
+        info = ManagedLedgerInfo()
+        newest = max(i for i in range(topic, n, topics))
+        info.ledgerInfo.add(ledgerId=newest, entries=10, size=100, timestamp=1)
+        await mls.create(ml_name(topic), info)
+
+    await run_pool(range(topics), concurrency, write_ml)
+    print(f"seeded {n:,} ledgers in {topics:,} topics in {time.perf_counter() - started:.0f}s")
+
+
+def pdli(ledger_id: int, topics: int) -> pb.PendingDeleteLedgerInfo:
+    return pb.PendingDeleteLedgerInfo(
+        ledger_id=ledger_id,
+        ledger_type=pb.LEDGER,
+        component=pb.MANAGED_LEDGER,
+        managed_ledger_name=ml_name(ledger_id % topics),
+        source=pb.BROKER,
+    )
+
+
+def sample(n: int, topics: int, size: int, round_index: int) -> list[int]:
+    """Unlisted ledger ids (not the newest of their topic), a different slice each round."""
+    unlisted = [i for i in range(n) if i + topics < n]
+    start = (round_index * size) % max(1, len(unlisted) - size)
+    return unlisted[start : start + size]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, address: str) -> None:
+        self.args = args
+        self.address = address
+        self.config = VerifierConfig(
+            grpc=GrpcServerConfig(port=0),
+            zookeeper=ZooKeeperConfig(servers=address, operation_timeout=timedelta(seconds=30)),
+            shadow_scan_interval=timedelta(0),
+            owner_cache_size=max(100_000, args.topics),
+            max_batch=max(1000, args.grpc_batch),
+        )
+        self.rates: dict[str, list[float]] = {}
+
+    def record(self, name: str, rate: float) -> None:
+        self.rates.setdefault(name, []).append(rate)
+
+    async def run(self) -> None:
+        args = self.args
+        raw = aiozk.ZKClient(self.address, session_timeout=30)
+        await raw.start()
+        try:
+            async with ZkMetadataStore.connect(self.address, session_timeout=30.0) as store:
+                await seed(store, args.ledgers, args.topics, args.concurrency)
+                for index in range(args.rounds):
+                    await self.round(index, raw, store)
+        finally:
+            await raw.close()
+
+    async def round(self, index: int, raw: aiozk.ZKClient, store: ZkMetadataStore) -> None:
+        args = self.args
+        ids = sample(args.ledgers, args.topics, args.sample, index)
+        paths = BookKeeperLedgers(store)
+
+        async def raw_read(ledger_id: int) -> object:
+            return await raw.get_data(paths.path(ledger_id))
+
+        raw_before = await run_pool(ids, args.concurrency, raw_read)
+        znodes = MetadataZnodeStore(store)
+        parts = build(self.config, znodes, _NoObjects(), VerifierMetrics(Metrics()))
+        requests = {i: pdli(i, args.topics) for i in ids}
+
+        async def verify(ledger_id: int) -> None:
+            verdict = await parts.engine.verify(requests[ledger_id])
+            if verdict.decision is not Decision.DELETE:
+                raise AssertionError(f"ledger {ledger_id}: {verdict}")
+
+        self.record("verify", await run_pool(ids, args.concurrency, verify))
+        self.record("verify (warm cache)", await run_pool(ids, args.concurrency, verify))
+        await parts.believed.add([parse_target(requests[i]).believed_key for i in ids])
+        self.record("believed", await run_pool(ids, args.concurrency, verify))
+        self.record("grpc VerifyBatch", await self.grpc_rate(ids, requests))
+        # Raw reads before and after: their mean is the yardstick of this round (the machine
+        # may be shared, so absolute rates drift between rounds).
+        raw_after = await run_pool(ids, args.concurrency, raw_read)
+        self.record("raw", (raw_before + raw_after) / 2)
+        stats = parts.owners.stats
+        hit = stats.hits / max(1, stats.hits + stats.misses)
+        line = ", ".join(f"{name} {rates[-1]:,.0f}/s" for name, rates in self.rates.items())
+        print(f"round {index + 1}: {line}; owner cache hit rate {hit:.1%}")
+
+    async def grpc_rate(
+        self, ids: list[int], requests: dict[int, pb.PendingDeleteLedgerInfo]
+    ) -> float:
+        batch = self.args.grpc_batch
+        batches = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+        config = replace(self.config, believed=replace(self.config.believed, root="/bench-grpc"))
+        async with open_verifier(config) as (runner, _parts):
+            await runner.start()
+            async with aio.insecure_channel(f"127.0.0.1:{runner.port}") as channel:
+                stub = vpb_grpc.VerifierStub(channel)
+
+                async def call(number: int) -> None:
+                    chunk = [requests[i] for i in batches[number]]
+                    response = await stub.VerifyBatch(vpb.VerifyBatchRequest(pdlis=chunk))
+                    if any(v.decision != vpb.DELETE for v in response.verdicts):
+                        raise AssertionError("a VerifyBatch verdict was not DELETE")
+
+                calls = max(1, self.args.concurrency // batch) + 1
+                rate = await run_pool(range(len(batches)), calls, call)
+        return rate * len(ids) / len(batches)
+
+    def report(self) -> None:
+        raw = self.rates["raw"]
+        order = ["raw", *[name for name in self.rates if name != "raw"]]
+        print(
+            f"ledgers={self.args.ledgers:,} topics={self.args.topics:,} "
+            f"sample={self.args.sample:,}/round concurrency={self.args.concurrency} "
+            f"rounds={self.args.rounds}"
+        )
+        for name in order:
+            rates = self.rates[name]
+            ratios = [r / w for r, w in zip(rates, raw, strict=True)]
+            print(
+                f"{name:22s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  "
+                f"vs raw {median(ratios):4.0%}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--ledgers", type=int, default=100_000)
+    parser.add_argument("--topics", type=int, default=2_000)
+    parser.add_argument("--sample", type=int, default=20_000, help="verdicts per measurement")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--grpc-batch", type=int, default=500)
+    args = parser.parse_args()
+    configure_logging(LogConfig(level="warning", format="json"), stream=sys.stderr)
+    logging.getLogger("aiozk").setLevel(logging.ERROR)
+    with ZooKeeperServer() as server:
+        bench = Bench(args, server.address)
+        asyncio.run(asyncio.wait_for(bench.run(), BENCH_TIMEOUT_S))
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()

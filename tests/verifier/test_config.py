@@ -1,0 +1,75 @@
+"""The verifier's configuration from TOMBSTONE_* variables."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from services.core.errors import ConfigError
+from services.verifier.config import DEFAULT_PORT, VerifierConfig
+
+
+def test_defaults() -> None:
+    """With nothing set: port 7702, 3-day reconciler window, no opt-in, no buckets allowed."""
+    config = VerifierConfig.from_env({})
+    assert (
+        config.grpc.port,
+        config.reconciler_min_age,
+        config.allow_without_pulsar_metadata,
+        config.offload.allowed_buckets,
+        config.believed.root,
+    ) == (DEFAULT_PORT, timedelta(days=3), False, frozenset(), "/tombstone/believed")
+
+
+def test_variables_are_read() -> None:
+    """Each TOMBSTONE_VERIFIER_* variable lands in its field; the S3 allow-list is shared."""
+    config = VerifierConfig.from_env(
+        {
+            "TOMBSTONE_S3_ALLOWED_BUCKETS": "a-bucket,b-bucket",
+            "TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES": "1000",
+            "TOMBSTONE_VERIFIER_BELIEVED_MAX_AGE": "2h",
+            "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": "72h",
+            "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA": "true",
+            "TOMBSTONE_VERIFIER_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
+            "TOMBSTONE_VERIFIER_CLUSTER_NAME": "east",
+            "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0",
+        }
+    )
+    assert (
+        config.offload.allowed_buckets,
+        config.believed.max_entries,
+        config.believed.max_batch_entries,
+        config.believed.max_age,
+        config.reconciler_min_age,
+        config.allow_without_pulsar_metadata,
+        config.offload.default_bucket,
+        config.offload.cluster_name,
+        config.shadow_scan_interval,
+    ) == (
+        frozenset({"a-bucket", "b-bucket"}),
+        1000,
+        1000,
+        timedelta(hours=2),
+        timedelta(hours=72),
+        True,
+        "a-bucket",
+        "east",
+        timedelta(0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES", "0"),
+        ("TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE", "soon"),
+        ("TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA", "maybe"),
+        ("TOMBSTONE_VERIFIER_BELIEVED_PATH", "relative/path"),
+    ],
+)
+def test_bad_values_name_the_variable(variable: str, value: str) -> None:
+    """A malformed value fails at startup with a ConfigError naming the variable."""
+    with pytest.raises(ConfigError) as err:
+        VerifierConfig.from_env({variable: value})
+    assert err.value.variable == variable
