@@ -123,6 +123,23 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
+async def set_deduplication(request: web.Request) -> web.Response:
+    m = request.match_info
+    enabled = json.loads((await request.text()).strip())
+    if not isinstance(enabled, bool):
+        raise ValueError("expected true or false")
+    _broker(request).set_deduplication(f"{m['tenant']}/{m['namespace']}", enabled)
+    return web.Response(status=204)
+
+
+async def get_deduplication(request: web.Request) -> web.Response:
+    m = request.match_info
+    ns = f"{m['tenant']}/{m['namespace']}"
+    if ns not in _broker(request).namespaces:
+        raise UnknownNamespace(f"namespace {ns} does not exist")
+    return web.json_response(_broker(request).deduplication_enabled(ns))
+
+
 async def clusters(_request: web.Request) -> web.Response:
     return web.json_response(["standalone"])
 
@@ -182,6 +199,8 @@ def make_app(server: BrokerServer) -> web.Application:
             web.get("/admin/v2/clusters", clusters),
             web.put("/admin/v2/namespaces/{tenant}/{namespace}", create_namespace),
             web.get("/admin/v2/namespaces/{tenant}", list_namespaces),
+            web.post("/admin/v2/namespaces/{tenant}/{namespace}/deduplication", set_deduplication),
+            web.get("/admin/v2/namespaces/{tenant}/{namespace}/deduplication", get_deduplication),
             web.get(NAMESPACE, list_topics),
             web.get(NAMESPACE + "/partitioned", list_partitioned),
             web.put(TOPIC, create_topic),

@@ -41,7 +41,7 @@ class BrokerConfig:
     auto_create_namespaces: bool = False
     """Accept topics in any namespace instead of answering TopicNotFound."""
     deduplication: bool = True
-    """PIP-6 deduplication by producer name and sequence id."""
+    """PIP-6 deduplication by producer name and sequence id (namespaces may override it)."""
     keepalive_seconds: float = 30.0
     """Interval of the broker's PINGs; a connection silent for two intervals is closed."""
     extra: dict[str, str] = field(default_factory=dict)
@@ -67,6 +67,8 @@ class Broker:
         meta = self.store.load_meta()
         self.namespaces: set[str] = set(meta.get("namespaces", [])) | set(config.namespaces)
         self.partitioned: dict[str, int] = dict(meta.get("partitioned", {}))
+        self.deduplication: dict[str, bool] = dict(meta.get("deduplication", {}))
+        """Per-namespace overrides of `config.deduplication`."""
         self._next_ledger_id = int(meta.get("next_ledger_id", 1))
         self._producer_names = 0
         self._dirty_subs: set[Subscription] = set()
@@ -84,6 +86,7 @@ class Broker:
             {
                 "namespaces": sorted(self.namespaces),
                 "partitioned": self.partitioned,
+                "deduplication": self.deduplication,
                 "next_ledger_id": self._next_ledger_id,
             }
         )
@@ -110,6 +113,15 @@ class Broker:
         if ns in self.namespaces:
             raise Conflict(f"namespace {ns} already exists")
         self.namespaces.add(ns)
+        self._save_meta()
+
+    def deduplication_enabled(self, ns: str) -> bool:
+        return self.deduplication.get(ns, self.config.deduplication)
+
+    def set_deduplication(self, ns: str, enabled: bool) -> None:
+        if ns not in self.namespaces:
+            raise UnknownNamespace(f"namespace {ns} does not exist")
+        self.deduplication[ns] = enabled
         self._save_meta()
 
     def partitions_of(self, name: TopicName) -> int:
@@ -206,6 +218,7 @@ class Broker:
             self.store.delete_topic(topic.name.full)
         self.topics.clear()
         self.partitioned.clear()
+        self.deduplication.clear()
         self.namespaces = set(self.config.namespaces)
         self.faults.clear()
         self._dirty_cursors.clear()

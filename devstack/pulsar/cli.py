@@ -14,6 +14,11 @@ from .server import serve
 
 @click.command("broker")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host named in lookup answers (default: --host, or the address the client reached).",
+)
 @click.option("--port", default=6650, show_default=True, help="Binary protocol port (0: any).")
 @click.option("--admin-port", default=8080, show_default=True, help="Admin HTTP port (0: any).")
 @click.option(
@@ -27,6 +32,7 @@ from .server import serve
 @click.option("--keepalive", default=30.0, show_default=True, help="Seconds between broker PINGs.")
 def broker(
     host: str,
+    advertised_host: str | None,
     port: int,
     admin_port: int,
     data_dir: Path | None,
@@ -40,6 +46,7 @@ def broker(
     )
     config = BrokerConfig(
         host=host,
+        advertised_host=advertised_host,
         port=port,
         admin_port=admin_port,
         data_dir=data_dir,

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, ClassVar
 from tombstone.wire import pulsar_api_pb2 as _pb
 
 from .entries import Entry
-from .framing import FrameError, FrameReader, encode_command, encode_payload_command, parse_command
+from .fastwire import message_frame
+from .framing import FrameError, FrameReader, encode_command, parse_command
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -103,13 +104,16 @@ class Connection(asyncio.Protocol):
         self.write(encode_command(command))
 
     def abort(self) -> None:
+        """Drop the connection now; frames still buffered from the peer are not processed."""
         if self.transport is not None and not self.closed:
+            self.closed = True
             self.transport.abort()
 
     def close_gracefully(self) -> None:
         """Send what is queued, then close."""
         self._flush()
-        if self.transport is not None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -150,18 +154,10 @@ class Connection(asyncio.Protocol):
         redelivery_count: int,
         ack_set: list[int] | None,
     ) -> None:
-        message = _pb.CommandMessage(
-            consumer_id=consumer_id,
-            message_id=_pb.MessageIdData(ledgerId=entry.ledger_id, entryId=entry.entry_id),
+        frame = message_frame(
+            consumer_id, entry.id_bytes(partition), redelivery_count, ack_set, entry.stored
         )
-        if partition >= 0:
-            message.message_id.partition = partition
-        if redelivery_count:
-            message.redelivery_count = redelivery_count
-        if ack_set:
-            message.ack_set.extend(ack_set)
-        command = _pb.BaseCommand(type=T.MESSAGE, message=message)
-        self.write(encode_payload_command(command, entry.stored))
+        self.write(frame)
 
     def _next_close_id(self) -> int:
         # Broker-initiated closes need a request id; the client ignores its value.
@@ -184,8 +180,7 @@ class Connection(asyncio.Protocol):
 
     def _detach_consumer(self, consumer: Consumer) -> None:
         sub = consumer.subscription
-        sub.remove_consumer(consumer)
-        if not sub.durable and not sub.consumers:
+        if sub.remove_consumer(consumer) and not sub.durable and not sub.consumers:
             sub.topic.delete_subscription(sub.name)
 
     # replies ----------------------------------------------------------------------------

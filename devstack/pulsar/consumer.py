@@ -52,6 +52,11 @@ class Producer:
     producer_id: int
     name: str
     topic: Topic
-    exclusive: bool
+    access_mode: int
+    """ProducerAccessMode: Shared, Exclusive, WaitForExclusive or ExclusiveWithFencing."""
     delayed: deque[object] | None = field(default=None)
     """SENDs held back by a delay fault, processed in order (receipts stay ordered)."""
+
+    @property
+    def shared(self) -> bool:
+        return self.access_mode == 0

@@ -150,8 +150,7 @@ def on_close_consumer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) 
     consumer = conn.consumers.pop(request.consumer_id, None)
     if consumer is not None:
         sub = consumer.subscription
-        sub.remove_consumer(consumer)
-        if not sub.durable and not sub.consumers:
+        if sub.remove_consumer(consumer) and not sub.durable and not sub.consumers:
             sub.topic.delete_subscription(sub.name)
     conn.success(request.request_id)
 

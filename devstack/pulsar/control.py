@@ -100,6 +100,10 @@ class BrokerControl:
 
     # Pulsar admin paths -----------------------------------------------------------------
 
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        """Turn PIP-6 deduplication on or off for a namespace (on by default)."""
+        self._call("POST", f"/admin/v2/namespaces/{namespace}/deduplication", enabled)
+
     def create_namespace(self, namespace: str) -> None:
         self._call("PUT", f"/admin/v2/namespaces/{namespace}")
 

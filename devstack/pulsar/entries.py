@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tombstone.wire import pulsar_api_pb2 as _pb
 
+from .fastwire import message_id
 from .framing import FrameError, stored_metadata
 
 # Message ids travel as uint64; Pulsar's "-1" is their all-ones value.
@@ -30,6 +31,13 @@ class Entry:
     last_sequence_id: int
     is_chunk: bool
     last_chunk: bool
+    _id_bytes: bytes | None = None
+
+    def id_bytes(self, partition: int) -> bytes:
+        """The serialized MessageIdData of this entry (cached: a topic has one partition)."""
+        if self._id_bytes is None:
+            self._id_bytes = message_id(self.ledger_id, self.entry_id, partition)
+        return self._id_bytes
 
 
 def read_metadata(metadata: bytes) -> _pb.MessageMetadata:

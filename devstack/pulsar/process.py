@@ -94,10 +94,17 @@ class PulsarBrokerProcess(_Endpoints):
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM: the broker closes producers and consumers, saves cursors and exits."""
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM: the broker closes producers and consumers, saves cursors and exits.
+
+        Returns the exit code (None if the broker was not started).
+        """
         if self._proc is None:
-            return
+            return None
         if self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
             try:
@@ -105,7 +112,9 @@ class PulsarBrokerProcess(_Endpoints):
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        code = self._proc.returncode
         self._proc = None
+        return code
 
     def kill(self) -> None:
         """SIGKILL: a crash; only what reached the files survives."""

@@ -12,6 +12,7 @@ from .broker import UnknownNamespace
 from .connection import Connection
 from .consumer import Producer
 from .entries import MINUS_ONE, read_metadata
+from .fastwire import send_receipt_frame
 from .framing import ChecksumMismatch, FrameError, split_payload
 from .names import InvalidTopicName, TopicName
 from .session import SCHEMA_VERSION_ZERO
@@ -39,9 +40,10 @@ def on_producer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> Non
                 producer_id=request.producer_id,
                 name=request.producer_name or broker.new_producer_name(),
                 topic=topic,
-                exclusive=request.producer_access_mode != _pb.Shared,
+                access_mode=request.producer_access_mode,
             )
-            topic.add_producer(producer)
+            epoch = request.topic_epoch if request.HasField("topic_epoch") else None
+            topic.add_producer(producer, epoch)
             conn.producers[request.producer_id] = producer
     except (InvalidTopicName, UnknownNamespace) as exc:
         conn.error(request.request_id, _pb.TopicNotFound, str(exc))
@@ -59,6 +61,8 @@ def on_producer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> Non
         producer_name=producer.name,
         last_sequence_id=topic.last_sequence_id(producer.name),
     )
+    if not producer.shared:
+        success.topic_epoch = topic.topic_epoch
     if request.HasField("schema"):
         if topic.schema is None:
             topic.schema = request.schema
@@ -133,12 +137,7 @@ def store_send(conn: Connection, producer: Producer, sequence_id: int, rest: byt
     ledger_id, entry_id = producer.topic.publish(sequence_id, payload.stored, meta)
     if (ledger_id, entry_id) == DUPLICATE:
         ledger_id = entry_id = MINUS_ONE
-    receipt = _pb.CommandSendReceipt(
-        producer_id=producer.producer_id,
-        sequence_id=sequence_id,
-        message_id=_pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id),
-    )
-    conn.send(_pb.BaseCommand(type=T.SEND_RECEIPT, send_receipt=receipt))
+    conn.write(send_receipt_frame(producer.producer_id, sequence_id, ledger_id, entry_id))
 
 
 def send_error(

@@ -66,9 +66,7 @@ def on_lookup(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:
             answer.error = _pb.ServiceNotReady
             answer.message = f"the broker do not have {listener} listener"
         else:
-            config = conn.broker.config
-            host = config.advertised_host or config.host
-            answer.brokerServiceUrl = f"pulsar://{host}:{conn.broker.port}"
+            answer.brokerServiceUrl = f"pulsar://{_advertised_host(conn)}:{conn.broker.port}"
             answer.response = LR.Connect
             answer.authoritative = True
             answer.proxy_through_service_url = False
@@ -77,6 +75,16 @@ def on_lookup(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:
         answer.error = _pb.TopicNotFound
         answer.message = str(exc)
     conn.send(_pb.BaseCommand(type=T.LOOKUP_RESPONSE, lookupTopicResponse=answer))
+
+
+def _advertised_host(conn: Connection) -> str:
+    """The configured host, or the address the client reached when listening on all of them."""
+    config = conn.broker.config
+    if config.advertised_host:
+        return config.advertised_host
+    if config.host in ("0.0.0.0", "::", "") and conn.transport is not None:
+        return str(conn.transport.get_extra_info("sockname")[0])
+    return config.host
 
 
 def on_get_topics(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:

@@ -68,23 +68,27 @@ class Subscription:
         if self.sub_type == FAILOVER and previous_active is not self._active():
             self._rewind(previous_active)
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """Detach a consumer; what it had not acknowledged goes back without a count."""
+    def remove_consumer(self, consumer: Consumer) -> bool:
+        """Detach a consumer; what it had not acknowledged goes back without a count.
+
+        Returns False if it was not attached (a seek detaches consumers itself).
+        """
         if consumer not in self.consumers:
-            return
+            return False
         previous_active = self._active()
         self.consumers.remove(consumer)
         self._rewind(consumer)
         if self.sub_type == FAILOVER and previous_active is not self._active():
             self._rewind(previous_active)
         self.topic.schedule_dispatch(self)
+        return True
 
     def _active(self) -> Consumer | None:
         """The consumer that receives everything on Exclusive/Failover subscriptions."""
         if not self.consumers:
             return None
         ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name, c.seq))
-        index = max(self.topic.name.partition_index, 0) % len(ordered)
+        index = max(self.topic.partition_index, 0) % len(ordered)
         return ordered[index] if self.sub_type == FAILOVER else ordered[0]
 
     def _rewind(self, consumer: Consumer | None) -> None:
@@ -131,7 +135,11 @@ class Subscription:
         self.topic.schedule_dispatch(self)
 
     def seek(self, position: int) -> None:
-        """Close every consumer, then restart delivery at `position` with all acks forgotten."""
+        """Close every consumer, then restart delivery at `position` with all acks forgotten.
+
+        A non-durable subscription (a reader) survives this: its consumer re-subscribes to it
+        and the new position wins over the start id the client sends again.
+        """
         for consumer in list(self.consumers):
             self.consumers.remove(consumer)
             consumer.peer.close_consumer(consumer.consumer_id)
@@ -186,7 +194,7 @@ class Subscription:
         consumer.peer.send_message(
             consumer.consumer_id,
             entry,
-            self.topic.name.partition_index,
+            self.topic.partition_index,
             self.cursor.redelivery_counts.get(index, 0),
             self.cursor.batch_acks.get(index),
         )

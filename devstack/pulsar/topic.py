@@ -34,6 +34,7 @@ class Topic:
     def __init__(self, broker: Broker, name: TopicName, store: TopicStore, ledger_id: int) -> None:
         self.broker = broker
         self.name = name
+        self.partition_index = name.partition_index
         self.store = store
         self.ledger_id = ledger_id
         self.next_entry_id = 0
@@ -43,6 +44,7 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.highest_sequence: dict[str, int] = {}
         self.schema: _pb.Schema | None = None
+        self.topic_epoch = 0
         self.msg_in = 0
         for entry in self.entries:
             self._record_sequence(entry)
@@ -54,25 +56,40 @@ class Topic:
 
     # producers --------------------------------------------------------------------------
 
-    def add_producer(self, producer: Producer) -> None:
+    def add_producer(self, producer: Producer, topic_epoch: int | None = None) -> None:
+        """Admit a producer by its access mode; ProducerRefused says why not.
+
+        ExclusiveWithFencing closes every other producer and raises the topic epoch, so a
+        fenced producer that reconnects with its old epoch is refused with ProducerFenced.
+        WaitForExclusive is admitted like Exclusive (no queueing).
+        """
         current = self.producers.get(producer.name)
         if current is not None and current is not producer:
-            raise ProducerRefused(
-                _pb.ProducerBusy,
-                f"producer {producer.name} is already connected to {self.name.full}",
-            )
+            reason = f"producer {producer.name} is already connected to {self.name.full}"
+            raise ProducerRefused(_pb.ProducerBusy, reason)
+        if topic_epoch is not None and topic_epoch < self.topic_epoch:
+            raise ProducerRefused(_pb.ProducerFenced, f"producer {producer.name} was fenced")
         others = [p for p in self.producers.values() if p is not producer]
-        if others and (producer.exclusive or any(p.exclusive for p in others)):
-            raise ProducerRefused(
-                _pb.ProducerFenced, f"topic {self.name.full} has an exclusive producer conflict"
-            )
+        if producer.access_mode == _pb.ExclusiveWithFencing:
+            self.topic_epoch += 1
+            for other in others:
+                other.peer.close_producer(other.producer_id)
+        elif others and (not producer.shared or any(not p.shared for p in others)):
+            reason = f"topic {self.name.full} has an exclusive producer conflict"
+            raise ProducerRefused(_pb.ProducerFenced, reason)
         self.producers[producer.name] = producer
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
 
+    def deduplication(self) -> bool:
+        return self.broker.deduplication_enabled(self.name.ns)
+
     def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS reports: -1 unless deduplication tracks this name."""
+        if not self.deduplication():
+            return -1
         return self.highest_sequence.get(producer_name, -1)
 
     def publish(
@@ -81,7 +98,7 @@ class Topic:
         """Store one SEND; returns its (ledger, entry), or DUPLICATE if dedup dropped it."""
         entry = make_entry(self.ledger_id, self.next_entry_id, stored, meta)
         # Chunks of one message share its sequence id: only the last one is checked.
-        check = self.broker.config.deduplication and entry.last_chunk
+        check = self.deduplication() and entry.last_chunk
         if check and sequence_id <= self.highest_sequence.get(entry.producer_name, -1):
             return DUPLICATE
         self.store.append(entry)

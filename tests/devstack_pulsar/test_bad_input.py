@@ -99,3 +99,48 @@ def test_silent_peer_is_closed_after_unanswered_pings() -> None:
         while commands := _read_commands(sock, reader):
             seen += [c.type for c in commands]
         assert seen[:2] == [T.CONNECTED, T.PING]
+
+
+def _connected_socket(broker: PulsarBrokerProcess) -> tuple[socket.socket, FrameReader]:
+    sock = socket.create_connection((broker.host, broker.port))
+    sock.settimeout(5)
+    sock.sendall(CONNECT)
+    reader = FrameReader()
+    assert [c.type for c in _read_commands(sock, reader)][:1] == [T.CONNECTED]
+    return sock, reader
+
+
+def _next_command(sock: socket.socket, reader: FrameReader, wanted: int) -> _pb.BaseCommand:
+    """Read until a command of type `wanted` arrives (skipping the broker's PINGs)."""
+    while True:
+        for command in _read_commands(sock, reader):
+            if command.type == wanted:
+                return command
+
+
+def test_ping_is_answered_with_pong(broker: PulsarBrokerProcess) -> None:
+    """A client PING gets a PONG."""
+    sock, reader = _connected_socket(broker)
+    with sock:
+        sock.sendall(encode_command(_pb.BaseCommand(type=T.PING, ping=_pb.CommandPing())))
+        assert _next_command(sock, reader, T.PONG).type == T.PONG
+
+
+def test_send_with_a_wrong_checksum_fails_only_that_message(
+    broker: PulsarBrokerProcess, topic: str
+) -> None:
+    """A SEND whose checksum does not match gets SEND_ERROR ChecksumError; the connection
+    stays usable."""
+    sock, reader = _connected_socket(broker)
+    with sock:
+        producer = _pb.CommandProducer(topic=topic, producer_id=1, request_id=1)
+        sock.sendall(encode_command(_pb.BaseCommand(type=T.PRODUCER, producer=producer)))
+        _next_command(sock, reader, T.PRODUCER_SUCCESS)
+        meta = _pb.MessageMetadata(producer_name="raw", sequence_id=0, publish_time=1)
+        body = struct.pack(">I", meta.ByteSize()) + meta.SerializeToString() + b"payload"
+        send = _pb.BaseCommand(type=T.SEND, send=_pb.CommandSend(producer_id=1, sequence_id=0))
+        sock.sendall(_frame(send.SerializeToString(), b"\x0e\x01" + b"\x00\x00\x00\x00" + body))
+        error = _next_command(sock, reader, T.SEND_ERROR).send_error
+        assert (_pb.ChecksumError, 0) == (error.error, error.sequence_id)
+        sock.sendall(encode_command(_pb.BaseCommand(type=T.PING, ping=_pb.CommandPing())))
+        assert _next_command(sock, reader, T.PONG).type == T.PONG

@@ -73,3 +73,17 @@ def test_dropped_connections_lose_and_duplicate_nothing(
     received = receive_all(consumer, 400)
     assert [f"m{i}".encode() for i in range(400)] == [m.data() for m in received]
     assert_nothing_more(consumer)
+
+
+def test_dedup_can_be_turned_off_per_namespace(
+    client: pulsar.Client, topic: str, broker: PulsarBrokerProcess
+) -> None:
+    """With deduplication off, a resent sequence id is stored again and names are not tracked."""
+    broker.control.set_deduplication("public/default", False)
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, producer_name="plain")
+    producer.send(b"a", sequence_id=5)
+    producer.send(b"b", sequence_id=5)
+    producer.close()
+    assert client.create_producer(topic, producer_name="plain").last_sequence_id() == -1
+    assert [m.data() for m in receive_all(consumer, 2)] == [b"a", b"b"]

@@ -153,3 +153,12 @@ def test_unknown_namespace_is_topic_not_found(client: pulsar.Client) -> None:
     """A topic in a namespace the broker does not know fails at once with TopicNotFound."""
     with pytest.raises(pulsar.TopicNotFound):
         client.create_producer("persistent://nobody/nowhere/t")
+
+
+def test_fencing_producer_fences_the_exclusive_one(client: pulsar.Client, topic: str) -> None:
+    """ExclusiveWithFencing takes the topic over; the old Exclusive producer can no longer send."""
+    old = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    new = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    assert new.send(b"mine").entry_id() == 0
+    with pytest.raises((pulsar.ProducerFenced, pulsar.AlreadyClosed)):
+        old.send(b"stale")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pulsar
 import pytest
@@ -203,3 +204,50 @@ def test_seek_to_a_timestamp(client: pulsar.Client, topic: str) -> None:
     receive_all(consumer, 2)
     consumer.seek(middle)
     assert [m.data() for m in receive_all(consumer, 1)] == [b"after"]
+
+
+def test_deliver_after_is_held_back_on_key_shared(client: pulsar.Client, topic: str) -> None:
+    """Key_Shared subscriptions hold delayed messages back too."""
+    consumer = client.subscribe(topic, "sub", consumer_type=KeyShared)
+    producer = client.create_producer(topic)
+    earliest = int(time.time() * 1000) + 800
+    producer.send(b"later", partition_key="k", deliver_after=timedelta(milliseconds=800))
+    producer.send(b"now", partition_key="j")
+    assert consumer.receive(timeout_millis=10_000).data() == b"now"
+    assert consumer.receive(timeout_millis=10_000).data() == b"later"
+    assert int(time.time() * 1000) >= earliest
+
+
+def test_sticky_key_shared_ranges_split_keys(client: pulsar.Client, topic: str) -> None:
+    """Two STICKY consumers owning halves of the hash range together get every message once."""
+    halves = [[(0, 32767)], [(32768, 65535)]]
+    consumers = [
+        client.subscribe(
+            topic,
+            "sub",
+            consumer_type=KeyShared,
+            key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                key_shared_mode=pulsar.KeySharedMode.Sticky, sticky_ranges=ranges
+            ),
+        )
+        for ranges in halves
+    ]
+    producer = client.create_producer(topic)
+    for i in range(40):
+        producer.send(f"{i}".encode(), partition_key=f"key-{i}")
+    got = [m for c in consumers for m in _drain(c)]
+    assert sorted(f"{i}".encode() for i in range(40)) == sorted(got)
+
+
+def test_zero_queue_consumer_receives_one_at_a_time(client: pulsar.Client, topic: str) -> None:
+    """A consumer with receiver_queue_size=0 asks for each message and gets them in order."""
+    consumer = client.subscribe(topic, "sub", receiver_queue_size=0)
+    producer = client.create_producer(topic)
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+    got = []
+    for _ in range(3):
+        message = consumer.receive()
+        consumer.acknowledge(message)
+        got.append(message.data())
+    assert got == [b"m0", b"m1", b"m2"]

@@ -1,0 +1,139 @@
+"""Throughput of the devstack broker with the real `pulsar-client` (one client process).
+
+Run: .venv/bin/python -m benchmarks.pulsar_broker [--messages N] [--unbatched N]
+
+The broker runs in a child process (in memory); the client runs here. Four figures:
+batched produce, consume+ack of those messages, then the same without batching (one message
+per SEND, as delayed messages always are). Every loop is bounded by a count and a deadline.
+
+Beside each wall-clock rate it prints the CPU seconds the broker and the client used, and
+messages per broker CPU second: on a shared 2-core machine the wall-clock rate depends on
+what else runs, the broker's cost per message does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import pulsar
+
+from devstack.pulsar import PulsarBrokerProcess
+
+DEADLINE_SECONDS = 120.0
+Figures = tuple[float, float, float]
+
+
+def produce(client: pulsar.Client, topic: str, count: int, *, batching: bool) -> float:
+    """Send `count` messages asynchronously; messages per second until the last receipt."""
+    producer = client.create_producer(
+        topic,
+        batching_enabled=batching,
+        batching_max_messages=1000,
+        batching_max_publish_delay_ms=10,
+        max_pending_messages=50_000,
+        block_if_queue_full=True,
+    )
+    done = threading.Event()
+    failures: list[pulsar.Result] = []
+    acked = 0
+
+    def on_sent(result: pulsar.Result, _id: object) -> None:
+        # Receipts are handled on the client's one I/O thread: no lock needed.
+        nonlocal acked
+        acked += 1
+        if result != pulsar.Result.Ok:
+            failures.append(result)
+        if acked == count:
+            done.set()
+
+    payload = b"x" * 100
+    start = time.perf_counter()
+    for _ in range(count):
+        producer.send_async(payload, on_sent)
+    producer.flush()
+    if not done.wait(DEADLINE_SECONDS):
+        raise TimeoutError(f"only {acked} of {count} receipts")
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{len(failures)} sends failed: {failures[0]}")
+    producer.close()
+    return count / elapsed
+
+
+def consume(consumer: pulsar.Consumer, count: int) -> float:
+    """Receive and acknowledge `count` messages; messages per second."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    start = time.perf_counter()
+    for received in range(count):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {received} of {count} messages")
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+    return count / (time.perf_counter() - start)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _client_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def measure(broker_pid: int, step: Callable[[], float]) -> tuple[float, float, float]:
+    """(msg/s, broker CPU s, client CPU s) of one step."""
+    broker_before, client_before = _cpu_seconds(broker_pid), _client_cpu()
+    rate = step()
+    return rate, _cpu_seconds(broker_pid) - broker_before, _client_cpu() - client_before
+
+
+def run(client: pulsar.Client, broker_pid: int, count: int, *, batching: bool) -> list[Figures]:
+    topic = f"persistent://public/default/bench-{uuid.uuid4().hex[:8]}"
+    produced = measure(broker_pid, lambda: produce(client, topic, count, batching=batching))
+    # Subscribed afterwards (from the earliest entry) so the two phases do not compete.
+    consumer = client.subscribe(
+        topic, "bench", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=5000
+    )
+    consumed = measure(broker_pid, lambda: consume(consumer, count))
+    consumer.close()
+    return [produced, consumed]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=200_000, help="batched run size")
+    parser.add_argument("--unbatched", type=int, default=20_000, help="unbatched run size")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    with PulsarBrokerProcess() as broker:
+        assert broker.pid is not None
+        client = pulsar.Client(broker.service_url, io_threads=1)
+        try:
+            batched = run(client, broker.pid, args.messages, batching=True)
+            unbatched = run(client, broker.pid, args.unbatched, batching=False)
+        finally:
+            client.close()
+    print(f"load average before: {load[0]:.1f} (2 cores; other work competes for them)")
+    names = ["batched produce", "batched consume+ack", "unbatched produce", "unbatched consume+ack"]
+    sizes = [args.messages, args.messages, args.unbatched, args.unbatched]
+    for name, size, (rate, broker_cpu, client_cpu) in zip(
+        names, sizes, batched + unbatched, strict=True
+    ):
+        broker_rate = size / broker_cpu if broker_cpu else float("inf")
+        client_rate = size / client_cpu if client_cpu else float("inf")
+        print(
+            f"{name:<22}: {rate:>9,.0f} msg/s | broker CPU {broker_cpu:5.2f} s "
+            f"= {broker_rate:>10,.0f} msg/CPU-s | client CPU {client_cpu:5.2f} s "
+            f"= {client_rate:>9,.0f} msg/CPU-s"
+        )
+
+
+if __name__ == "__main__":
+    main()
