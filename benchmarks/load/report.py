@@ -22,6 +22,8 @@ class Figures:
     """Per tier: deletions observed / (last deletion - first mark)."""
     latency_p50: dict[str, float]
     latency_p99: dict[str, float]
+    mark_call_p50: float
+    mark_call_p99: float
     max_backlog: int
     drained: bool
     deleter_restarts: int
@@ -55,6 +57,8 @@ def figures(
         deletions_per_second=rates,
         latency_p50={t: percentile(v, 50) for t, v in tracker.latencies.items()},
         latency_p99={t: percentile(v, 99) for t, v in tracker.latencies.items()},
+        mark_call_p50=percentile(stats.mark_seconds, 50),
+        mark_call_p99=percentile(stats.mark_seconds, 99),
         max_backlog=max((s.backlog for s in tracker.samples), default=0),
         drained=drained,
         deleter_restarts=restarts,
@@ -70,6 +74,8 @@ def summary(
         f"ledgers created {stats.ledgers_created}, Mark calls {stats.mark_calls}, ledgers "
         f"marked {stats.marked} ({fig.marks_per_second:.1f}/s), not marked {stats.not_marked}, "
         f"re-reads {stats.conflicts}, errors {len(stats.errors)}",
+        f"MarkLedgers call p50 {fig.mark_call_p50 * 1000:.0f} ms, p99 "
+        f"{fig.mark_call_p99 * 1000:.0f} ms",
     ]
     for tier in ("bookkeeper", "offload"):
         lines.append(
@@ -128,7 +134,7 @@ def write_json(
 ) -> None:
     record = {
         "options": asdict(options),
-        "workload": asdict(stats),
+        "workload": {**asdict(stats), "mark_seconds": len(stats.mark_seconds)},
         "figures": asdict(fig),
         "check": {**asdict(check), "passed": check.passed},
     }

@@ -36,6 +36,8 @@ class Tracker:
     objects: ObjectStore
     bucket: str
     poll_interval: float = 0.5
+    min_age: float = 0.5
+    """Marks younger than this are not polled yet."""
     concurrency: int = 64
     started: float = field(default_factory=time.monotonic)
     pending: dict[tuple[int, int], Marked] = field(default_factory=dict)
@@ -84,9 +86,12 @@ class Tracker:
                 self.latencies[tier].append(now - marked.marked_at)
                 self.deleted_at[tier].append(now - self.started)
 
+        # Nothing is deleted before the marker's delivery delay: skip the youngest marks.
+        due = time.monotonic() - self.min_age
         async with asyncio.TaskGroup() as group:
             for marked in list(self.pending.values()):
-                group.create_task(check(marked))
+                if marked.marked_at <= due:
+                    group.create_task(check(marked))
         self.samples.append(
             Sample(
                 time.monotonic() - self.started, len(self.pending), len(self.marked), self.deleted

@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiolimiter import AsyncLimiter
 from grpc import aio
@@ -95,6 +96,8 @@ class WorkloadStats:
     not_marked: int = 0
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
+    mark_seconds: list[float] = field(default_factory=list)
+    """Duration of each MarkLedgers call, as the simulated broker saw it."""
 
 
 class Workload:
@@ -175,22 +178,29 @@ class Workload:
         entry = info.ledgerInfo.add(
             ledgerId=ledger_id, entries=entries, size=shape.length, timestamp=_now_ms()
         )
+        writes: list[Coroutine[Any, Any, object]] = []
         if not bk_deleted:
-            await self.bk.create(metadata, container_parents=True)
+            writes.append(self.bk.create(metadata, container_parents=True))
         if offloaded:
             ledger = Ledger(metadata, LedgerKind.DATA, ml_name, None, not bk_deleted, True)
             offload = self.factory.offload(_now_ms(), bookkeeper_deleted=bk_deleted)
-            await self._write_objects(ledger, offload, ml_name)
             entry.offloadContext.CopyFrom(offload_to_proto(offload))
+            writes.append(self._write_objects(ledger, offload, ml_name))
+        await asyncio.gather(*writes)
         self.stats.ledgers_created += 1
 
     async def _write_objects(self, ledger: Ledger, offload: Offload, ml_name: str) -> None:
         keys = self.factory.add_objects(ledger, offload.uuid, ml_name)
-        for key in keys:
-            obj = self.factory.model.objects.pop(key)  # written once; not kept in memory
-            await self.objects.put_object(
-                bucket=obj.bucket, key=key, body=blobs.object_body(obj), metadata=obj.user_metadata
+        # Written once, not kept in memory.
+        objects = [self.factory.model.objects.pop(key) for key in keys]
+        await asyncio.gather(
+            *(
+                self.objects.put_object(
+                    bucket=o.bucket, key=o.key, body=blobs.object_body(o), metadata=o.user_metadata
+                )
+                for o in objects
             )
+        )
 
     # --- the brokers -----------------------------------------------------------------------
 
@@ -216,9 +226,17 @@ class Workload:
                 await self._reload(topic)
 
     async def _roll_over(self, topic: TopicState) -> None:
-        for _ in range(self.options.batch):
-            offloaded = self.rng.random() < self.options.offloaded_share
-            await self._add_ledger(topic.ml_name, topic.info, offloaded=offloaded)
+        # Ids and list positions are taken in order before the first await of each.
+        await asyncio.gather(
+            *(
+                self._add_ledger(
+                    topic.ml_name,
+                    topic.info,
+                    offloaded=self.rng.random() < self.options.offloaded_share,
+                )
+                for _ in range(self.options.batch)
+            )
+        )
         topic.version = await self.mls.write(topic.ml_name, topic.info, version=topic.version)
 
     async def _trim(self, topic: TopicState) -> None:
@@ -234,8 +252,10 @@ class Workload:
             expected_version=topic.version,
             source=_pd.BROKER,
         )
+        called = time.monotonic()
         with rpc_errors("marker"):
             response: _mk.MarkLedgersResponse = await self.stub.MarkLedgers(request, timeout=60)
+        self.stats.mark_seconds.append(time.monotonic() - called)
         self.stats.mark_calls += 1
         self.stats.not_marked += len(response.not_marked)
         now = time.monotonic()
