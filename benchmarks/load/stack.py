@@ -45,8 +45,17 @@ class Endpoints:
 class ServiceProcess:
     """`python -m services.<name>` with its own environment, logging to a file."""
 
-    def __init__(self, name: str, env: Mapping[str, str], port: int, log_dir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        env: Mapping[str, str],
+        port: int,
+        log_dir: Path,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
+        self.args = args or ("-m", f"services.{name}")
+        """Arguments after the interpreter (default `-m services.<name>`)."""
         self.env = dict(env)
         self.port = port
         self.log = log_dir / f"{name}.log"
@@ -61,7 +70,7 @@ class ServiceProcess:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
         with self.log.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"services.{self.name}",
+                sys.executable, *self.args,
                 cwd=ROOT, env={**base, **self.env}, stdout=out, stderr=asyncio.subprocess.STDOUT,
             )  # fmt: skip
         await self._wait_serving(timeout)
@@ -77,16 +86,17 @@ class ServiceProcess:
             await asyncio.sleep(0.2)
         raise RuntimeError(f"{self.name} not serving within {timeout}s: see {self.log}")
 
-    async def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> None:
+    async def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        """Signal the process and wait for it (SIGKILL after `timeout`); its exit code."""
         process = self.process
         if process is None or process.returncode is not None:
-            return
+            return None if process is None else process.returncode
         process.send_signal(sig)
         try:
-            await asyncio.wait_for(process.wait(), timeout)
+            return await asyncio.wait_for(process.wait(), timeout)
         except TimeoutError:
             process.kill()
-            await process.wait()
+            return await process.wait()
 
     async def restart(self, sig: signal.Signals = signal.SIGTERM) -> None:
         await self.stop(sig)
