@@ -41,7 +41,7 @@ async def prepared(zk: ZooKeeperServer, s3: S3Server) -> AsyncIterator[Prepared]
     ):
         # The checks never call the marker: a channel to nowhere stands in.
         channel = aio.insecure_channel("127.0.0.1:9")
-        tracker = Tracker(store, objects, BUCKET)
+        tracker = Tracker(store, objects, BUCKET, min_age=0.0)
         workload = Workload(
             options, store=store, objects=objects, marker=channel,
             bucket=BUCKET, cluster="standalone", on_marked=tracker.add,
