@@ -179,8 +179,9 @@ async def main(args: argparse.Namespace) -> None:
         parts = Parts(zk, s3, broker, verifier, workdir)
         try:
             bk = await bookkeeper(parts, args.ledgers)
-            off = await offload(parts, args.offloaded)
-            mem = await memory(parts, args.backlog, args.seconds)
+            nan = float("nan")
+            off = await offload(parts, args.offloaded) if args.offloaded else (nan, nan, nan)
+            mem = await memory(parts, args.backlog, args.seconds) if args.backlog else (nan, nan)
         finally:
             await verifier_child.stop()
     report(args, bk, off, mem)

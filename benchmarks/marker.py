@@ -6,10 +6,12 @@ Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
   messages, and the same with `deliver_after` (never batched by the client);
 - the system-topic publisher alone (sync client bridged to asyncio) and `pulsar.asyncio`;
-- PDLIs recorded per second by one marker process (`python -m services.marker`) under many
-  concurrent Mark calls over gRPC, each call 100 ledgers of its own topic, and its ratio to
-  the raw rate;
-- p50/p99 latency of a 100-ledger Mark, alone and under that load.
+- rounds of (raw send rate, then PDLIs recorded per second by one marker process,
+  `python -m services.marker`, under `--concurrency` concurrent Mark calls over gRPC, each
+  call `--ledgers` ledgers of its own topic), with the ratio of each round: the machine is
+  shared, so each ratio compares runs made seconds apart;
+- the same with `--big-ledgers`-ledger calls;
+- p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,6 +47,7 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
+SPAN = 1_000_000  # ledger ids of owner i start at i * SPAN
 ROOT = Path(__file__).resolve().parents[1]
 _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -165,21 +169,21 @@ def ml_name(index: int) -> str:
     return f"public/default/persistent/bench-{index}"
 
 
-async def populate(zookeeper: ZooKeeperServer, owners: int, ledgers: int, offset: int) -> None:
+async def populate(zookeeper: ZooKeeperServer, owners: range, ledgers: int) -> None:
+    """One ML znode per owner index, listing `ledgers + 1` ledgers (one stays listed)."""
     async with ZkMetadataStore.connect(zookeeper.address) as store:
         sem = asyncio.Semaphore(64)
 
         async def one(i: int) -> None:
             async with sem:
-                path = f"/managed-ledgers/{ml_name(offset + i)}"
-                first = (offset + i) * ledgers
-                await store.create(path, ml_data(first, ledgers + 1), make_parents=True)
+                path = f"/managed-ledgers/{ml_name(i)}"
+                await store.create(path, ml_data(i * SPAN, ledgers + 1), make_parents=True)
 
-        await asyncio.gather(*(one(i) for i in range(owners)))
+        await asyncio.gather(*(one(i) for i in owners))
 
 
 def mark_request(index: int, ledgers: int) -> _mk.MarkLedgersRequest:
-    first = index * ledgers
+    first = index * SPAN
     return _mk.MarkLedgersRequest(
         component=_pd.MANAGED_LEDGER,
         managed_ledger_name=ml_name(index),
@@ -252,56 +256,112 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def client_figures(url: str, n: int, args: argparse.Namespace) -> dict[str, float]:
+    topic = "persistent://public/default/bench-"
+    return {
+        "raw": await asyncio.to_thread(raw_rate, url, topic + "raw", n),
+        "delayed": await asyncio.to_thread(raw_rate, url, topic + "delayed", n // 4, delayed=True),
+        "publisher": await publisher_rate(url, topic + "pub", n, args.concurrency, args.ledgers),
+        "asyncio": await asyncio_client_rate(url, topic + "aio", n, args.concurrency, args.ledgers),
+    }
+
+
+@dataclass
+class Round:
+    raw: float
+    """Raw client msg/s measured just before the marker run of this round."""
+    marker: float
+    """Marker PDLIs/s in this round."""
+
+    @property
+    def ratio(self) -> float:
+        return self.marker / self.raw
+
+
+@dataclass
+class MarkerFigures:
+    rounds: list[Round]
+    """Interleaved raw and marker runs with `--ledgers`-ledger calls."""
+    big: Round
+    """One raw run and one marker run with `--big-ledgers`-ledger calls."""
+    alone: list[float]
+    """Latencies of Mark calls made one at a time."""
+    loaded: list[float]
+    """Latencies of the calls of the throughput runs."""
+
+
+async def marker_figures(
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, args: argparse.Namespace
+) -> MarkerFigures:
+    """Unloaded latency, then rounds of (raw run, marker run) so that each ratio compares
+    runs made seconds apart: the machine is shared and its load drifts."""
+    owners = iter(range(10**6))
+    rounds = [[next(owners) for _ in range(args.owners)] for _ in range(args.rounds)]
+    alone_owners = [next(owners) for _ in range(args.latency_calls)]
+    big = [next(owners) for _ in range(args.big_owners)]
+    await populate(zookeeper, range(big[0]), args.ledgers)
+    await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
+    url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
+    n = args.owners * args.ledgers
+    process, port = await start_marker(zookeeper, broker)
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = _mk_grpc.MarkerStub(channel)
+            alone = []
+            for i in alone_owners:
+                started = time.perf_counter()
+                await stub.MarkLedgers(mark_request(i, args.ledgers))
+                alone.append(time.perf_counter() - started)
+            results, loaded = [], []
+            for indexes in rounds:
+                raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+                rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
+                results.append(Round(raw, rate))
+                loaded += latencies
+            raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+            big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
+    finally:
+        process.terminate()
+        await process.wait()
+    return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
+
+
 async def run(args: argparse.Namespace) -> None:
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
-        for name in ("raw", "raw-delayed", "pub", "aio"):
+        for name in ("raw", "delayed", "pub", "aio"):
             broker.control.create_partitioned_topic(
                 f"persistent://public/default/bench-{name}", PARTITIONS
             )
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
-        url = broker.service_url
-        n = args.owners * args.ledgers
-        raw = await asyncio.to_thread(raw_rate, url, "persistent://public/default/bench-raw", n)
-        delayed = await asyncio.to_thread(
-            raw_rate, url, "persistent://public/default/bench-raw-delayed", n // 4, delayed=True
+        client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
+        marker = await marker_figures(zookeeper, broker, args)
+    report(args, client, marker)
+
+
+def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFigures) -> None:
+    c = client
+    print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
+    print(f"raw pulsar-client send_async, batched:        {c['raw']:7.0f} msg/s")
+    print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
+    print(f"systopic publisher (sync client bridged):     {c['publisher']:7.0f} msg/s")
+    print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
+    for i, r in enumerate(marker.rounds, 1):
+        print(
+            f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
+            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw"
         )
-        pub = await publisher_rate(
-            url, "persistent://public/default/bench-pub", n, args.concurrency, args.ledgers
-        )
-        aio_rate = await asyncio_client_rate(
-            url, "persistent://public/default/bench-aio", n, args.concurrency, args.ledgers
-        )
-        await populate(zookeeper, args.owners + args.latency_calls, args.ledgers, 0)
-        process, port = await start_marker(zookeeper, broker)
-        try:
-            async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = _mk_grpc.MarkerStub(channel)
-                alone = []
-                for i in range(args.latency_calls):
-                    started = time.perf_counter()
-                    await stub.MarkLedgers(mark_request(args.owners + i, args.ledgers))
-                    alone.append(time.perf_counter() - started)
-                rate, loaded = await mark_load(
-                    stub, list(range(args.owners)), args.ledgers, args.concurrency
-                )
-        finally:
-            process.terminate()
-            await process.wait()
-        raw_after = await asyncio.to_thread(
-            raw_rate, url, "persistent://public/default/bench-raw", n
-        )
-    raw_best = max(raw, raw_after)
+    ratios = [r.ratio for r in marker.rounds]
+    best = max(marker.rounds, key=lambda r: r.marker)
     print(
-        f"machine: {os.cpu_count()} cores; broker, ZooKeeper, marker and load generator share them"
+        f"marker, {args.ledgers}-ledger calls: best {best.marker:.0f} PDLIs/s, "
+        f"median ratio to raw {statistics.median(ratios):.0%}"
     )
-    print(f"raw pulsar-client send_async, batched: {raw:9.0f} msg/s (after: {raw_after:.0f})")
-    print(f"raw pulsar-client with deliver_after (no batch): {delayed:7.0f} msg/s")
-    print(f"systopic publisher (sync client, bridged):     {pub:9.0f} msg/s")
-    print(f"pulsar.asyncio send per message:               {aio_rate:9.0f} msg/s")
+    b = marker.big
     print(
-        f"marker, {args.concurrency} concurrent Mark calls of {args.ledgers} ledgers: "
-        f"{rate:9.0f} PDLIs/s = {rate / raw_best:.0%} of the raw rate"
+        f"marker, {args.concurrency // 4} concurrent Marks of {args.big_ledgers} ledgers: "
+        f"{b.marker:7.0f} PDLIs/s = {b.ratio:.0%} of raw ({b.raw:.0f} msg/s just before)"
     )
+    alone, loaded = marker.alone, marker.loaded
     print(
         f"{args.ledgers}-ledger Mark latency alone:      p50 {ms(statistics.median(alone))}"
         f"  p99 {ms(percentile(alone, 0.99))}  ({len(alone)} calls)"
@@ -314,10 +374,13 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--owners", type=int, default=300, help="topics marked under load")
+    parser.add_argument("--owners", type=int, default=200, help="topics marked per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved raw/marker rounds")
     parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
     parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
     parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
+    parser.add_argument("--big-owners", type=int, default=30, help="topics marked in big calls")
+    parser.add_argument("--big-ledgers", type=int, default=1000, help="ledgers per big call")
     asyncio.run(run(parser.parse_args()))
 
 

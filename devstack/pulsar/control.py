@@ -60,6 +60,14 @@ class BrokerControl:
         args = {"count": count, "seconds": seconds, "error": error}
         self._call("POST", "/admin/devstack/faults/fail-sends", args)
 
+    def refuse_sends(self, count: int | None = None, *, seconds: float | None = None) -> None:
+        """Fail the next `count` sends (or all for `seconds`) for good, not for a retry.
+
+        Every SEND_ERROR except ChecksumError makes the client reconnect and resend, so a
+        refusal the application sees (`pulsar.ChecksumError`) must use that error.
+        """
+        self.fail_sends(count, seconds=seconds, error="ChecksumError")
+
     def delay_sends(self, seconds: float, *, duration: float | None = None) -> None:
         """Store each SEND `seconds` late, for `duration` seconds or until `clear_faults()`."""
         self._call(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from .session import SCHEMA_VERSION_ZERO
 from .topic import DUPLICATE, ProducerRefused
 
 T = _pb.BaseCommand.Type
+log = logging.getLogger(__name__)
 
 
 def on_producer(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:
@@ -121,6 +123,11 @@ async def _drain_delayed(conn: Connection, producer: Producer, delay: float) -> 
         try:
             store_send(conn, producer, pending.sequence_id, pending.rest)
         except FrameError:
+            conn.abort()
+            return
+        except Exception:
+            # As for frames handled inline: a bug costs this connection, not the broker.
+            log.exception("closing connection %s after an internal error", conn.peer_name)
             conn.abort()
             return
         queue.popleft()

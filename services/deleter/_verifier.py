@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import grpc
 
 from services.core.client import rpc_errors
-from services.core.errors import Unavailable
+from services.core.errors import TombstoneError, Unavailable
 from services.deleter.batching import Batcher, BatcherClosed
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
@@ -29,6 +29,15 @@ class GrpcVerdictSource:
             return await self._batcher.submit(pdli)
         except BatcherClosed as exc:
             raise Unavailable("the verifier client is closed") from exc
+        except TombstoneError:
+            # One PDLI that breaks the verifier must not fail the others of its batch (nor a
+            # verifier without VerifyBatch): each asks once more on its own.
+            return await self._verify_one(pdli)
+
+    async def _verify_one(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        with rpc_errors("verifier"):
+            response: _vf.VerifyResponse = await self._stub.Verify(_vf.VerifyRequest(pdli=pdli))
+        return response
 
     async def _verify_batch(
         self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import structlog
 
-from services.core.errors import CorruptData, Unavailable
+from services.core.errors import Conflict, CorruptData, Unavailable
 from services.deleter.pool import PoolStatus
 from services.systopic.consumer import IncomingMessage, MessageSource
 from services.systopic.dead_letter import DeadLetterEntry, matches, read_dead_letter, replay_message
@@ -96,7 +96,11 @@ class DeleterAdmin:
         )
         by_reason: dict[str, int] = {}
         if dead:
-            entries, _ = await self.list_dead_letters(limit=self._scan_max)
+            try:
+                entries, _ = await self.list_dead_letters(limit=self._scan_max)
+            except Conflict:
+                # Another deleter is scanning the DLQ right now: report the depth alone.
+                entries = []
             by_reason = dict(collections.Counter(e.reason_code for e in entries))
         pool = self._pool_status()
         return Status(

@@ -152,7 +152,9 @@ async def _bookkeeper(
         )
     )
     paths = LedgerPaths(root=config.ledgers_root)
-    return ZooKeeperLedgerDeleter(store, paths=paths, limits=limits)
+    deleter = ZooKeeperLedgerDeleter(store, paths=paths, limits=limits)
+    stack.push_async_callback(deleter.aclose)  # the last sweep, before the session closes
+    return deleter
 
 
 async def _s3(stack: AsyncExitStack, config: DeleterConfig) -> OffloadDeleter | None:

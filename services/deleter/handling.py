@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -115,6 +115,9 @@ class Handler:
             attempt = retry_count(message.properties)
         except CorruptData as exc:
             return Settlement(Action.DEAD_LETTER, str(exc), ReasonCode.UNDECODABLE)
+        if not pdli.HasField("ledger_id"):
+            # Nothing to verify, delete or retry: a copy could not even be routed.
+            return Settlement(Action.DEAD_LETTER, "PDLI without ledger_id", ReasonCode.UNDECODABLE)
         await self._hold(tracker, pdli)
         tracker.phase = Phase.WORKING
         try:
@@ -153,7 +156,9 @@ class Handler:
         except DeleteFailed as exc:
             self._metrics.failed.labels(exc.tier.value).inc()
             if exc.permanent:
-                return Settlement(Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli)
+                return Settlement(
+                    Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
+                )
             return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt)
         self._record_delete(message, pdli, verdict, result)
         return Settlement(Action.ACK)
@@ -191,10 +196,9 @@ class Handler:
             raise DeleteFailed(tier, f"no {tier} backend is configured", permanent=True)
         return backend
 
-    async def _timed(self, tier: Tier, call: object) -> DeleteResult:
+    async def _timed(self, tier: Tier, call: Awaitable[DeleteResult]) -> DeleteResult:
         started = time.perf_counter()
-        assert asyncio.iscoroutine(call)
-        result: DeleteResult = await call
+        result = await call
         self._metrics.delete_seconds.labels(tier.value).observe(time.perf_counter() - started)
         return result
 
@@ -237,19 +241,32 @@ class Handler:
             )
         if s.action is Action.ACK:
             await self._acknowledge(source, message)
-        elif s.action is Action.RELEASE:
+            return
+        if s.action is Action.RELEASE:
             await self._release(source, message, s.reason)
-        elif s.action is Action.RETRY:
-            await self._forward(source, message, self._retry_sink, self._retry_copy(message, s))
-            _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
-        else:
-            code = s.reason_code or ReasonCode.UNKNOWN
-            letter = dead_letter_message(
-                message, reason_code=code, reason=s.reason, attempts=s.attempt
-            )
-            if await self._forward(source, message, self._dead_letter_sink, letter):
-                self._metrics.dead_lettered.labels(code.value).inc()
+            return
+        try:
+            copy, sink = self._copy(message, s)
+        except Exception as exc:  # a copy that cannot be built must not strand the message
+            _log.exception("copy_failed", message_id=message.message_id)
+            await self._release(source, message, f"cannot build the copy: {exc!r}")
+            return
+        if await self._forward(source, message, sink, copy):
+            if s.action is Action.RETRY:
+                _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
+            else:
+                code = (s.reason_code or ReasonCode.UNKNOWN).value
+                self._metrics.dead_lettered.labels(code).inc()
                 _log.warning("pdli_dead_lettered", message_id=message.message_id, reason=s.reason)
+
+    def _copy(
+        self, message: IncomingMessage, s: Settlement
+    ) -> tuple[OutgoingMessage, IntentPublisher]:
+        if s.action is Action.RETRY:
+            return self._retry_copy(message, s), self._retry_sink
+        code = s.reason_code or ReasonCode.UNKNOWN
+        letter = dead_letter_message(message, reason_code=code, reason=s.reason, attempts=s.attempt)
+        return letter, self._dead_letter_sink
 
     def _retry_copy(self, message: IncomingMessage, s: Settlement) -> OutgoingMessage:
         assert s.pdli is not None

@@ -10,6 +10,7 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 class DeleterMetrics:
     def __init__(self, metrics: Metrics | None = None) -> None:
         m = metrics if metrics is not None else Metrics()
+        self.registry = m.registry
         self.received = m.counter("deleter_received", "Messages received.", ["topic"])
         self.deleted = m.counter(
             "deleter_deleted", "Copies deleted (or found already absent).", ["tier"]

@@ -23,7 +23,7 @@ from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 _log = structlog.get_logger(__name__)
 
-METHOD_ROLES = {MARK_METHOD: ("broker", "admin")}
+METHOD_ROLES = {MARK_METHOD: ("broker", "reconciler", "admin")}
 
 
 def producer_settings(config: MarkerConfig) -> ProducerSettings:
@@ -105,7 +105,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         )
         metrics = MarkerMetrics(runner.metrics)
         marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
-        servicer = MarkerServicer(marker, max_batch=config.max_batch)
+        servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
         _log.info("marker_starting", marker_id=config.marker_id, topic=config.pulsar.topic)
         await runner.run()

@@ -19,6 +19,8 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 _log = structlog.get_logger(__name__)
 
+REPORT_CHUNK = 5000
+
 
 class BelieveClient(Protocol):
     """The verifier's `Believe` RPC."""
@@ -51,7 +53,9 @@ class BackgroundBeliever:
     async def _report(self, payloads: list[bytes]) -> None:
         pdlis = [_pd.PendingDeleteLedgerInfo.FromString(p) for p in payloads]
         try:
-            await self._client.believe(pdlis)
+            # Chunks keep each call well inside gRPC's default 4 MiB message limit.
+            for start in range(0, len(pdlis), REPORT_CHUNK):
+                await self._client.believe(pdlis[start : start + REPORT_CHUNK])
         except BaseException as exc:
             if is_cancelled(exc):
                 raise

@@ -63,6 +63,10 @@ class ReceiptJournal:
         self._owners: Counter[tuple[str, int]] = Counter()
         self._fd: int | None = None
         self._lines = 0
+        self._next_handle = 0
+        # Calls whose receipts are in the file but whose owner write is not settled yet:
+        # compaction must keep them.
+        self._unsettled: dict[int, tuple[str, int, Sequence[tuple[int, int]], int]] = {}
 
     def open(self) -> None:
         """Load the live entries of the file and rewrite it with only those."""
@@ -92,24 +96,31 @@ class ReceiptJournal:
 
     def append(
         self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
-    ) -> None:
-        """Write these receipts to the file (not to memory): a restart will know them.
+    ) -> int:
+        """Write these receipts to the file at once, so a marker killed before its owner
+        write finds them when it comes back. Returns a handle for `settle`."""
+        self._next_handle += 1
+        if accepted:
+            self._unsettled[self._next_handle] = (path, version, accepted, at_ms)
+            if self._fd is not None:
+                os.write(self._fd, _line(path, version, accepted, at_ms).encode())
+                self._lines += 1
+                if self._lines > max(10_000, 2 * (len(self._entries) + len(self._unsettled))):
+                    self._compact()
+        return self._next_handle
 
-        Called as soon as the receipts are in, before the owner write, so that a marker killed
-        between the two finds them when it comes back.
-        """
-        if self._fd is None or not accepted:
-            return
-        os.write(self._fd, _line(path, version, accepted, at_ms).encode())
-        self._lines += 1
-        if self._lines > max(10_000, 2 * len(self._entries)):
-            self._compact()
+    def settle(self, handle: int, *, unlinked: bool) -> None:
+        """The call of `handle` ended. Unless it unlinked its ledgers, a retry at the same
+        version may come, so its receipts stay in memory (receipts of calls that unlinked are
+        never needed again)."""
+        call = self._unsettled.pop(handle, None)
+        if call is not None and not unlinked:
+            self.remember(*call)
 
     def remember(
         self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
     ) -> None:
-        """Keep these receipts in memory: the call ended without unlinking, so a retry at the
-        same version may come. (Receipts of successful calls are never needed in memory.)"""
+        """Keep these receipts in memory for the retry window."""
         for ledger_id, tier in accepted:
             self._add(IntentKey(path, version, ledger_id, tier), at_ms)
         self._evict()
@@ -117,9 +128,8 @@ class ReceiptJournal:
     def record(
         self, path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int
     ) -> None:
-        """`append` and `remember` together."""
-        self.append(path, version, accepted, at_ms)
-        self.remember(path, version, accepted, at_ms)
+        """Receipts of a call that did not unlink: `append` then `settle`."""
+        self.settle(self.append(path, version, accepted, at_ms), unlinked=False)
 
     def forget(self, keys: Iterable[IntentKey]) -> None:
         """Drop entries that no request can match any more (their version was written over)."""
@@ -154,13 +164,14 @@ class ReceiptJournal:
         assert self._file is not None
         self.close()
         tmp = self._file.with_suffix(".tmp")
-        lines = (
+        lines = [
             _line(k.path, k.version, [(k.ledger_id, k.tier)], at) for k, at in self._entries.items()
-        )
+        ]
+        lines += [_line(*call[:3], call[3]) for call in self._unsettled.values()]
         tmp.write_text("".join(lines), encoding="utf-8")
         tmp.replace(self._file)
         self._fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._lines = len(self._entries)
+        self._lines = len(lines)
 
 
 def _line(path: str, version: int, accepted: Sequence[tuple[int, int]], at_ms: int) -> str:

@@ -48,8 +48,6 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 
 _log = structlog.get_logger(__name__)
 
-PDLI = _pd.PendingDeleteLedgerInfo
-
 
 @dataclass(frozen=True)
 class MarkingSettings:
@@ -139,7 +137,7 @@ class Marker:
         snapshot, version = await self._read(request)
         plan = plan_marking(request, snapshot, version)
         token = fence_token(request, version)
-        sent, accepted = await self._send(request, plan, version, token)
+        sent, handle = await self._send(request, plan, version, token)
         unlinked = False
         try:
             result = self._result(request, plan, sent, version, token)
@@ -152,9 +150,7 @@ class Marker:
                 await self._after_write(request, fully, sent)
             return result
         finally:
-            if not unlinked:
-                # A retry at this version may come: it will count these receipts.
-                self._journal.remember(request.owner.path, version, accepted, now_ms())
+            self._journal.settle(handle, unlinked=unlinked)
 
     def _result(
         self, request: MarkRequest, plan: Plan, sent: dict[int, _Sent], version: int, token: int
@@ -167,7 +163,7 @@ class Marker:
             new_version=version,
             fence_token=token,
             written=False,
-            pdlis_sent=sum(len(s.messages) for s in sent.values()),
+            pdlis_sent=sum(len(s.accepted) for s in sent.values()),
             request_id=request.request_id,
         )
 
@@ -192,9 +188,9 @@ class Marker:
 
     async def _send(
         self, request: MarkRequest, plan: Plan, version: int, token: int
-    ) -> tuple[dict[int, _Sent], list[tuple[int, int]]]:
+    ) -> tuple[dict[int, _Sent], int]:
         """Publish what the journal does not already know; returns the per-ledger outcome and
-        the (ledger, tier)s accepted now (already appended to the journal file)."""
+        the journal handle of the receipts (already in its file, settled by the caller)."""
         now = now_ms()
         encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)))
         path = request.owner.path
@@ -219,8 +215,7 @@ class Marker:
                     entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
                     self._reused_by_tier[tier].inc()
         accepted = await self._publish(outgoing)
-        self._journal.append(path, version, accepted, now_ms())
-        return sent, accepted
+        return sent, self._journal.append(path, version, accepted, now_ms())
 
     def _stamp(self, token: int, now: int) -> Stamp:
         return Stamp(

@@ -11,6 +11,7 @@ and what the znode looks like without the unlinked ledgers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -81,7 +82,9 @@ def _ml_name(topic_name: str, ml_name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=4096)
 def _topic_of(ml_name: str, topic_name: str) -> str:
+    # Cached: decoding the name is a noticeable share of a small Mark call.
     if topic_name:
         return topic_name
     try:

@@ -84,16 +84,9 @@ def _result(outcome: tuple[Any, Any] | str | None) -> SendResult:
     if isinstance(outcome, tuple):
         result, message_id = outcome
         if result == _OK:
-            return SendResult(message_id=_format_id(message_id))
+            return SendResult(message_id=str(message_id))
         return SendResult(error=f"send failed: {result}")
     return SendResult(error=outcome or "no receipt")
-
-
-def _format_id(message_id: Any) -> str:
-    return (
-        f"{message_id.ledger_id()}:{message_id.entry_id()}:"
-        f"{message_id.partition()}:{message_id.batch_index()}"
-    )
 
 
 class PulsarIntentPublisher:
@@ -189,7 +182,7 @@ def _check_partitions(client: pulsar.Client, topic: str, expected: int) -> None:
 
 
 def _create_producer(
-    client: pulsar.Client, topic: str, settings: ProducerSettings
+    client: pulsar.Client, topic: str, settings: ProducerSettings, partitions: int
 ) -> pulsar.Producer:
     window = settings.max_in_flight
     try:
@@ -199,10 +192,12 @@ def _create_producer(
             batching_enabled=True,
             batching_max_messages=settings.batching_max_messages,
             batching_max_publish_delay_ms=max(1, settings.batching_delay // _MS),
-            # The window bounds what is queued, so the client's queue never fills and
-            # send_async never blocks the event loop.
+            # Our window bounds what is queued in all. The client divides its across-partitions
+            # limit by the partition count, so that limit is window × partitions: however
+            # unevenly the keys spread, no partition queue fills and send_async never blocks
+            # the event loop nor fails with "queue full".
             max_pending_messages=window,
-            max_pending_messages_across_partitions=window,
+            max_pending_messages_across_partitions=window * max(1, partitions),
             block_if_queue_full=False,
             send_timeout_millis=int(settings.send_timeout.total_seconds() * 1000),
             message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
@@ -221,7 +216,9 @@ async def open_intent_publisher(
     client = await asyncio.to_thread(_client, config)
     try:
         await asyncio.to_thread(_check_partitions, client, target, config.partitions)
-        producer = await asyncio.to_thread(_create_producer, client, target, settings)
+        producer = await asyncio.to_thread(
+            _create_producer, client, target, settings, config.partitions
+        )
         publisher = PulsarIntentPublisher(producer, InflightWindow(settings.max_in_flight))
         _log.info("producer_ready", topic=target, producer=publisher.producer_name)
         try:

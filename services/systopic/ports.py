@@ -29,7 +29,7 @@ class SendResult(NamedTuple):
     """The outcome of one message: accepted with a message id, or failed with a reason."""
 
     message_id: str | None = None
-    """`ledger:entry:partition:batch_index` of the stored message when accepted."""
+    """`(ledger,entry,partition,batch_index)` of the stored message when accepted."""
     error: str | None = None
     """Why the topic did not accept the message (timeout, broker error...)."""
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 import structlog
+from prometheus_client import Counter
 
 from services.core.metrics import Metrics
 from services.verifier.model import SkipReason, Target, Verdict
@@ -51,6 +52,8 @@ class VerifierMetrics:
         self.believed_batches = metrics.gauge("verifier_believed_batches", "Batch znodes held.")
         self._hit = self.cache.labels("hit")
         self._miss = self.cache.labels("miss")
+        # Label children looked up once: `labels()` takes a lock and builds a key each call.
+        self._verdict_children: dict[tuple[str, str], Counter] = {}
 
     def on_cache_lookup(self, _path: str, hit: bool) -> None:
         (self._hit if hit else self._miss).inc()
@@ -59,7 +62,11 @@ class VerifierMetrics:
         self, verdict: Verdict, target: Target | None, pdli: _pb.PendingDeleteLedgerInfo
     ) -> None:
         """Count and log one verdict; a MISMATCH also writes a security line."""
-        self.verdicts.labels(verdict.decision.value, verdict.code).inc()
+        key = (verdict.decision.value, verdict.code)
+        child = self._verdict_children.get(key)
+        if child is None:
+            child = self._verdict_children[key] = self.verdicts.labels(*key)
+        child.inc()
         mismatch = verdict.skip_reason is SkipReason.MISMATCH
         verbose = _log.is_enabled_for(logging.INFO)
         if not (mismatch or verbose):
@@ -95,6 +102,9 @@ def _log_fields(
     }
 
 
+_READ_KINDS = ("ledger", "owner", "believed", "children", "other")
+
+
 def _read_kind(path: str, ledgers_root: str, believed_root: str) -> str:
     if path.startswith(ledgers_root):
         return "ledger"
@@ -112,7 +122,8 @@ class CountingZnodeStore:
         self, inner: ZnodeStore, metrics: VerifierMetrics, *, ledgers_root: str, believed_root: str
     ) -> None:
         self._inner = inner
-        self._count: Callable[[str], None] = lambda kind: metrics.reads.labels(kind).inc()
+        children = {kind: metrics.reads.labels(kind) for kind in _READ_KINDS}
+        self._count: Callable[[str], None] = lambda kind: children[kind].inc()
         self._ledgers = ledgers_root.rstrip("/") + "/"
         self._believed = believed_root
 

@@ -9,12 +9,14 @@ Never a stale "not in use":
 - the whole cache is dropped when the store's epoch changes (a reconnection or an expired
   session may have lost watches), so nothing read before can be served after;
 - ZooKeeper delivers a change event before the answer to any later read on the same session,
-  and the verdict reads the ledger znode *before* it looks here, so a cached owner is at
-  least as new as that read.
+  and the verdict reads the ledger znode *before* it looks here (yielding once to the loop
+  so that the event's callbacks run first), so a cached owner is at least as new as that
+  read.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +111,7 @@ class OwnerCache:
         self._epoch = store.epoch()
         self._inflight: dict[str, int] = {}
         self._changed: dict[str, int] = {}
+        self._loading: dict[str, asyncio.Event] = {}
         self.stats = CacheStats()
         self.on_read: Callable[[str, bool], None] = lambda path, hit: None
         """Hook for metrics: called with (path, cache_hit) for every lookup."""
@@ -118,27 +121,50 @@ class OwnerCache:
 
     async def get(self, path: str, decode: Decoder) -> Owner:
         """The owner at `path`: from the cache when its watch still holds, else read."""
+        loading = self._loading.get(path)
+        if loading is not None and path not in self._entries:
+            # Join the read already in flight (a batch of PDLIs of one topic arrives together)
+            # and then look again: its result is used only if it was clean enough to be
+            # cached, and it is then trusted exactly like any other cached entry.
+            await loading.wait()
+        entry = await self._lookup(path)
+        if entry is not None:
+            return entry
+        self.stats.misses += 1
+        self.on_read(path, False)
+        return await self._load(path, decode)
+
+    async def _lookup(self, path: str) -> Owner | None:
+        if path in self._entries:
+            # A change notification that arrived together with the caller's last read (the
+            # ledger znode) reaches `_on_change` two loop callbacks later (aiozk's callback,
+            # then the watch future's), while the caller resumed after one: yield once so it
+            # runs before the entry is trusted.
+            await asyncio.sleep(0)
         self._check_epoch()
         entry = self._entries.get(path)
         if entry is not None:
             self._entries.move_to_end(path)
             self.stats.hits += 1
             self.on_read(path, True)
-            return entry
-        self.stats.misses += 1
-        self.on_read(path, False)
-        return await self._load(path, decode)
+        return entry
 
     async def _load(self, path: str, decode: Decoder) -> Owner:
         epoch = self._epoch
         self._inflight[path] = self._inflight.get(path, 0) + 1
         changes_before = self._changed.get(path, 0)
+        done = self._loading.get(path)
+        if done is None:
+            done = self._loading[path] = asyncio.Event()
         try:
             self.stats.reads += 1
             node = await self._store.read(path, watch=self._on_change)
             changed = self._changed.get(path, 0) != changes_before
         finally:
             self._release(path)
+            if self._loading.get(path) is done and path not in self._inflight:
+                del self._loading[path]
+            done.set()
         if node is None:
             return Owner(path, False)
         owner = decode(path, node)

@@ -7,6 +7,7 @@ Paths and names are checked with `services.metadata`, never re-implemented here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -84,30 +85,42 @@ def _enum(table: Mapping[int, E], value: int, field: str) -> E:
     return table[value]
 
 
-def _owner(
-    pdli: _pb.PendingDeleteLedgerInfo, component: Component
-) -> tuple[str | None, str | None, str | None, str | None, str]:
+OwnerNames = tuple[str | None, str | None, str | None, str | None, str]
+
+
+def _owner(pdli: _pb.PendingDeleteLedgerInfo, component: Component) -> OwnerNames:
     """(ml_name, ml_path, cursor, schema_id, owner_path) for the PDLI's component."""
+    return _owner_names(
+        component, pdli.managed_ledger_name, pdli.topic_name, pdli.cursor_name, pdli.schema_id
+    )
+
+
+# A stream of PDLIs names few owners, each many times: validating each name once saves most
+# of the validation cost. Only successes are cached (an error is raised, never stored).
+@functools.lru_cache(maxsize=65_536)
+def _owner_names(
+    component: Component, ml: str, topic: str, cursor_name: str, schema: str
+) -> OwnerNames:
     if component is Component.SCHEMA:
-        if not pdli.schema_id:
+        if not schema:
             raise InvalidArgument("schema_id", "missing (required for SCHEMA_STORAGE)")
-        schema_id = _named(check_schema_id, pdli.schema_id, "schema_id")
+        schema_id = _named(check_schema_id, schema, "schema_id")
         return None, None, None, schema_id, schema_path(schema_id)
-    if not pdli.managed_ledger_name:
+    if not ml:
         raise InvalidArgument("managed_ledger_name", "missing")
-    ml_name = _named(check_managed_ledger_name, pdli.managed_ledger_name, "managed_ledger_name")
-    if pdli.topic_name:
-        topic_ml = _named(managed_ledger_name, pdli.topic_name, "topic_name")
+    ml_name = _named(check_managed_ledger_name, ml, "managed_ledger_name")
+    if topic:
+        topic_ml = _named(managed_ledger_name, topic, "topic_name")
         if topic_ml != ml_name:
             raise InvalidArgument(
-                "topic_name", f"{pdli.topic_name!r} is not the topic of managed ledger {ml_name!r}"
+                "topic_name", f"{topic!r} is not the topic of managed ledger {ml_name!r}"
             )
     ml_path = managed_ledger_path(ml_name)
     if component is Component.MANAGED_LEDGER:
         return ml_name, ml_path, None, None, ml_path
-    if not pdli.cursor_name:
+    if not cursor_name:
         raise InvalidArgument("cursor_name", "missing (required for MANAGED_CURSOR)")
-    cursor = _named(lambda v: check_segment(v, "cursor_name"), pdli.cursor_name, "cursor_name")
+    cursor = _named(lambda v: check_segment(v, "cursor_name"), cursor_name, "cursor_name")
     return ml_name, ml_path, cursor, None, cursor_path(ml_name, cursor)
 
 

@@ -33,6 +33,7 @@ from services.marker.marking import Marker
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
+from services.metadata import BookKeeperLedgers, LedgerState
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.verifier.app import open_verifier
@@ -97,13 +98,19 @@ async def write_cluster(
 
 
 @asynccontextmanager
-async def running_verifier(zk: ZooKeeperServer, s3: S3Server) -> AsyncIterator[str]:
+async def running_verifier(
+    zk: ZooKeeperServer, s3: S3Server, filesystem_bases: frozenset[str] = frozenset()
+) -> AsyncIterator[str]:
     """A verifier on a free port; yields its address."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=0),
         zookeeper=ZooKeeperConfig(servers=zk.address),
         s3=s3_config(s3),
-        offload=OffloadPolicy(allowed_buckets=frozenset({BUCKET}), cluster_name=CLUSTER),
+        offload=OffloadPolicy(
+            allowed_buckets=frozenset({BUCKET}),
+            cluster_name=CLUSTER,
+            allowed_filesystem_bases=filesystem_bases,
+        ),
         reconciler_min_age=timedelta(0),
     )
     async with open_verifier(config) as (runner, parts):
@@ -217,6 +224,55 @@ async def mark_trims(marker: Marker, model: ClusterModel) -> dict[int, set[int]]
         for ledger_id, tiers in result.marked:
             for tier in tiers:
                 marked[tier].add(ledger_id)
+    return marked
+
+
+async def close_ledger(store: ZkMetadataStore, ledger_id: int) -> None:
+    """What a cursor does to its ledger before it moves on: close it (a CAS on the znode)."""
+    ledgers = BookKeeperLedgers(store)
+    record = await ledgers.read(ledger_id)
+    if record.metadata.state is not LedgerState.CLOSED:
+        closed = replace(record.metadata, state=LedgerState.CLOSED)
+        await ledgers.write(closed, version=record.version)
+
+
+async def mark_cursor_and_schema_trims(
+    marker: Marker, model: ClusterModel, zk: ZooKeeperServer
+) -> set[int]:
+    """Every cursor closes its ledger and moves its position into its znode (the ledger is
+    marked, the cursor keeps none), and every schema with several versions drops its oldest
+    version's ledger. Returns the ledgers marked (all LEDGER tier)."""
+    marked: set[int] = set()
+    async with ZkMetadataStore.connect(zk.address) as store:
+        for cursor in model.cursors.values():
+            if cursor.cursors_ledger_id >= 0:
+                await close_ledger(store, cursor.cursors_ledger_id)
+    for cursor in model.cursors.values():
+        if cursor.cursors_ledger_id < 0:
+            continue
+        owner = resolve_owner(
+            _pd.MANAGED_CURSOR,
+            topic_name="",
+            ml_name=cursor.ml_name,
+            cursor_name=cursor.name,
+            schema_id="",
+        )
+        request = MarkRequest(owner=owner, ledger_ids=(cursor.cursors_ledger_id,))
+        result = await marker.mark(request)
+        marked.update(ledger_id for ledger_id, _ in result.marked)
+    for schema in model.schemas.values():
+        ids = schema.ledger_ids
+        if len(ids) < 2 or ids.count(ids[0]) > 1:
+            continue
+        owner = resolve_owner(
+            _pd.SCHEMA_STORAGE,
+            topic_name="",
+            ml_name="",
+            cursor_name="",
+            schema_id=schema.schema_id,
+        )
+        result = await marker.mark(MarkRequest(owner=owner, ledger_ids=(ids[0],)))
+        marked.update(ledger_id for ledger_id, _ in result.marked)
     return marked
 
 

@@ -12,7 +12,7 @@ from grpc import aio
 
 from services.core._tokens import Principal
 from services.core.config import AuthConfig, GrpcServerConfig
-from services.core.errors import Unavailable
+from services.core.errors import Conflict, Unavailable
 from services.core.grpc_server import ServiceRunner
 from services.deleter.admin import DeleterAdmin, Topics
 from services.deleter.pool import PoolStatus
@@ -201,3 +201,27 @@ async def test_only_admins_may_call(stub: tuple[_dl_grpc.DeleterAdminStub, str])
         denied.value.code(),
         anonymous.value.code(),
     ) == (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+
+
+async def test_status_while_another_scan_holds_the_dlq_reports_depth_only() -> None:
+    """A concurrent scan elsewhere (CONFLICT) does not fail GetStatus: depth, no breakdown."""
+
+    class Busy:
+        async def __aenter__(self) -> FakeSource:
+            raise Conflict("subscription busy")
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+    def busy() -> Busy:
+        return Busy()
+
+    admin = DeleterAdmin(
+        topics=TOPICS,
+        stats=FakeStats({"sys": 0, "retry": 0, "dlq": 4}),
+        pool_status=lambda: PoolStatus(0, 0, 0),
+        open_scan=busy,
+        replay_sink=FakePublisher(),
+    )
+    status = await admin.status()
+    assert (status.dead_letter_backlog, status.dead_letters_by_reason) == (4, {})

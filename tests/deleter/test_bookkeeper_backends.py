@@ -15,6 +15,7 @@ from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.ports import DeleteFailed
 from services.metadata import BookKeeperLedgers, LedgerMetadata, LedgerPaths, Segment
 from services.metadata.zk_store import ZkMetadataStore
+from tests.helpers import assert_eventually
 
 
 def limits() -> BackendLimits:
@@ -49,15 +50,35 @@ def deleter(store: ZkMetadataStore) -> ZooKeeperLedgerDeleter:
 
 
 async def test_deletes_the_znode_and_its_empty_parents(
-    deleter: ZooKeeperLedgerDeleter, ledgers: BookKeeperLedgers, store: ZkMetadataStore
+    ledgers: BookKeeperLedgers, store: ZkMetadataStore
 ) -> None:
-    """The ledger znode goes at its version; empty parents go too, a sibling's parent stays."""
+    """The ledger znode goes at its version; the sweep a moment later removes the parents
+    it left empty, and keeps the parent a sibling still uses."""
+    deleter = ZooKeeperLedgerDeleter(
+        store, paths=LedgerPaths(), limits=limits(), parent_sweep_delay=0.01
+    )
     await ledgers.create(ledger(1))
     await ledgers.create(ledger(20001))
     result = await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
     assert (result.removed, await store.exists(ledgers.path(1))) == (True, None)
-    assert None is await store.exists("/ledgers/00/0000")
+
+    async def parents_gone() -> None:
+        assert None is await store.exists("/ledgers/00/0000")
+
+    await assert_eventually(parents_gone)
+    assert await store.exists("/ledgers/00") is not None
     assert await store.exists(ledgers.path(20001)) is not None
+    await deleter.aclose()
+
+
+async def test_close_runs_the_last_sweep(
+    deleter: ZooKeeperLedgerDeleter, ledgers: BookKeeperLedgers, store: ZkMetadataStore
+) -> None:
+    """Parents pending at close are still removed (the sweep is not lost on shutdown)."""
+    await ledgers.create(ledger(1))
+    await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
+    await deleter.aclose()
+    assert None is await store.exists("/ledgers/00")
 
 
 async def test_missing_znode_counts_as_deleted(

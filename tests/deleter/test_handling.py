@@ -7,6 +7,7 @@ import time
 from structlog.testing import capture_logs
 
 from services.deleter.handling import Handler, Tracker
+from services.deleter.metrics import DeleterMetrics
 from services.deleter.ports import DeleteFailed, Tier
 from services.systopic.consumer import IncomingMessage
 from services.systopic.dead_letter import PROP_REASON, PROP_REASON_CODE
@@ -18,6 +19,7 @@ from tests.deleter.fakes import (
     FakePublisher,
     FakeSource,
     FakeVerifier,
+    delete_verdict,
     incoming,
     offload_verdict,
     pdli,
@@ -201,3 +203,39 @@ async def test_no_backend_for_a_tier_dead_letters(
     )
     await process(handler, incoming(pdli(9, offload=True)))
     assert "no filesystem backend" in dlq_sink.sent[0].properties[PROP_REASON]
+
+
+async def test_pdli_without_ledger_id_is_dead_lettered(
+    handler: Handler, dlq_sink: FakePublisher, verifier: FakeVerifier
+) -> None:
+    """A PDLI that names no ledger cannot be verified, deleted or retried: DLQ, acknowledged."""
+    message = incoming(b"")
+    source = await process(handler, message)
+    assert ("undecodable", [], [message.message_id]) == (
+        dlq_sink.sent[0].properties[PROP_REASON_CODE],
+        verifier.seen,
+        source.acked,
+    )
+
+
+async def test_metrics_count_each_outcome(
+    handler: Handler, verifier: FakeVerifier, metrics: DeleterMetrics
+) -> None:
+    """Deleted by tier, skipped by reason, retried, dead-lettered by reason, acknowledged."""
+    answers = {1: delete_verdict(1), 2: skip(_vf.NOT_FOUND), 3: retry()}
+    verifier.answer = lambda p: answers[p.ledger_id]
+    for ledger_id in (1, 2, 3):
+        await process(handler, incoming(pdli(ledger_id)))
+    await process(handler, incoming(b"\xff"))
+    registry = metrics.registry
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"tombstone_deleter_{name}", labels)
+
+    assert (
+        value("deleted_total", tier="bookkeeper"),
+        value("skipped_total", reason="not_found"),
+        value("retried_total"),
+        value("dead_lettered_total", reason="undecodable"),
+        value("acknowledged_total"),
+    ) == (1.0, 1.0, 1.0, 1.0, 4.0)

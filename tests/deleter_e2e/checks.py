@@ -8,7 +8,7 @@ import boto3
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata import LedgerPaths, ManagedLedgers
+from services.metadata import LedgerPaths, ManagedLedgers, Schemas
 from services.metadata.zk_store import ZkMetadataStore
 from tests.deleter.stack import BUCKET
 
@@ -39,6 +39,22 @@ async def listed_now(zk: ZooKeeperServer, model: ClusterModel) -> tuple[set[int]
         if obj.ledger_id in ids:
             keys.add(obj.key)
     return ids, keys
+
+
+async def cursor_and_schema_ledgers_now(zk: ZooKeeperServer, model: ClusterModel) -> set[int]:
+    """Ledger ids the cursor znodes and schema locators reference now."""
+    ids: set[int] = set()
+    async with ZkMetadataStore.connect(zk.address) as store:
+        mls, schemas = ManagedLedgers(store), Schemas(store)
+        for ml_name, name in model.cursors:
+            cursor = (await mls.read_cursor(ml_name, name)).value
+            if cursor.cursorsLedgerId >= 0:
+                ids.add(cursor.cursorsLedgerId)
+        for schema_id in model.schemas:
+            locator = (await schemas.read(schema_id)).value
+            ids.update(entry.position.ledgerId for entry in locator.index)
+            ids.add(locator.info.position.ledgerId)
+    return ids
 
 
 def cursor_and_schema_ledgers(model: ClusterModel) -> set[int]:

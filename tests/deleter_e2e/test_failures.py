@@ -119,3 +119,18 @@ async def test_permanent_error_dead_letters_then_replay_completes(
     listed, _ = await assert_safe(zk, s3, trimmed.model, trimmed.objects_before)
     await assert_all_gone(zk, s3, trimmed.model, trimmed.marked, listed)
     assert status.dead_letter_backlog == 0
+
+
+async def test_two_deleters_share_the_subscription(
+    trimmed: Trimmed, zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> None:
+    """Two deleters on the same Shared subscription: together they delete everything
+    unlinked, nothing listed, and dead-letter nothing."""
+    first = deleter_config(zk, s3, broker, trimmed.verifier, deleter_id="one")
+    second = deleter_config(zk, s3, broker, trimmed.verifier, deleter_id="two")
+    async with running_deleter(first) as one, running_deleter(second) as two:
+        status = await drained(one.deleter)
+        await drained(two.deleter)
+    listed, _ = await assert_safe(zk, s3, trimmed.model, trimmed.objects_before)
+    await assert_all_gone(zk, s3, trimmed.model, trimmed.marked, listed)
+    assert status.dead_letter_backlog == 0

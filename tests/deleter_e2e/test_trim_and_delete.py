@@ -10,6 +10,7 @@ from tests.deleter.stack import (
     create_topics,
     deleter_config,
     drained,
+    mark_cursor_and_schema_trims,
     mark_trims,
     running_deleter,
     running_marker,
@@ -17,7 +18,7 @@ from tests.deleter.stack import (
     write_cluster,
 )
 from tests.deleter_e2e.checks import (
-    cursor_and_schema_ledgers,
+    cursor_and_schema_ledgers_now,
     ledgers_in_zookeeper,
     listed_now,
     objects_in_s3,
@@ -28,19 +29,22 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
 ) -> None:
-    """Every ledger the marker unlinked is gone from ZooKeeper and both its objects from S3;
-    every ledger still listed (ML, cursor, schema) and its objects are untouched."""
+    """Data, cursor and schema ledgers trimmed through the marker (offloaded ones with and
+    without `bookkeeperDeleted`): every ledger the marker unlinked is gone from ZooKeeper and
+    both its objects from S3; every ledger still referenced and its objects are untouched."""
     create_topics(broker)
     model = await write_cluster(zk, s3)
     objects_before = objects_in_s3(s3)
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             marked = await mark_trims(marker, model)
+            side = await mark_cursor_and_schema_trims(marker, model, zk)
         async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
             status = await drained(running.deleter)
     listed, listed_keys = await listed_now(zk, model)
-    kept = listed | cursor_and_schema_ledgers(model)
-    unlinked_bk = marked[_pd.LEDGER] - listed
+    kept = listed | await cursor_and_schema_ledgers_now(zk, model)
+    unlinked_bk = (marked[_pd.LEDGER] | side) - kept
+    assert side - kept
     unlinked_offload = marked[_pd.OFFLOAD_LEDGER] - listed
     assert unlinked_bk
     assert unlinked_offload

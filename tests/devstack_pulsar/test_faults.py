@@ -94,3 +94,17 @@ def test_in_process_restart_closes_clients_which_reconnect(
     broker.control.restart()
     producer.send(b"after-restart")
     assert [m.data() for m in receive_all(consumer, 1)] == [b"after-restart"]
+
+
+def test_refused_send_fails_only_that_message(
+    client: pulsar.Client, topic: str, broker: PulsarBrokerProcess
+) -> None:
+    """A refused send raises in the application; the next one is stored normally."""
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic)
+    broker.control.refuse_sends(1)
+    with pytest.raises(pulsar.ChecksumError):
+        producer.send(b"refused")
+    producer.send(b"accepted")
+    assert [m.data() for m in receive_all(consumer, 1)] == [b"accepted"]
+    assert_nothing_more(consumer)

@@ -107,3 +107,21 @@ async def test_killed_broker_loses_nothing_unacknowledged(
     producer.close()
     reopened = disk_client.create_producer(topic, producer_name="survivor")
     assert reopened.last_sequence_id() == 10
+
+
+def test_restart_keeps_namespaces_partitions_and_subscriptions(
+    disk_broker: PulsarBrokerProcess, disk_client: pulsar.Client
+) -> None:
+    """Namespaces, partitioned topics and their subscriptions' backlogs survive a restart."""
+    topic = "persistent://team/ns/parts"
+    disk_broker.control.create_namespace("team/ns")
+    disk_broker.control.create_partitioned_topic(topic, 2)
+    disk_client.subscribe(topic, "sub").close()
+    producer = disk_client.create_producer(topic)
+    for i in range(4):
+        producer.send(f"m{i}".encode())
+    disk_broker.restart()
+    assert (
+        disk_broker.control.get_partitions(topic),
+        disk_broker.control.backlog(topic, "sub"),
+    ) == (2, 4)

@@ -51,3 +51,26 @@ def test_forget_drops_entries() -> None:
     journal.record(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], journal._clock())
     journal.forget([KEY])
     assert (journal.accepted_at(KEY), journal.knows(KEY.path, KEY.version)) == (None, False)
+
+
+def test_settled_unlinked_calls_are_not_kept_in_memory() -> None:
+    """Receipts of a call that unlinked its ledgers are never needed again."""
+    journal = ReceiptJournal(retry_window=timedelta(minutes=1))
+    handle = journal.append(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], journal._clock())
+    journal.settle(handle, unlinked=True)
+    assert None is journal.accepted_at(KEY)
+
+
+def test_compaction_keeps_unsettled_calls(tmp_path: Path) -> None:
+    """A call whose write is still pending survives a compaction of the file, so a crash
+    right after it still finds its receipts."""
+    file = tmp_path / "receipts.log"
+    first = ReceiptJournal(retry_window=timedelta(minutes=5), file=file)
+    first.open()
+    first.append(KEY.path, KEY.version, [(KEY.ledger_id, KEY.tier)], first._clock())
+    first._compact()
+    first.close()
+    second = ReceiptJournal(retry_window=timedelta(minutes=5), file=file)
+    second.open()
+    assert True is (second.accepted_at(KEY) is not None)
+    second.close()

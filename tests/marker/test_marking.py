@@ -337,3 +337,39 @@ async def test_unlinked_ledgers_are_reported_to_the_believed_set(
     assert [[(p.ledger_id, p.ledger_type) for p in r] for r in client.reports] == [
         [(1, 1), (2, 1), (2, 2)]
     ]
+
+
+async def test_metrics_count_pdlis_calls_unlinks_and_conflicts(
+    store: FakeStore, publisher: FakePublisher, journal: ReceiptJournal
+) -> None:
+    """PDLIs by tier, failures, calls by outcome, unlinked ledgers, conflicts and latency."""
+    from services.core.metrics import Metrics
+
+    registry = Metrics()
+    marker = Marker(
+        store=store,
+        publisher=publisher,
+        journal=journal,
+        settings=SETTINGS,
+        metrics=MarkerMetrics(registry),
+    )
+    store.put(ML_PATH, ml_bytes(ledger(1, offload="started"), ledger(2), ledger(3)))
+    publisher.refuse = lambda m: m.partition_key == "2"
+    await marker.mark(ml_request(1, 2))
+    store.fail_writes_with = Conflict("lost")
+    with pytest.raises(Conflict):
+        await marker.mark(ml_request(3))
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.registry.get_sample_value(name, labels)
+
+    assert (
+        value("tombstone_marker_pdlis_sent_total", tier="ledger"),
+        value("tombstone_marker_pdlis_sent_total", tier="offload_ledger"),
+        value("tombstone_marker_pdli_send_failures_total", tier="ledger"),
+        value("tombstone_marker_mark_calls_total", outcome="partial"),
+        value("tombstone_marker_mark_calls_total", outcome="conflict"),
+        value("tombstone_marker_ledgers_unlinked_total"),
+        value("tombstone_marker_conflicts_total"),
+        value("tombstone_marker_mark_seconds_count"),
+    ) == (2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0)

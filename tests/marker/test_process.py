@@ -153,3 +153,27 @@ async def test_cli_reports_errors_with_the_status(tmp_path: Path) -> None:
         env={"TOMBSTONE_MARKER_ADDRESS": "127.0.0.1:1", "TOMBSTONE_MARKER_TIMEOUT": "2s"},
     )
     assert (code, "error (UNAVAILABLE)" in out) == (1, True)
+
+
+async def test_sigterm_lets_an_in_flight_mark_finish(
+    zk: ZooKeeperServer, broker: PulsarBrokerProcess, tmp_path: Path
+) -> None:
+    """SIGTERM while a Mark sits between its sends and its write: the call still completes
+    (the write lands) and the process exits 0."""
+    create_system_topic(broker)
+    async with zk_store(zk) as store:
+        await store.create(ML_PATH, ml_bytes(ledger(1), ledger(2)), make_parents=True)
+    env = {**marker_env(zk, broker, tmp_path), "TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND": "1s"}
+    marker, port = await launch(env)
+    async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        request = _mk.MarkLedgersRequest(
+            component=_pd.MANAGED_LEDGER, managed_ledger_name=ML_NAME, ledger_ids=[1]
+        )
+        call = asyncio.ensure_future(_mk_grpc.MarkerStub(channel).MarkLedgers(request))
+        await marker.wait_for("test_pause_after_send")
+        marker.process.send_signal(signal.SIGTERM)
+        response = await call
+    async with zk_store(zk) as store:
+        remaining = ml_ledger_ids((await store.get(ML_PATH)).data)
+    assert ([m.ledger_id for m in response.marked], response.written, remaining) == ([1], True, [2])
+    assert await asyncio.wait_for(marker.process.wait(), READ_TIMEOUT) == 0

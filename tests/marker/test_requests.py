@@ -88,3 +88,19 @@ def test_schema_owner_from_a_partition_topic() -> None:
         max_batch=10,
     )
     assert request.owner.path == "/schemas/public/default/orders"
+
+
+async def test_invalid_requests_are_counted() -> None:
+    """A refused request counts as a Mark call with outcome "invalid" and reaches no marker."""
+    from services.core.metrics import Metrics
+    from services.marker.metrics import MarkerMetrics
+    from services.marker.servicer import MarkerServicer
+
+    registry = Metrics()
+    servicer = MarkerServicer(None, max_batch=10, metrics=MarkerMetrics(registry))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await servicer.MarkLedgers(_request(ledger_ids=[]), None)
+    sample = registry.registry.get_sample_value(
+        "tombstone_marker_mark_calls_total", {"outcome": "invalid"}
+    )
+    assert sample == 1.0

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from services.metadata.ledger_metadata import LedgerState
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier.believed import BelievedConfig, BelievedSet, decode_batch, encode_batch
 from services.verifier.model import Decision, SkipReason
@@ -50,6 +51,15 @@ async def test_belief_never_skips_the_in_use_check(world: World, parts: Any) -> 
     await parts.believed.add([key(pdli(1))])
     verdict = await parts.engine.verify(pdli(1))
     assert verdict.skip_reason == SkipReason.IN_USE
+
+
+async def test_belief_never_skips_the_open_ledger_rule(world: World, parts: Any) -> None:
+    """A believed ledger that is still OPEN while its topic exists stays IN_USE."""
+    await world.ledger(1, state=LedgerState.OPEN)
+    await world.ml([2])
+    await parts.believed.add([key(pdli(1))])
+    verdict = await parts.engine.verify(pdli(1))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.IN_USE, "open_ledger")
 
 
 async def test_belief_is_for_one_identity_only(world: World, parts: Any) -> None:

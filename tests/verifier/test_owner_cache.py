@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from devstack.zookeeper import ZooKeeperServer
+from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier.model import Decision, SkipReason
+from services.verifier.owners import OwnerCache, decode_ml
+from services.verifier.ports import Znode
 from tests.helpers import assert_eventually
 from tests.verifier.world import World, pdli
 
@@ -20,6 +24,15 @@ async def test_a_steady_stream_reads_the_owner_once(world: World, parts: Any) ->
         assert (await parts.engine.verify(pdli(ledger_id))).decision == Decision.DELETE
     reads = parts.metrics.reads
     assert (reads.labels("owner")._value.get(), reads.labels("ledger")._value.get()) == (1, 10)
+
+
+async def test_a_burst_for_one_topic_reads_its_owner_once(world: World, parts: Any) -> None:
+    """Fifty concurrent verdicts on one topic (a marked batch arriving together) share one
+    owner read."""
+    await world.ml([100])
+    verdicts = await asyncio.gather(*(parts.engine.verify(pdli(n)) for n in range(1, 51)))
+    reads = parts.metrics.reads.labels("owner")._value.get()
+    assert ({v.skip_reason for v in verdicts}, reads) == ({SkipReason.NOT_FOUND}, 1)
 
 
 async def test_a_change_by_another_session_is_seen_at_once(
@@ -57,3 +70,68 @@ async def test_a_lost_connection_empties_the_cache(
 
     await assert_eventually(decided_again, timeout=30, interval=0.2)
     assert (parts.owners.stats.reads, len(parts.owners)) == (2, 1)
+
+
+class _LateNotificationStore:
+    """A fake `ZnodeStore` that reproduces aiozk's callback order: the owner's change
+    notification arrives in the same step as the answer to a later read, and reaches the
+    watch callback two loop hops later while the reader resumes after one."""
+
+    def __init__(self, owner_path: str, first: bytes) -> None:
+        self.owner_path = owner_path
+        self.owner_data = first
+        self.watch: Any = None
+        self.change_on_next_read: bytes | None = None
+
+    async def read(self, path: str, *, watch: Any = None) -> Znode | None:
+        if path == self.owner_path:
+            self.watch = watch
+            return Znode(self.owner_data, 1, 0)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[None] = loop.create_future()
+
+        def read_loop_step() -> None:
+            if self.change_on_next_read is not None and self.watch is not None:
+                self.owner_data, watch = self.change_on_next_read, self.watch
+                loop.call_soon(lambda: loop.call_soon(watch, self.owner_path))
+            answer.set_result(None)
+
+        loop.call_soon(read_loop_step)
+        await answer
+        return None  # the ledger znode itself does not matter here
+
+    def unwatch(self, path: str, watch: Any) -> None:
+        pass
+
+    def epoch(self) -> int:
+        return 0
+
+    async def watch_node(self, path: str, watch: Any) -> bool:
+        raise NotImplementedError
+
+    async def children(self, path: str) -> list[str] | None:
+        raise NotImplementedError
+
+    async def create(self, path: str, data: bytes) -> str:
+        raise NotImplementedError
+
+    async def touch(self, path: str) -> None:
+        raise NotImplementedError
+
+    async def delete(self, path: str) -> None:
+        raise NotImplementedError
+
+
+async def test_a_notification_arriving_with_the_read_is_applied_first() -> None:
+    """A change notified together with the answer to the next read is seen by that read's
+    cache lookup (no stale cached owner)."""
+    path = "/managed-ledgers/public/default/persistent/orders"
+    listed_2, listed_1 = ManagedLedgerInfo(), ManagedLedgerInfo()
+    listed_2.ledgerInfo.add(ledgerId=2)
+    listed_1.ledgerInfo.add(ledgerId=1)
+    store = _LateNotificationStore(path, encode_managed_ledger_info(listed_2))
+    cache = OwnerCache(store)
+    await cache.get(path, decode_ml)
+    store.change_on_next_read = encode_managed_ledger_info(listed_1)
+    await store.read("/ledgers/00/0000/L0001")
+    assert set((await cache.get(path, decode_ml)).refs) == {1}

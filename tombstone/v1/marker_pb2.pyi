@@ -221,6 +221,9 @@ class MarkLedgersResponse(_message.Message):
     written: _builtins.bool
     """Whether the marker wrote the owner znode."""
     pdlis_sent: _builtins.int
+    """PDLIs of the marked and send-failed ledgers that the system topic accepted,
+    including those accepted by an earlier attempt at the same owner version.
+    """
     request_id: _builtins.str
     read_version: _builtins.int
     """The owner znode version the marker read (and, in MARKER_WRITES, wrote at)."""
