@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchmarks.load.tracker import Tracker
-from benchmarks.load.workload import Workload, _object_keys
+from benchmarks.load.workload import Workload, object_keys
 from services.core.errors import NotFound
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -47,7 +47,7 @@ async def check_s1(workload: Workload, tracker: Tracker, result: CheckResult) ->
                 if await tracker.store.exists(path) is None:
                     result.s1_violations.append(f"listed ledger {ledger_id} missing: {path}")
             if context.HasField("uidMsb"):
-                for key in _object_keys(ledger_id, context):
+                for key in object_keys(ledger_id, context):
                     if not await _object_exists(tracker, key):
                         result.s1_violations.append(f"listed ledger {ledger_id} missing: {key}")
 

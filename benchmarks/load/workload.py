@@ -40,8 +40,10 @@ from services.metadata import (
     VersionConflict,
     data_object_key,
     index_object_key,
+    uuid_from_bits,
 )
 from services.metadata.paths import LAYOUT_ZNODE, layout_text
+from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -226,18 +228,25 @@ class Workload:
                 await self._reload(topic)
 
     async def _roll_over(self, topic: TopicState) -> None:
-        # Ids and list positions are taken in order before the first await of each.
-        await asyncio.gather(
-            *(
-                self._add_ledger(
-                    topic.ml_name,
-                    topic.info,
-                    offloaded=self.rng.random() < self.options.offloaded_share,
+        """Add `batch` ledgers and write the list. On failure the local list forgets them
+        (their znodes stay unlisted, as a broker crash would leave them)."""
+        listed = len(topic.info.ledgerInfo)
+        try:
+            # Ids and list positions are taken in order before the first await of each.
+            await asyncio.gather(
+                *(
+                    self._add_ledger(
+                        topic.ml_name,
+                        topic.info,
+                        offloaded=self.rng.random() < self.options.offloaded_share,
+                    )
+                    for _ in range(self.options.batch)
                 )
-                for _ in range(self.options.batch)
             )
-        )
-        topic.version = await self.mls.write(topic.ml_name, topic.info, version=topic.version)
+            topic.version = await self.mls.write(topic.ml_name, topic.info, version=topic.version)
+        except BaseException:
+            del topic.info.ledgerInfo[listed:]
+            raise
 
     async def _trim(self, topic: TopicState) -> None:
         """Mark every ledger but the newest `keep`; adopt the version the marker returns."""
@@ -262,7 +271,7 @@ class Workload:
         offloads = {e.ledgerId: e.offloadContext for e in topic.info.ledgerInfo}
         for marked in response.marked:
             context = offloads[marked.ledger_id]
-            keys = _object_keys(marked.ledger_id, context) if context.HasField("uidMsb") else ()
+            keys = object_keys(marked.ledger_id, context) if context.HasField("uidMsb") else ()
             for tier in marked.tiers:
                 tier_keys = keys if tier == _pd.OFFLOAD_LEDGER else ()
                 self.on_marked(Marked(marked.ledger_id, tier, now, tier_keys))
@@ -279,14 +288,24 @@ class Workload:
     async def _reload(self, topic: TopicState) -> None:
         """Adopt what the znode holds after a failure (as a broker re-reads after a fence)."""
         self.stats.conflicts += 1
+        before = {e.ledgerId: e.offloadContext for e in topic.info.ledgerInfo}
         record = await self.mls.read(topic.ml_name)
         topic.info, topic.version = record.value, record.version
+        # Only the marker removes ledgers from the list: whatever left it while the answer
+        # was lost was unlinked, and must be tracked to its deletion like any other.
+        now = time.monotonic()
+        for ledger_id in before.keys() - {e.ledgerId for e in topic.info.ledgerInfo}:
+            context = before[ledger_id]
+            if not context.bookkeeperDeleted:
+                self.on_marked(Marked(ledger_id, _pd.LEDGER, now))
+            if context.HasField("uidMsb"):
+                keys = object_keys(ledger_id, context)
+                self.on_marked(Marked(ledger_id, _pd.OFFLOAD_LEDGER, now, keys))
 
 
-def _object_keys(ledger_id: int, context: object) -> tuple[str, ...]:
-    from services.metadata import uuid_from_bits
-
-    uuid = uuid_from_bits(context.uidMsb, context.uidLsb)  # type: ignore[attr-defined]
+def object_keys(ledger_id: int, context: _ml.OffloadContext) -> tuple[str, ...]:
+    """The data and index object keys of a ledger's offloaded copy (its context has a uuid)."""
+    uuid = uuid_from_bits(context.uidMsb, context.uidLsb)
     return data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)
 
 

@@ -4,51 +4,12 @@ listed ledger that is missing (S1) and an unlinked ledger or object that remains
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-
-import pytest
-from grpc import aio
 
 from benchmarks.load.checks import final_check
-from benchmarks.load.tracker import Tracker
-from benchmarks.load.workload import Marked, Workload, WorkloadOptions, _object_keys
-from devstack.s3 import S3Server
-from devstack.simulator.s3 import S3ObjectStore, open_object_store
-from devstack.zookeeper import ZooKeeperServer
+from benchmarks.load.workload import Marked, object_keys
 from services.metadata import ANY_VERSION
-from services.metadata.zk_store import ZkMetadataStore
+from tests.load.conftest import BUCKET, Prepared
 from tombstone.v1 import pending_delete_pb2 as _pd
-
-BUCKET = "pulsar-offload"
-
-
-@dataclass
-class Prepared:
-    workload: Workload
-    tracker: Tracker
-    store: ZkMetadataStore
-    objects: S3ObjectStore
-
-
-@pytest.fixture
-async def prepared(zk: ZooKeeperServer, s3: S3Server) -> AsyncIterator[Prepared]:
-    """Two topics written by the workload (one listed ledger each), nothing marked yet."""
-    options = WorkloadOptions(brokers=1, topics=2, rate=1.0, duration=0.0)
-    async with (
-        ZkMetadataStore.connect(zk.address) as store,
-        open_object_store(s3.client_config()) as objects,
-    ):
-        # The checks never call the marker: a channel to nowhere stands in.
-        channel = aio.insecure_channel("127.0.0.1:9")
-        tracker = Tracker(store, objects, BUCKET, min_age=0.0)
-        workload = Workload(
-            options, store=store, objects=objects, marker=channel,
-            bucket=BUCKET, cluster="standalone", on_marked=tracker.add,
-        )  # fmt: skip
-        await workload.prepare()
-        yield Prepared(workload, tracker, store, objects)
-        await channel.close()
 
 
 def _first_ledger(prepared: Prepared) -> int:
@@ -90,7 +51,7 @@ async def test_offloaded_ledger_needs_both_objects(prepared: Prepared) -> None:
     await prepared.workload._add_ledger(topic.ml_name, topic.info, offloaded=True)
     entry = topic.info.ledgerInfo[-1]
     topic.version = await prepared.workload.mls.write(topic.ml_name, topic.info, version=0)
-    data_key, _ = _object_keys(entry.ledgerId, entry.offloadContext)
+    data_key, _ = object_keys(entry.ledgerId, entry.offloadContext)
     intact = await final_check(prepared.workload, prepared.tracker)
     client = prepared.objects._client
     await client.delete_object(Bucket=BUCKET, Key=data_key)
