@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench
+.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down
 
 setup:
 	@scripts/bootstrap.sh
@@ -37,3 +37,11 @@ typecheck: setup
 
 bench: setup
 	$(PY) -m benchmarks
+
+# The Compose stack (a real Pulsar cluster, MinIO, the three services, Prometheus): see README.
+compose-up:
+	@test -f compose/.env || cp compose/.env.example compose/.env
+	docker compose -f compose/compose.yaml up -d --build
+
+compose-down:
+	docker compose -f compose/compose.yaml down

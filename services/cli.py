@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "mark": "services.marker.cli:mark",
     "verifier": "services.verifier.cli:verifier",
     "deleter": "services.deleter.cli:deleter",
+    "health": "services.healthcheck:health",
     "reconcile": "services.scan.cli:reconcile",
 }
 

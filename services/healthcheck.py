@@ -1,0 +1,42 @@
+"""`tombstone health`: ask a service's gRPC health endpoint whether it is serving.
+
+Container healthchecks run it (`grpc_health_probe` is not on PyPI, and the image already has
+grpcio-health-checking). Exit code 0 when the service answers SERVING, 1 otherwise: a
+refused connection, a timeout and NOT_SERVING (a service draining after SIGTERM) all count
+as unhealthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+async def check_health(address: str, *, service: str = "", timeout: float = 3.0) -> str:
+    """The status name the server at `address` reports for `service` ("" = the whole server),
+    or `UNREACHABLE: <why>` when no answer came within `timeout` seconds."""
+    async with aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            response = await stub.Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout
+            )
+        except aio.AioRpcError as exc:
+            return f"UNREACHABLE: {exc.code().name} {exc.details() or ''}".rstrip()
+    name: str = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+    return name
+
+
+@click.command()
+@click.option("--address", default="127.0.0.1:50051", show_default=True, help="host:port")
+@click.option("--service", default="", help="Service name, e.g. tombstone.v1.Marker (default: all)")
+@click.option("--timeout", type=click.FloatRange(0.1, 60), default=3.0, show_default=True)
+def health(address: str, service: str, timeout: float) -> None:
+    """Exit 0 if the gRPC service at ADDRESS reports SERVING (for container healthchecks)."""
+    status = asyncio.run(check_health(address, service=service, timeout=timeout))
+    click.echo(f"{address}: {status}")
+    sys.exit(0 if status == "SERVING" else 1)

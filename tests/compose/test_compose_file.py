@@ -1,0 +1,253 @@
+"""The Compose file is valid against the Compose specification and wires the services the way
+they read their settings.
+
+Validation uses the `compose-spec` package (bindings of the Rust `compose_spec` crate): it
+deserializes every field into the specification's types, rejecting unknown keys, wrong types,
+bad durations and unknown `depends_on` conditions, and checks that every network, volume,
+config and secret a service uses is declared. It does not check that a `depends_on` target
+exists, so a test below does.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+import yaml
+from compose_spec import PyOptions
+
+from services.core.config import describe_env, unknown_variables
+from tests.compose.stack_files import (
+    COMPOSE_FILE,
+    PROMETHEUS,
+    ROOT,
+    TOMBSTONE_SERVICES,
+    compose,
+    env_example,
+    referenced_variables,
+    service_environment,
+)
+
+
+def _validate(text: str) -> None:
+    PyOptions(apply_merge=True).from_yaml(text).validate()
+
+
+def test_compose_file_is_valid_against_the_specification() -> None:
+    """compose.yaml parses and validates; its services are the stack's parts."""
+    _validate(COMPOSE_FILE.read_text(encoding="utf-8"))
+    expected = {
+        "zookeeper", "pulsar-init", "bookie", "broker", "pulsar-topics", "minio", "minio-init",
+        "marker", "verifier", "deleter", "prometheus",
+    }  # fmt: skip
+    assert expected == set(compose()["services"])
+
+
+@pytest.mark.parametrize(
+    ("original", "broken"),
+    [
+        ('    command: ["marker", "serve"]', '    comand: ["marker", "serve"]'),
+        ("      interval: 5s\n", "      interval: soon\n"),
+        ("condition: service_healthy", "condition: service_ready"),
+    ],
+)
+def test_validator_rejects_what_the_specification_forbids(original: str, broken: str) -> None:
+    """The validator is not a bare YAML parse: an unknown key, a bad duration and an unknown
+    dependency condition each fail."""
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert original in text
+    with pytest.raises(ValueError):  # noqa: PT011 - the library raises plain ValueError
+        _validate(text.replace(original, broken, 1))
+
+
+def test_every_dependency_names_a_service() -> None:
+    """Every `depends_on` target is a service of the file."""
+    services = compose()["services"]
+    missing = {
+        (name, target)
+        for name, service in services.items()
+        for target in service.get("depends_on", {})
+        if target not in services
+    }
+    assert set() == missing
+
+
+def test_dependencies_wait_for_health_or_completion() -> None:
+    """A dependency with a healthcheck is awaited healthy; one without (a one-shot init job)
+    is awaited to complete successfully. Nothing starts on a dependency merely started."""
+    services = compose()["services"]
+    conditions = {
+        (name, target): spec["condition"]
+        for name, service in services.items()
+        for target, spec in service.get("depends_on", {}).items()
+    }
+    expected = {
+        key: "service_healthy"
+        if "healthcheck" in services[key[1]]
+        else ("service_completed_successfully")
+        for key in conditions
+    }
+    assert expected == conditions
+
+
+def test_every_tombstone_variable_is_one_the_services_read() -> None:
+    """Every TOMBSTONE_* name in compose.yaml (as a setting or an interpolated variable) and in
+    .env.example is listed by describe_env()."""
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    named = set(re.findall(r"\bTOMBSTONE_[A-Z0-9_]+", text))
+    named |= {name for name in env_example() if name.startswith("TOMBSTONE_")}
+    assert set() == named - set(describe_env())
+
+
+def test_env_example_defines_every_required_variable() -> None:
+    """Each `${NAME:?...}` that compose.yaml requires is defined in .env.example, and
+    .env.example defines nothing compose.yaml does not use."""
+    used = referenced_variables(COMPOSE_FILE.read_text(encoding="utf-8"))
+    required = {name for name, op in used.items() if op.endswith("?")}
+    defined = set(env_example())
+    assert (set(), set()) == (required - defined, defined - set(used))
+
+
+@pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
+def test_service_environment_has_no_unknown_variables(service: str) -> None:
+    """No TOMBSTONE_* variable a container gets is unread (a typo would be silently ignored)."""
+    assert unknown_variables(service_environment(service, env_example())) == []
+
+
+REQUIRED = {
+    "TOMBSTONE_GRPC_HOST",
+    "TOMBSTONE_GRPC_PORT",
+    "TOMBSTONE_METRICS_HOST",
+    "TOMBSTONE_METRICS_PORT",
+    "TOMBSTONE_ZOOKEEPER_SERVERS",
+    "TOMBSTONE_AUTH_TOKENS",
+}
+REQUIRED_BY_SERVICE = {
+    "marker": {"TOMBSTONE_PULSAR_SERVICE_URL", "TOMBSTONE_VERIFIER_ADDRESS"},
+    "verifier": {"TOMBSTONE_S3_ENDPOINT_URL", "TOMBSTONE_S3_ALLOWED_BUCKETS"},
+    "deleter": {
+        "TOMBSTONE_PULSAR_SERVICE_URL",
+        "TOMBSTONE_S3_ENDPOINT_URL",
+        "TOMBSTONE_S3_ALLOWED_BUCKETS",
+        "TOMBSTONE_VERIFIER_ADDRESS",
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL",
+    },
+}
+
+
+@pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
+def test_required_settings_are_set(service: str) -> None:
+    """Settings whose defaults only make sense on one machine (loopback addresses, metrics
+    off, no auth) are all set, to non-empty values, for each service."""
+    environment = service_environment(service, env_example())
+    required = REQUIRED | REQUIRED_BY_SERVICE[service]
+    assert set() == {name for name in required if not environment.get(name, "").strip()}
+
+
+def _load_config(service: str, environment: dict[str, str]) -> object:
+    if service == "marker":
+        from services.marker.config import MarkerConfig
+
+        return MarkerConfig.from_env(environment)
+    if service == "verifier":
+        from services.verifier.config import VerifierConfig
+
+        return VerifierConfig.from_env(environment)
+    from services.deleter.config import DeleterConfig
+
+    return DeleterConfig.from_env(environment)
+
+
+@pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
+def test_service_configuration_loads_from_the_compose_environment(service: str) -> None:
+    """Each service's own from_env() accepts what Compose gives it: listening on all
+    interfaces, auth on, ZooKeeper at the zookeeper container."""
+    config = _load_config(service, service_environment(service, env_example()))
+    grpc, zookeeper = config.grpc, config.zookeeper  # type: ignore[attr-defined]
+    assert (grpc.host, grpc.auth.enabled, zookeeper.servers) == ("0.0.0.0", True, "zookeeper:2181")
+
+
+def test_clients_hold_tokens_the_servers_accept_with_the_right_role() -> None:
+    """The marker's and the deleter's verifier tokens are in the verifier's table with the
+    roles its methods require (marker: Believe, deleter: Verify)."""
+    from services.core._tokens import parse_tokens
+
+    values = env_example()
+    table = parse_tokens(service_environment("verifier", values)["TOMBSTONE_AUTH_TOKENS"])
+    roles = {
+        client: table[service_environment(client, values)["TOMBSTONE_VERIFIER_TOKEN"]].roles
+        for client in ("marker", "deleter")
+    }
+    assert {"marker": frozenset({"marker"}), "deleter": frozenset({"deleter"})} == roles
+
+
+def test_every_image_is_pinned() -> None:
+    """Every image names a tag other than `latest` (or a digest); ours carries the project's
+    version."""
+    unpinned = {}
+    for name, service in compose()["services"].items():
+        image = service["image"]
+        tag = image.rsplit(":", 1)[1] if ":" in image.split("/")[-1] else ""
+        if "@sha256:" not in image and (not tag or tag == "latest"):
+            unpinned[name] = image
+    assert unpinned == {}
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert {f"tombstone:{version}"} == {
+        compose()["services"][name]["image"] for name in TOMBSTONE_SERVICES
+    }
+
+
+def test_pulsar_parts_share_one_version() -> None:
+    """ZooKeeper, the init jobs, the bookie and the broker run the same Pulsar release."""
+    services = compose()["services"]
+    versions = {
+        services[name]["image"].rsplit(":", 1)[1]
+        for name in ("zookeeper", "pulsar-init", "bookie", "broker", "pulsar-topics")
+    }
+    assert {"4.0.6"} == versions
+
+
+def test_broker_uses_zookeeper_and_offloads_to_minio() -> None:
+    """The broker's metadata store is the zookeeper container (so the services read /ledgers
+    and /managed-ledgers there) and its S3 offloader writes to the bucket the services may
+    touch."""
+    values = env_example()
+    broker = {k: str(v) for k, v in compose()["services"]["broker"]["environment"].items()}
+    bucket = service_environment("deleter", values)["TOMBSTONE_S3_ALLOWED_BUCKETS"]
+    expected = ("zk:zookeeper:2181", "aws-s3", "http://minio:9000", values["OFFLOAD_BUCKET"])
+    actual = (
+        broker["metadataStoreUrl"],
+        broker["managedLedgerOffloadDriver"],
+        broker["s3ManagedLedgerOffloadServiceEndpoint"],
+        bucket,
+    )
+    assert expected == actual
+
+
+@pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
+def test_healthcheck_asks_the_service_grpc_health(service: str) -> None:
+    """A Tombstone container is healthy when `tombstone health` gets SERVING from its own
+    gRPC port."""
+    spec = compose()["services"][service]
+    port = service_environment(service, env_example())["TOMBSTONE_GRPC_PORT"]
+    assert ["CMD", "tombstone", "health", "--address", f"127.0.0.1:{port}"] == spec["healthcheck"][
+        "test"
+    ]
+
+
+def test_prometheus_scrapes_each_service_metrics_port() -> None:
+    """Prometheus's targets are exactly the services' TOMBSTONE_METRICS_PORT endpoints."""
+    config = yaml.safe_load(PROMETHEUS.read_text(encoding="utf-8"))
+    targets = {
+        target
+        for job in config["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    }
+    values = env_example()
+    expected = {
+        f"{name}:{service_environment(name, values)['TOMBSTONE_METRICS_PORT']}"
+        for name in TOMBSTONE_SERVICES
+    }
+    assert expected == targets

@@ -1,0 +1,46 @@
+"""The commands the Compose file runs (`tombstone <service> serve`) start serving with their
+settings from TOMBSTONE_* variables and exit 0 on SIGTERM (what `docker compose stop` sends)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from benchmarks.load.stack import PARTITIONS, SYSTEM_TOPIC, ServiceProcess, service_envs
+from devstack.ports import free_port
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.zookeeper import ZooKeeperServer
+from services.healthcheck import check_health
+from tests.compose.stack_files import TOMBSTONE_SERVICES, compose
+
+
+async def test_serve_commands_start_and_stop_cleanly(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, tmp_path: Path
+) -> None:
+    """Verifier, marker and deleter, started in the Compose file's order with its commands,
+    each answer SERVING; SIGTERM in reverse order ends each with exit code 0."""
+    for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
+        broker.control.create_partitioned_topic(topic, PARTITIONS)
+    ports = {name: free_port() for name in TOMBSTONE_SERVICES}
+    envs = service_envs(zk, s3, broker, ports)
+    order = ("verifier", "marker", "deleter")
+    processes = [
+        ServiceProcess(
+            name, envs[name], ports[name], tmp_path, args=("-m", "services.cli", *_command(name))
+        )
+        for name in order
+    ]
+    statuses = []
+    try:
+        for process in processes:
+            await process.start()
+            statuses.append(await check_health(process.address))
+    finally:
+        codes = [await process.stop(signal.SIGTERM) for process in reversed(processes)]
+    assert (statuses, codes) == (["SERVING"] * 3, [0, 0, 0])
+
+
+def _command(service: str) -> list[str]:
+    command: list[str] = compose()["services"][service]["command"]
+    return command
