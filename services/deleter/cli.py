@@ -15,11 +15,11 @@ from google.protobuf.message import Message
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
+from services.deleter.config import DEFAULT_ADDRESS
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-DEFAULT_ADDRESS = "127.0.0.1:50053"
 M = TypeVar("M", bound=Message)
 
 

@@ -125,6 +125,10 @@ DLQ_SCAN_MAX = setting(
     "DELETER_DLQ_SCAN_MAX", parse_int(1, 1_000_000), 10_000, "Most dead letters one scan reads."
 )
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
+# What `tombstone deleter status|dlq` use to reach this service; declared here so that
+# describe_env() lists them wherever the service's settings are documented or checked.
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
+_ADMIN_CLIENT = client_settings("DELETER", DEFAULT_ADDRESS)
 
 
 @dataclass(frozen=True)

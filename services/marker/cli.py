@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
+from services.marker.config import DEFAULT_ADDRESS
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -80,7 +81,7 @@ def mark(
         request.expected_version = expected_version
     if new_cursor_ledger_id is not None:
         request.new_cursor_ledger_id = new_cursor_ledger_id
-    config = ClientConfig.from_env(target="MARKER", default_address="127.0.0.1:50051")
+    config = ClientConfig.from_env(target="MARKER", default_address=DEFAULT_ADDRESS)
     if address:
         config = dataclasses.replace(config, address=address)
     try:

@@ -96,6 +96,9 @@ PAUSE_AFTER_SEND = setting(
     "TEST ONLY: sleep between the last receipt and the owner write (crash-point tests).",
 )
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
+# What `tombstone mark` uses to reach this service (declared so describe_env() lists it).
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
+_MARK_CLIENT = client_settings("MARKER", DEFAULT_ADDRESS)
 
 
 @dataclass(frozen=True)
