@@ -36,7 +36,7 @@ typecheck: setup
 	.venv/bin/mypy
 
 bench: setup
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks list
 
 # The Compose stack (a real Pulsar cluster, MinIO, the three services, Prometheus): see README.
 compose-up:
