@@ -60,6 +60,9 @@ def client_settings(target: str, default_address: str) -> dict[str, Setting[Any]
     Call it at import time of the calling service's `config.py` so `describe_env()` lists them.
     """
     up = target.upper()
+    # The help names the target in lower case whatever case the caller used, so that
+    # "VERIFIER" and "verifier" declare the same settings instead of conflicting ones.
+    target = target.lower()
     return {
         "ADDRESS": setting(f"{up}_ADDRESS", parse_str, default_address, f"{target} host:port."),
         "TOKEN": setting(

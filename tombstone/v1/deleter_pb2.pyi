@@ -65,6 +65,7 @@ class GetStatusResponse(_message.Message):
     OLDEST_PENDING_AGE_MS_FIELD_NUMBER: _builtins.int
     DEAD_LETTER_BACKLOG_FIELD_NUMBER: _builtins.int
     DEAD_LETTERS_BY_REASON_FIELD_NUMBER: _builtins.int
+    HOLDING_FIELD_NUMBER: _builtins.int
     estimated_in_flight: _builtins.int
     """System topic backlog + retry topic backlog + PDLIs being processed
     (PIP-186's estimated in-flight deletion count).
@@ -75,6 +76,8 @@ class GetStatusResponse(_message.Message):
     oldest_pending_age_ms: _builtins.int
     """Age of the oldest PDLI received and not yet acknowledged, ms."""
     dead_letter_backlog: _builtins.int
+    holding: _builtins.int
+    """Of in_process, the PDLIs waiting for their not-before time."""
     @_builtins.property
     def dead_letters_by_reason(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     def __init__(
@@ -87,10 +90,11 @@ class GetStatusResponse(_message.Message):
         oldest_pending_age_ms: _builtins.int = ...,
         dead_letter_backlog: _builtins.int = ...,
         dead_letters_by_reason: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        holding: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letter_backlog", b"dead_letter_backlog", "dead_letters_by_reason", b"dead_letters_by_reason", "estimated_in_flight", b"estimated_in_flight", "in_process", b"in_process", "oldest_pending_age_ms", b"oldest_pending_age_ms", "retry_topic_backlog", b"retry_topic_backlog", "system_topic_backlog", b"system_topic_backlog"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letter_backlog", b"dead_letter_backlog", "dead_letters_by_reason", b"dead_letters_by_reason", "estimated_in_flight", b"estimated_in_flight", "holding", b"holding", "in_process", b"in_process", "oldest_pending_age_ms", b"oldest_pending_age_ms", "retry_topic_backlog", b"retry_topic_backlog", "system_topic_backlog", b"system_topic_backlog"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,250 @@
+"""Processes and fixtures for `benchmarks.deleter`: verifier and deleter child processes,
+ledgers and objects to delete, PDLIs on the system topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from devstack.ports import free_port
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.simulator._factory import pulsar_metadata
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import PulsarConfig
+from services.metadata import (
+    BookKeeperLedgers,
+    LedgerMetadata,
+    LedgerState,
+    ManagedLedgers,
+    Segment,
+    ZkMetadataStore,
+    data_object_key,
+    index_object_key,
+    uuid_to_bits,
+)
+from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
+from services.systopic.ports import OutgoingMessage
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PARTITIONS = 2
+BUCKET = "bench-offload"
+ML = "bench/ns/persistent/topic"
+CONCURRENCY = 64
+T = TypeVar("T")
+
+
+async def bounded(items: Iterable[T], work: Callable[[T], Awaitable[Any]], limit: int) -> None:
+    slots = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> None:
+        async with slots:
+            await work(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
+    return PulsarConfig(service_url=broker.service_url, topic=TOPIC, partitions=PARTITIONS)
+
+
+def create_topics(broker: PulsarBrokerProcess) -> None:
+    for topic in (TOPIC, f"{TOPIC}-RETRY", f"{TOPIC}-DLQ"):
+        broker.control.create_partitioned_topic(topic, PARTITIONS)
+
+
+def ledger(ledger_id: int) -> LedgerMetadata:
+    return LedgerMetadata(
+        ledger_id=ledger_id,
+        ensemble_size=1,
+        write_quorum=1,
+        ack_quorum=1,
+        state=LedgerState.CLOSED,
+        last_entry_id=9,
+        length=1000,
+        segments=(Segment(0, ("bookie-1:3181",)),),
+        custom_metadata=pulsar_metadata(ml_name=ML),
+    )
+
+
+async def write_ledgers(zk: ZooKeeperServer, ids: range) -> None:
+    """An ML znode listing none of `ids`, and a closed Pulsar ledger znode for each id."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        ledgers = BookKeeperLedgers(store)
+        mls = ManagedLedgers(store)
+        if await store.exists("/managed-ledgers/" + ML) is None:
+            await mls.create(ML)
+        await bounded(ids, lambda i: ledgers.create(ledger(i)), CONCURRENCY)
+
+
+def pdli(ledger_id: int, uuid: str | None = None) -> _pd.PendingDeleteLedgerInfo:
+    message = _pd.PendingDeleteLedgerInfo(
+        ledger_id=ledger_id,
+        ledger_type=_pd.LEDGER if uuid is None else _pd.OFFLOAD_LEDGER,
+        component=_pd.MANAGED_LEDGER,
+        managed_ledger_name=ML,
+        topic_name="persistent://bench/ns/topic",
+        fence_token=0,
+        not_before_ms=int(time.time() * 1000),
+        source=_pd.BROKER,
+        cluster="standalone",
+    )
+    if uuid is not None:
+        msb, lsb = uuid_to_bits(uuid)
+        context = message.offload_context
+        context.uuid_msb, context.uuid_lsb = msb, lsb
+        context.driver_name = "aws-s3"
+        context.complete = True
+        context.bookkeeper_deleted = True
+        context.driver_metadata["bucket"] = BUCKET
+    return message
+
+
+async def publish(broker: PulsarBrokerProcess, messages: list[OutgoingMessage]) -> None:
+    settings = ProducerSettings(producer_name=f"bench-{time.monotonic_ns()}")
+    async with open_intent_publisher(pulsar_config(broker), settings) as publisher:
+        for start in range(0, len(messages), 50_000):
+            results = await publisher.publish(messages[start : start + 50_000])
+            failed = [r.error for r in results if not r.ok]
+            if failed:
+                raise RuntimeError(f"{len(failed)} PDLIs not stored: {failed[:3]}")
+
+
+def encode(pdlis: Iterable[_pd.PendingDeleteLedgerInfo]) -> list[OutgoingMessage]:
+    return [encode_intent(p) for p in pdlis]
+
+
+def offload_keys(uuid: str, ledger_id: int) -> list[str]:
+    return [data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)]
+
+
+def s3_env(s3: S3Server) -> dict[str, str]:
+    c = s3.client_config()
+    return {
+        "TOMBSTONE_S3_ENDPOINT_URL": c["endpoint_url"],
+        "TOMBSTONE_S3_REGION": c["region_name"],
+        "TOMBSTONE_S3_ACCESS_KEY_ID": c["aws_access_key_id"],
+        "TOMBSTONE_S3_SECRET_ACCESS_KEY": c["aws_secret_access_key"],
+        "TOMBSTONE_S3_ALLOWED_BUCKETS": BUCKET,
+    }
+
+
+class Child:
+    """`python -m <module>` logging JSON lines into a file."""
+
+    def __init__(self, module: str, env: dict[str, str], log: Path) -> None:
+        self.module, self.env, self.log = module, env, log
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> dict[str, Any]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
+        with self.log.open("wb") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                self.module,
+                cwd=ROOT,
+                env={**base, "TOMBSTONE_LOG_FORMAT": "json", **self.env},
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        return await self.wait_for("service_ready")
+
+    async def wait_for(self, event: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log.read_text().splitlines():
+                if f'"{event}"' in line:
+                    return dict(json.loads(line))
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{self.module}: no {event}; log tail: {self.log.read_text()[-2000:]}")
+
+    def peak_rss_mb(self) -> float:
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(r"VmHWM:\s+(\d+) kB", status)
+        return int(match.group(1)) / 1024 if match else float("nan")
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 20)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+
+async def start_verifier(zk: ZooKeeperServer, s3: S3Server, workdir: Path) -> tuple[Child, str]:
+    env = {
+        "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+        "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
+        "TOMBSTONE_VERIFIER_CLUSTER_NAME": "standalone",
+        **s3_env(s3),
+    }
+    child = Child("services.verifier", env, workdir / "verifier.log")
+    ready = await child.start()
+    return child, f"127.0.0.1:{ready['port']}"
+
+
+def deleter_child(
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    verifier: str,
+    log: Path,
+    **extra: str,
+) -> tuple[Child, int]:
+    metrics_port = free_port()
+    env = {
+        "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_METRICS_PORT": str(metrics_port),
+        "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+        "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
+        "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_VERIFIER_ADDRESS": verifier,
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
+        "TOMBSTONE_DELETER_ZOOKEEPER_OPS_PER_SECOND": "1000000",
+        "TOMBSTONE_DELETER_S3_REQUESTS_PER_SECOND": "1000000",
+        **s3_env(s3),
+        **extra,
+    }
+    return Child("services.deleter", env, log), metrics_port
+
+
+def metric(port: int, name: str) -> float:
+    """Sum of a counter's samples on the deleter's /metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def rate_until(port: int, target: int, timeout: float) -> float:
+    """Acknowledged messages per second, from the first ack seen until `target` acks."""
+    name = "tombstone_deleter_acknowledged_total"
+    first: tuple[float, float] | None = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        acked = await asyncio.to_thread(metric, port, name)
+        now = time.perf_counter()
+        if first is None and acked > 0:
+            first = (now, acked)
+        if acked >= target and first is not None:
+            return (acked - first[1]) / max(now - first[0], 1e-9)
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"only {await asyncio.to_thread(metric, port, name)} of {target} acked")

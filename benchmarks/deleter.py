@@ -1,0 +1,224 @@
+"""Deleter throughput end to end, beside the raw clients in the same run; peak RSS under a
+large backlog.
+
+    .venv/bin/python -m benchmarks.deleter [--ledgers 5000] [--offloaded 1000] [--backlog 1000000]
+
+Starts its own ZooKeeper, S3 (moto) and devstack broker, a verifier and deleters as child
+processes (as deployed). Figures:
+- BookKeeper: closed Pulsar ledgers that no ML lists, one PDLI each on the system topic;
+  acknowledged per second by one deleter (verify batch, conditional znode delete, parents,
+  ack), beside raw aiozk get + delete of as many other ledger znodes (concurrency 64).
+- Offload: offloaded ledgers (two objects each) with an OFFLOAD_LEDGER PDLI each, beside raw
+  aiobotocore DeleteObjects of the same number of keys in 1,000-key requests.
+- Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import tempfile
+import time
+import uuid as _uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiozk
+import boto3
+from aiobotocore.session import get_session
+
+from benchmarks._deleter_stack import (
+    BUCKET,
+    CONCURRENCY,
+    bounded,
+    create_topics,
+    deleter_child,
+    encode,
+    metric,
+    offload_keys,
+    pdli,
+    publish,
+    rate_until,
+    start_verifier,
+    write_ledgers,
+)
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.zookeeper import ZooKeeperServer
+from services.metadata import LedgerPaths
+
+
+async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
+    """Raw aiozk: read each ledger znode (data + version), delete it at that version."""
+    paths = LedgerPaths()
+    client = aiozk.ZKClient(zk.address)
+    await client.start()
+    try:
+
+        async def get_and_delete(ledger_id: int) -> None:
+            path = paths.ledger_path(ledger_id)
+            # aiozk's high-level delete uses the version its get() cached: a CAS delete.
+            await client.get(path)
+            await client.delete(path)
+
+        started = time.perf_counter()
+        await bounded(ids, get_and_delete, CONCURRENCY)
+        return len(ids) / (time.perf_counter() - started)
+    finally:
+        await client.close()
+
+
+def put_objects(s3: S3Server, keys: list[str]) -> None:
+    client = boto3.client("s3", **s3.client_config())
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=BUCKET)
+    for key in keys:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+
+
+async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
+    """Raw aiobotocore DeleteObjects in 1,000-key requests; keys (objects) per second."""
+    async with get_session().create_client("s3", **s3.client_config()) as client:
+        started = time.perf_counter()
+        for start in range(0, len(keys), 1000):
+            chunk = [{"Key": key} for key in keys[start : start + 1000]]
+            await client.delete_objects(Bucket=BUCKET, Delete={"Objects": chunk, "Quiet": True})
+        return len(keys) / (time.perf_counter() - started)
+
+
+async def raw_heads(s3: S3Server, keys: list[str]) -> float:
+    """Raw aiobotocore HEAD requests per second (concurrency 64): the server's per-request
+    rate, which bounds anything that needs a request per ledger."""
+    async with get_session().create_client("s3", **s3.client_config()) as client:
+
+        async def head(key: str) -> None:
+            with contextlib.suppress(Exception):
+                await client.head_object(Bucket=BUCKET, Key=key)
+
+        started = time.perf_counter()
+        await bounded(keys, head, CONCURRENCY)
+        return len(keys) / (time.perf_counter() - started)
+
+
+@dataclass
+class Parts:
+    zk: ZooKeeperServer
+    s3: S3Server
+    broker: PulsarBrokerProcess
+    verifier: str
+    workdir: Path
+
+
+async def run_deleter(p: Parts, name: str, target: int) -> float:
+    child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log")
+    await child.start()
+    try:
+        rate = await rate_until(port, target, timeout=600)
+        dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
+        if dead:
+            print(f"  warning: {dead:.0f} dead letters in the {name} run")
+        return rate
+    finally:
+        await child.stop()
+
+
+async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
+    print(f"writing {2 * n} ledger znodes...")
+    await write_ledgers(p.zk, range(1, 2 * n + 1))
+    raw = await raw_zookeeper(p.zk, range(n + 1, 2 * n + 1))
+    await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
+    e2e = await run_deleter(p, "bookkeeper", n)
+    return e2e, raw
+
+
+async def offload(p: Parts, n: int) -> tuple[float, float, float]:
+    base = 10_000_000
+    uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 2 * n)}
+    keys = {i: offload_keys(u, i) for i, u in uuids.items()}
+    print(f"writing {4 * n} objects...")
+    await asyncio.to_thread(put_objects, p.s3, [k for ks in keys.values() for k in ks])
+    raw_keys = [k for i in range(base + n, base + 2 * n) for k in keys[i]]
+    heads = await raw_heads(p.s3, raw_keys)
+    raw = await raw_delete_objects(p.s3, raw_keys) / 2  # two objects per ledger
+    await publish(p.broker, encode(pdli(i, uuids[i]) for i in range(base, base + n)))
+    e2e = await run_deleter(p, "offload", n)
+    return e2e, raw, heads
+
+
+async def memory(p: Parts, backlog: int, seconds: float) -> tuple[float, float]:
+    print(f"publishing a backlog of {backlog} PDLIs...")
+    base = 50_000_000
+    for start in range(0, backlog, 100_000):
+        stop = min(backlog, start + 100_000)
+        await publish(p.broker, encode(pdli(base + i) for i in range(start, stop)))
+    child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / "memory.log")
+    await child.start()
+    try:
+        peak = 0.0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            peak = max(peak, child.peak_rss_mb())
+            await asyncio.sleep(0.5)
+        acked = await asyncio.to_thread(metric, port, "tombstone_deleter_acknowledged_total")
+        return max(peak, child.peak_rss_mb()), acked
+    finally:
+        await child.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ZooKeeperServer() as zk,
+        S3Server() as s3,
+        PulsarBrokerProcess() as broker,
+    ):
+        workdir = Path(tmp)
+        create_topics(broker)
+        verifier_child, verifier = await start_verifier(zk, s3, workdir)
+        parts = Parts(zk, s3, broker, verifier, workdir)
+        try:
+            bk = await bookkeeper(parts, args.ledgers)
+            nan = float("nan")
+            off = await offload(parts, args.offloaded) if args.offloaded else (nan, nan, nan)
+            mem = await memory(parts, args.backlog, args.seconds) if args.backlog else (nan, nan)
+        finally:
+            await verifier_child.stop()
+    report(args, bk, off, mem)
+
+
+def report(
+    args: argparse.Namespace,
+    bk: tuple[float, float],
+    off: tuple[float, float, float],
+    mem: tuple[float, float],
+) -> None:
+    print()
+    print("| | deleter (end to end) | raw client | ratio |")
+    print("| --- | --- | --- | --- |")
+    print(
+        f"| BookKeeper ledgers/s | {bk[0]:.0f} | {bk[1]:.0f} (aiozk get + delete) "
+        f"| {bk[0] / bk[1]:.2f} |"
+    )
+    print(
+        f"| offloaded ledgers/s | {off[0]:.0f} | {off[1]:.0f} (DeleteObjects, 2 keys a ledger) "
+        f"| {off[0] / off[1]:.2f} |"
+    )
+    print(
+        f"S3 server: {off[2]:.0f} single-object requests/s (raw HEAD, concurrency 64); each "
+        "offloaded ledger costs 3 such requests (2 HEADs in the verifier, 1 confirming listing) "
+        "plus its share of a DeleteObjects"
+    )
+    print(
+        f"peak RSS with a backlog of {args.backlog} PDLIs: {mem[0]:.0f} MB "
+        f"({mem[1]:.0f} settled in {args.seconds:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ledgers", type=int, default=5000)
+    parser.add_argument("--offloaded", type=int, default=1000)
+    parser.add_argument("--backlog", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=float, default=60.0, help="memory run length")
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,294 @@
+"""The trim-and-delete stage of the local demo: broker, verifier, marker and deleter as real
+processes; every simulated topic trimmed through the marker; progress until the deleter has
+settled everything; a summary.
+
+`devstack/demo.py` calls `trim_and_delete(...)` after seeding the cluster. On its own:
+
+    .venv/bin/python -m devstack.demo_pipeline [--topics 5]
+
+starts ZooKeeper and S3 too and seeds a cluster first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpc import aio
+
+from devstack.ports import free_port
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.simulator.model import ClusterModel
+from devstack.simulator.run import simulate_into
+from devstack.simulator.spec import ClusterSpec
+from devstack.zookeeper import ZooKeeperServer
+from tombstone.v1 import deleter_pb2 as _dl
+from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
+from tombstone.v1 import marker_pb2 as _mk
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PARTITIONS = 2
+Echo = Callable[[str], None]
+
+
+@dataclass
+class Summary:
+    """What the stage did, for the demo's last lines."""
+
+    ledgers_marked: int = 0
+    pdlis_sent: int = 0
+    not_marked: int = 0
+    deleted: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    dead_lettered: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def render(self) -> str:
+        def fmt(counts: dict[str, int]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+        return "\n".join(
+            [
+                f"marked: {self.ledgers_marked} ledgers ({self.pdlis_sent} PDLIs), "
+                f"{self.not_marked} not marked",
+                f"deleted: {fmt(self.deleted)}",
+                f"skipped: {fmt(self.skipped)}",
+                f"dead-lettered: {fmt(self.dead_lettered)}",
+                f"time: {self.seconds:.1f}s",
+            ]
+        )
+
+
+class Service:
+    """`python -m services.<name>` with JSON logs in a file; stopped with SIGTERM."""
+
+    def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
+        self.name = name
+        self.env = env
+        self.log = workdir / f"{name}.log"
+        self.process: asyncio.subprocess.Process | None = None
+        self.port = 0
+
+    async def start(self) -> Service:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
+        env = {**base, "TOMBSTONE_LOG_FORMAT": "json", "TOMBSTONE_GRPC_PORT": "0", **self.env}
+        with self.log.open("wb") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                f"services.{self.name}",
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        self.port = int((await self._ready())["port"])
+        return self
+
+    async def _ready(self, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if '"service_ready"' in line:
+                    return dict(json.loads(line))
+            if self.process is not None and self.process.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+        tail = self.log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{self.name} did not become ready; log tail:\n{tail}")
+
+    async def stop(self) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        self.process.terminate()
+        try:
+            await asyncio.wait_for(self.process.wait(), 20)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+
+
+def _common_env(
+    zookeeper: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> dict[str, str]:
+    c = s3.client_config()
+    return {
+        "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
+        "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
+        "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_S3_ENDPOINT_URL": c["endpoint_url"],
+        "TOMBSTONE_S3_REGION": c["region_name"],
+        "TOMBSTONE_S3_ACCESS_KEY_ID": c["aws_access_key_id"],
+        "TOMBSTONE_S3_SECRET_ACCESS_KEY": c["aws_secret_access_key"],
+    }
+
+
+async def start_services(
+    model: ClusterModel,
+    zookeeper: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    workdir: Path,
+) -> tuple[Service, Service, Service, int]:
+    """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
+    common = _common_env(zookeeper, s3, broker)
+    buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
+    verifier = await Service(
+        "verifier",
+        {
+            **common,
+            "TOMBSTONE_S3_ALLOWED_BUCKETS": buckets,
+            "TOMBSTONE_VERIFIER_CLUSTER_NAME": model.spec.cluster_name,
+        },
+        workdir,
+    ).start()
+    address = f"127.0.0.1:{verifier.port}"
+    marker = await Service(
+        "marker",
+        {
+            **common,
+            "TOMBSTONE_VERIFIER_ADDRESS": address,
+            "TOMBSTONE_MARKER_CLUSTER": model.spec.cluster_name,
+            "TOMBSTONE_MARKER_ID": "demo-marker",
+            "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
+        },
+        workdir,
+    ).start()
+    metrics_port = free_port()
+    deleter = await Service(
+        "deleter",
+        {
+            **common,
+            "TOMBSTONE_VERIFIER_ADDRESS": address,
+            "TOMBSTONE_S3_ALLOWED_BUCKETS": buckets,
+            "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
+            "TOMBSTONE_METRICS_PORT": str(metrics_port),
+            "TOMBSTONE_DELETER_ID": "demo-deleter",
+            "TOMBSTONE_DELETER_RETRY_MAX_DELAY": "5s",
+            "TOMBSTONE_DELETER_MAX_RETRIES": "6",
+        },
+        workdir,
+    ).start()
+    return verifier, marker, deleter, metrics_port
+
+
+async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo: Echo) -> None:
+    """What the brokers' retention would do: each topic drops all but its current ledger,
+    through the marker's MarkLedgers."""
+    async with aio.insecure_channel(f"127.0.0.1:{marker_port}") as channel:
+        stub = _mk_grpc.MarkerStub(channel)
+        for ml in model.managed_ledgers.values():
+            if len(ml.ledger_ids) < 2 or ml.shadow_source:
+                continue
+            request = _mk.MarkLedgersRequest(
+                component=_pd.MANAGED_LEDGER,
+                managed_ledger_name=ml.name,
+                ledger_ids=ml.ledger_ids[:-1],
+            )
+            response = await stub.MarkLedgers(request, timeout=60)
+            summary.ledgers_marked += len(response.marked)
+            summary.pdlis_sent += response.pdlis_sent
+            summary.not_marked += len(response.not_marked)
+    echo(
+        f"trimmed through the marker: {summary.ledgers_marked} ledgers, {summary.pdlis_sent} PDLIs"
+    )
+
+
+def _counters(port: int) -> dict[str, dict[str, int]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    for line in text.splitlines():
+        for name in ("deleted", "skipped", "dead_lettered"):
+            prefix = f"tombstone_deleter_{name}_total{{"
+            if line.startswith(prefix):
+                label = line[len(prefix) :].split('"')[1]
+                out[name][label] = int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+async def follow(deleter_port: int, metrics_port: int, echo: Echo, timeout: float) -> None:
+    """Print progress until the system and retry topics are drained."""
+    async with aio.insecure_channel(f"127.0.0.1:{deleter_port}") as channel:
+        stub = _dl_grpc.DeleterAdminStub(channel)
+        deadline = time.monotonic() + timeout
+        await asyncio.sleep(1.0)  # the marker's delivery delay
+        while time.monotonic() < deadline:
+            status = await stub.GetStatus(_dl.GetStatusRequest(), timeout=30)
+            counts = await asyncio.to_thread(_counters, metrics_port)
+            deleted = sum(counts["deleted"].values())
+            echo(
+                f"  in flight {status.estimated_in_flight:5d}  deleted {deleted:5d}  "
+                f"dead letters {status.dead_letter_backlog}"
+            )
+            if status.estimated_in_flight == 0 and status.in_process == 0:
+                return
+            await asyncio.sleep(1.0)
+    raise TimeoutError(f"the deleter did not drain within {timeout}s")
+
+
+async def trim_and_delete(
+    model: ClusterModel,
+    *,
+    zookeeper: ZooKeeperServer,
+    s3: S3Server,
+    echo: Echo,
+    timeout: float = 300,
+) -> Summary:
+    """Run the stage against an already seeded cluster; returns its summary."""
+    summary = Summary()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
+        echo(f"Pulsar (devstack broker) on {broker.service_url}")
+        for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
+            broker.control.create_partitioned_topic(topic, PARTITIONS)
+        services: list[Service] = []
+        try:
+            verifier, marker, deleter, metrics_port = await start_services(
+                model, zookeeper, s3, broker, Path(tmp)
+            )
+            services = [deleter, marker, verifier]
+            echo(f"verifier :{verifier.port}  marker :{marker.port}  deleter :{deleter.port}")
+            await trim_all(model, marker.port, summary, echo)
+            await follow(deleter.port, metrics_port, echo, timeout)
+            counts = await asyncio.to_thread(_counters, metrics_port)
+            summary.deleted = counts["deleted"]
+            summary.skipped = counts["skipped"]
+            summary.dead_lettered = counts["dead_lettered"]
+        finally:
+            for service in services:
+                await service.stop()
+    summary.seconds = time.monotonic() - started
+    echo(summary.render())
+    return summary
+
+
+async def _standalone(spec: ClusterSpec) -> None:
+    with ZooKeeperServer() as zookeeper, S3Server() as s3:
+        print(f"ZooKeeper on {zookeeper.address}, S3 on {s3.endpoint}")
+        model = await simulate_into(spec, zookeeper=zookeeper.address, s3_config=s3.client_config())
+        print(f"seeded {len(model.managed_ledgers)} managed ledgers, {len(model.ledgers)} ledgers")
+        await trim_and_delete(model, zookeeper=zookeeper, s3=s3, echo=print)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--topics", type=int, default=5, help="topics per namespace")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    asyncio.run(_standalone(ClusterSpec(seed=args.seed, topics_per_namespace=args.topics)))

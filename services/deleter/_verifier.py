@@ -1,0 +1,54 @@
+"""`VerdictSource` on the verifier's gRPC API: concurrent PDLIs are decided in `VerifyBatch`
+calls (one round trip for many), through the core client helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from services.core.client import rpc_errors
+from services.core.errors import TombstoneError, Unavailable
+from services.deleter.batching import Batcher, BatcherClosed
+from tombstone.v1 import pending_delete_pb2 as _pd
+from tombstone.v1 import verifier_pb2 as _vf
+from tombstone.v1 import verifier_pb2_grpc as _vf_grpc
+
+
+class GrpcVerdictSource:
+    def __init__(
+        self, channel: grpc.aio.Channel, *, batch_max: int = 256, max_concurrency: int = 4
+    ) -> None:
+        self._stub = _vf_grpc.VerifierStub(channel)
+        self._batcher: Batcher[_pd.PendingDeleteLedgerInfo, _vf.VerifyResponse] = Batcher(
+            self._verify_batch, max_batch=batch_max, max_concurrency=max_concurrency
+        )
+
+    async def verify(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        try:
+            return await self._batcher.submit(pdli)
+        except BatcherClosed as exc:
+            raise Unavailable("the verifier client is closed") from exc
+        except TombstoneError:
+            # One PDLI that breaks the verifier must not fail the others of its batch (nor a
+            # verifier without VerifyBatch): each asks once more on its own.
+            return await self._verify_one(pdli)
+
+    async def _verify_one(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        with rpc_errors("verifier"):
+            response: _vf.VerifyResponse = await self._stub.Verify(_vf.VerifyRequest(pdli=pdli))
+        return response
+
+    async def _verify_batch(
+        self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]
+    ) -> Sequence[_vf.VerifyResponse]:
+        with rpc_errors("verifier"):
+            response = await self._stub.VerifyBatch(_vf.VerifyBatchRequest(pdlis=pdlis))
+        if len(response.verdicts) != len(pdlis):
+            raise Unavailable(
+                f"verifier answered {len(response.verdicts)} verdicts for {len(pdlis)} PDLIs"
+            )
+        return list(response.verdicts)
+
+    async def aclose(self) -> None:
+        await self._batcher.aclose()

@@ -1,0 +1,179 @@
+"""Offload delete on S3 (aiobotocore): the only deleter module that imports it.
+
+Keys of concurrent PDLIs are coalesced per bucket into DeleteObjects requests of up to 1,000
+keys (the S3 limit). A delete counts as done only after a listing shows both objects absent:
+S3 reports a key as deleted whether or not it existed, and "not found" is success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import BotoCoreError, ClientError
+
+from services.core.config import S3Config
+from services.core.errors import InvalidArgument
+from services.deleter.backends.limits import BackendLimits
+from services.deleter.batching import Batcher
+from services.deleter.ports import DeleteFailed, DeleteResult, Tier
+from services.metadata.offload import parse_object_key
+from tombstone.v1 import verifier_pb2 as _vf
+
+MAX_KEYS_PER_REQUEST = 1000
+# Errors that will not heal by retrying; an operator must act (then replay the DLQ).
+PERMANENT_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "NoSuchBucket",
+        "AccountProblem",
+        "InvalidBucketName",
+    }
+)
+
+
+class S3OffloadDeleter:
+    """`OffloadDeleter` for blob-store offloads, limited to the allowed buckets."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        allowed_buckets: frozenset[str],
+        limits: BackendLimits,
+        batch_max: int = MAX_KEYS_PER_REQUEST,
+        batch_concurrency: int = 4,
+    ) -> None:
+        self._client = client
+        self._allowed = allowed_buckets
+        self._limits = limits
+        self._batch_max = min(batch_max, MAX_KEYS_PER_REQUEST)
+        self._batch_concurrency = batch_concurrency
+        self._batchers: dict[str, Batcher[str, str | None]] = {}
+
+    async def delete_offloaded(
+        self, *, ledger_id: int, evidence: _vf.OffloadEvidence
+    ) -> DeleteResult:
+        bucket, keys = evidence.bucket, list(dict.fromkeys(evidence.keys))
+        self._check(ledger_id, bucket, keys)
+        errors = await asyncio.gather(*(self._batcher(bucket).submit(key) for key in keys))
+        failed = {key: error for key, error in zip(keys, errors, strict=True) if error}
+        if failed:
+            permanent = any(error.split(":", 1)[0] in PERMANENT_CODES for error in failed.values())
+            raise DeleteFailed(Tier.S3, f"s3://{bucket}: {failed}", permanent=permanent)
+        await self._confirm_absent(bucket, keys)
+        return DeleteResult(Tier.S3, True, {"bucket": bucket, "keys": keys})
+
+    def _check(self, ledger_id: int, bucket: str, keys: Sequence[str]) -> None:
+        if bucket not in self._allowed:
+            raise DeleteFailed(Tier.S3, f"bucket {bucket!r} is not allowed", permanent=True)
+        if not keys:
+            raise DeleteFailed(Tier.S3, "evidence names no object keys", permanent=True)
+        for key in keys:
+            try:
+                named = parse_object_key(key).ledger_id
+            except (InvalidArgument, ValueError) as exc:
+                raise DeleteFailed(Tier.S3, f"key {key!r}: {exc}", permanent=True) from exc
+            if named != ledger_id:
+                raise DeleteFailed(
+                    Tier.S3, f"key {key!r} names ledger {named}, not {ledger_id}", permanent=True
+                )
+
+    def _batcher(self, bucket: str) -> Batcher[str, str | None]:
+        batcher = self._batchers.get(bucket)
+        if batcher is None:
+
+            async def run(keys: Sequence[str]) -> list[str | None]:
+                return await self._delete_objects(bucket, keys)
+
+            batcher = Batcher(
+                run, max_batch=self._batch_max, max_concurrency=self._batch_concurrency
+            )
+            self._batchers[bucket] = batcher
+        return batcher
+
+    async def _delete_objects(self, bucket: str, keys: Sequence[str]) -> list[str | None]:
+        """One DeleteObjects request; per key, None or `Code: message`."""
+        unique = list(dict.fromkeys(keys))
+        request = {"Objects": [{"Key": key} for key in unique], "Quiet": True}
+        try:
+            async with self._limits.operation():
+                response = await self._client.delete_objects(Bucket=bucket, Delete=request)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            raise DeleteFailed(
+                Tier.S3,
+                f"DeleteObjects s3://{bucket}: {code or exc}",
+                permanent=code in PERMANENT_CODES,
+            ) from exc
+        except (BotoCoreError, OSError, TimeoutError) as exc:
+            raise DeleteFailed(Tier.S3, f"DeleteObjects s3://{bucket}: {exc!r}") from exc
+        errors = {
+            error["Key"]: f"{error.get('Code', '')}: {error.get('Message', '')}"
+            for error in response.get("Errors", [])
+            if error.get("Code") not in ("NoSuchKey", "NotFound")
+        }
+        return [errors.get(key) for key in keys]
+
+    async def _confirm_absent(self, bucket: str, keys: Sequence[str]) -> None:
+        """One listing under the keys' common prefix must show none of them."""
+        prefix = os.path.commonprefix(list(keys))  # noqa: RUF071 - S3 keys, not paths
+        try:
+            async with self._limits.operation():
+                response = await self._client.list_objects_v2(
+                    Bucket=bucket, Prefix=prefix, MaxKeys=100
+                )
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            raise DeleteFailed(
+                Tier.S3,
+                f"listing s3://{bucket}/{prefix}: {code or exc}",
+                permanent=code in PERMANENT_CODES,
+            ) from exc
+        except (BotoCoreError, OSError, TimeoutError) as exc:
+            raise DeleteFailed(Tier.S3, f"listing s3://{bucket}/{prefix}: {exc!r}") from exc
+        listed = {item["Key"] for item in response.get("Contents", [])}
+        still = sorted(listed.intersection(keys))
+        if still:
+            raise DeleteFailed(Tier.S3, f"s3://{bucket}: {still} still present after delete")
+
+    async def aclose(self) -> None:
+        for batcher in self._batchers.values():
+            await batcher.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_s3_deleter(
+    config: S3Config, *, limits: BackendLimits, timeout: float = 10.0, **kwargs: Any
+) -> AsyncIterator[S3OffloadDeleter]:
+    """An `S3OffloadDeleter` with its own client, closed on exit."""
+    client_config = AioConfig(
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        # Our own retry topic does the retrying; the SDK only smooths single blips.
+        retries={"max_attempts": 2, "mode": "standard"},
+        max_pool_connections=64,
+    )
+    async with get_session().create_client(
+        "s3",
+        endpoint_url=config.endpoint_url,
+        region_name=config.region,
+        aws_access_key_id=config.access_key_id,
+        aws_secret_access_key=config.secret_access_key,
+        config=client_config,
+    ) as client:
+        deleter = S3OffloadDeleter(
+            client, allowed_buckets=config.allowed_buckets, limits=limits, **kwargs
+        )
+        try:
+            yield deleter
+        finally:
+            await deleter.aclose()

@@ -1,0 +1,112 @@
+"""BookKeeper delete through the metadata store: the ledger znode at the verified version.
+
+This is what BookKeeper's own ledger manager does (`removeLedgerMetadata` then removal of
+empty parents), except that the delete is conditional: if the metadata changed since the
+verifier read it, nothing is deleted and the PDLI is retried. Empty parents are swept a
+moment later for many ledgers at once: thousands of ledgers share one parent, and trying it
+after every delete would double the load on ZooKeeper for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from services.core.errors import InvalidArgument
+from services.deleter.backends.limits import BackendLimits
+from services.deleter.ports import DeleteFailed, DeleteResult, Tier
+from services.metadata.errors import MetadataError, NoNode, NotEmpty, VersionConflict
+from services.metadata.paths import LedgerPaths
+from services.metadata.store import ANY_VERSION, MetadataStore
+
+MAX_PENDING_PARENTS = 100_000
+"""Parents waiting for a sweep; beyond that an empty parent may stay (harmless)."""
+
+
+class ZooKeeperLedgerDeleter:
+    """`BookKeeperDeleter` on a `MetadataStore` (the cluster's ZooKeeper)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        paths: LedgerPaths,
+        limits: BackendLimits,
+        parent_sweep_delay: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._paths = paths
+        self._limits = limits
+        self._sweep_delay = parent_sweep_delay
+        self._pending_parents: set[str] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def delete_ledger(self, *, ledger_id: int, path: str, version: int) -> DeleteResult:
+        self._check(ledger_id, path, version)
+        try:
+            async with self._limits.operation():
+                await self._store.delete(path, version=version)
+        except NoNode:
+            return _result(path, version, removed=False)
+        except VersionConflict as exc:
+            raise DeleteFailed(Tier.BOOKKEEPER, f"metadata changed since verified: {exc}") from exc
+        except MetadataError as exc:  # StoreUnavailable and the rest: the outcome is unknown
+            raise DeleteFailed(Tier.BOOKKEEPER, str(exc)) from exc
+        self._schedule_parent_sweep(path)
+        return _result(path, version, removed=True)
+
+    def _check(self, ledger_id: int, path: str, version: int) -> None:
+        """The evidence must name this ledger under our root, at a real version."""
+        try:
+            named = self._paths.ledger_id(path)
+        except InvalidArgument as exc:
+            raise DeleteFailed(Tier.BOOKKEEPER, str(exc), permanent=True) from exc
+        if named != ledger_id:
+            raise DeleteFailed(
+                Tier.BOOKKEEPER,
+                f"evidence path {path} names ledger {named}, not {ledger_id}",
+                permanent=True,
+            )
+        if version < 0:
+            raise DeleteFailed(Tier.BOOKKEEPER, f"evidence version {version}", permanent=True)
+
+    def _schedule_parent_sweep(self, path: str) -> None:
+        parent = path.rsplit("/", 1)[0]
+        if len(self._pending_parents) < MAX_PENDING_PARENTS:
+            self._pending_parents.add(parent)
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep_later(), name="parent-sweep")
+
+    async def _sweep_later(self) -> None:
+        await asyncio.sleep(self._sweep_delay)
+        await self.sweep_parents()
+
+    async def sweep_parents(self) -> None:
+        """Remove the empty parents of deleted ledgers, deepest first, upwards."""
+        while self._pending_parents:
+            parents = sorted(self._pending_parents, key=lambda p: -p.count("/"))
+            self._pending_parents.clear()
+            for parent in parents:
+                await self._remove_upwards(parent)
+
+    async def _remove_upwards(self, parent: str) -> None:
+        while parent.startswith(self._paths.root + "/"):
+            try:
+                async with self._limits.operation():
+                    # Any version is safe: ZooKeeper never deletes a znode with children.
+                    await self._store.delete(parent, version=ANY_VERSION)
+            except (NotEmpty, NoNode, MetadataError):
+                return
+            parent = parent.rsplit("/", 1)[0]
+
+    async def aclose(self) -> None:
+        """Run the last sweep (bounded by the store's timeouts) and stop the sweeper."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await self.sweep_parents()
+
+
+def _result(path: str, version: int, *, removed: bool) -> DeleteResult:
+    return DeleteResult(Tier.BOOKKEEPER, removed, {"znode_path": path, "znode_version": version})

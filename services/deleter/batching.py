@@ -1,0 +1,101 @@
+"""Coalesce concurrent single requests into batch calls (verify batches, DeleteObjects).
+
+Callers `await batcher.submit(item)` one at a time; a dispatcher takes whatever has queued up
+whenever a batch slot is free, so batches are small when load is light (no added latency)
+and grow up to `max_batch` when the backend is the bottleneck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher was closed before the item was sent."""
+
+
+class Batcher(Generic[T, R]):
+    """Runs `run_batch(items) -> results` (same order) with at most `max_concurrency` at once."""
+
+    def __init__(
+        self,
+        run_batch: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
+        *,
+        max_batch: int,
+        max_concurrency: int = 1,
+    ) -> None:
+        if max_batch <= 0 or max_concurrency <= 0:
+            raise ValueError("max_batch and max_concurrency must be positive")
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._wakeup = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def submit(self, item: T) -> R:
+        """The result for `item`; the batch call's exception if the whole batch failed."""
+        if self._closed:
+            raise BatcherClosed("batcher closed")
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        self._wakeup.set()
+        if self._dispatcher is None:
+            self._dispatcher = asyncio.create_task(self._dispatch(), name="batcher")
+        return await future
+
+    async def _dispatch(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            await self._slots.acquire()
+            batch = self._pending[: self._max_batch]
+            del self._pending[: self._max_batch]
+            if not self._pending:
+                self._wakeup.clear()
+            batch = [(item, fut) for item, fut in batch if not fut.cancelled()]
+            if not batch:
+                self._slots.release()
+                continue
+            task = asyncio.create_task(self._run(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        try:
+            results = await self._run_batch([item for item, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"batch of {len(batch)} answered with {len(results)} results")
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            self._slots.release()
+
+    async def aclose(self) -> None:
+        """Cancel the dispatcher and running batches; pending callers get `BatcherClosed`."""
+        self._closed = True
+        tasks = [*self._running, *([self._dispatcher] if self._dispatcher else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for _, future in self._pending:
+            if not future.done():
+                future.set_exception(BatcherClosed("batcher closed"))
+        self._pending.clear()

@@ -1,0 +1,229 @@
+"""The deleter's configuration: `TOMBSTONE_*` variables, read only by `DeleterConfig.from_env`."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from services.core._env import (
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_optional_str,
+    parse_str,
+)
+from services.core.config import (
+    ClientConfig,
+    Environ,
+    GrpcServerConfig,
+    LogConfig,
+    MetricsConfig,
+    PulsarConfig,
+    S3Config,
+    ZooKeeperConfig,
+    client_settings,
+    setting,
+)
+from services.core.errors import ConfigError
+from services.systopic.retry import RetryPolicy
+
+DEFAULT_PORT = 50053
+DEFAULT_VERIFIER = "127.0.0.1:7702"  # the verifier's own default port
+
+DELETER_ID = setting("DELETER_ID", parse_str, "", "Instance name (default deleter-<hostname>).")
+SUBSCRIPTION = setting(
+    "DELETER_SUBSCRIPTION", parse_str, "tombstone-deleter", "Shared subscription of the pool."
+)
+RECEIVER_QUEUE = setting(
+    "DELETER_RECEIVER_QUEUE_SIZE", parse_int(1, 100_000), 1000, "Messages prefetched per topic."
+)
+MAX_IN_FLIGHT = setting(
+    "DELETER_MAX_IN_FLIGHT", parse_int(1, 1_000_000), 2000, "Unsettled messages per topic."
+)
+RETRY_MAX_IN_FLIGHT = setting(
+    "DELETER_RETRY_MAX_IN_FLIGHT",
+    parse_int(1, 1_000_000),
+    10_000,
+    "Unsettled messages of the retry topic (most wait out their backoff; about 3 KB each).",
+)
+MAX_HOLD = setting(
+    "DELETER_MAX_HOLD",
+    parse_duration,
+    timedelta(minutes=10),
+    "Longest wait for a PDLI's not-before time (a later time counts as this far).",
+)
+RETRY_INITIAL = setting(
+    "DELETER_RETRY_INITIAL_DELAY", parse_duration, timedelta(seconds=1), "First retry delay."
+)
+RETRY_MAX_DELAY = setting(
+    "DELETER_RETRY_MAX_DELAY", parse_duration, timedelta(minutes=5), "Longest retry delay."
+)
+RETRY_MAX = setting(
+    "DELETER_MAX_RETRIES", parse_int(0, 1000), 10, "Retries before the dead-letter topic."
+)
+REDELIVERY_MAX = setting(
+    "DELETER_MAX_REDELIVERIES",
+    parse_int(1, 1000),
+    5,
+    "Backstop: deliveries of a message that crashes the handler before the client DLQs it.",
+)
+NACK_DELAY = setting(
+    "DELETER_RELEASE_DELAY", parse_duration, timedelta(seconds=60), "Redelivery delay of a release."
+)
+VERIFY_BATCH = setting(
+    "DELETER_VERIFY_BATCH", parse_int(1, 10_000), 256, "Most PDLIs in one VerifyBatch call."
+)
+VERIFY_CONCURRENCY = setting(
+    "DELETER_VERIFY_CONCURRENCY", parse_int(1, 256), 4, "VerifyBatch calls at once."
+)
+BK_BACKEND = setting(
+    "DELETER_BOOKKEEPER_BACKEND",
+    parse_choice("zookeeper", "bookie-http", "none"),
+    "zookeeper",
+    "How BookKeeper ledgers are deleted: the metadata znode, or a bookie's HTTP admin API.",
+)
+BOOKIE_URL = setting(
+    "DELETER_BOOKIE_HTTP_URL", parse_str, "http://127.0.0.1:8000", "Bookie HTTP admin API."
+)
+LEDGERS_ROOT = setting("DELETER_LEDGERS_ROOT", parse_str, "/ledgers", "BookKeeper ledgers root.")
+ZK_RATE = setting(
+    "DELETER_ZOOKEEPER_OPS_PER_SECOND", parse_int(1), 2000, "ZooKeeper deletes per second."
+)
+ZK_CONCURRENCY = setting(
+    "DELETER_ZOOKEEPER_CONCURRENCY", parse_int(1, 10_000), 64, "ZooKeeper deletes at once."
+)
+S3_RATE = setting("DELETER_S3_REQUESTS_PER_SECOND", parse_int(1), 200, "S3 requests per second.")
+S3_CONCURRENCY = setting("DELETER_S3_CONCURRENCY", parse_int(1, 1000), 8, "S3 requests at once.")
+S3_BATCH = setting(
+    "DELETER_S3_BATCH_KEYS", parse_int(1, 1000), 1000, "Most keys in one DeleteObjects."
+)
+FS_ROOT = setting(
+    "DELETER_FILESYSTEM_ROOT",
+    parse_optional_str,
+    None,
+    "Base directory of the filesystem offloader; unset disables that backend.",
+)
+DRAIN_TIMEOUT = setting(
+    "DELETER_DRAIN_TIMEOUT",
+    parse_duration,
+    timedelta(seconds=8),
+    "On SIGTERM, how long started deletes may finish (keep below the gRPC grace period).",
+)
+ADMIN_URL = setting(
+    "DELETER_PULSAR_ADMIN_URL",
+    parse_str,
+    "http://127.0.0.1:8080",
+    "Pulsar admin HTTP API (backlogs).",
+)
+DLQ_SUBSCRIPTION = setting(
+    "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
+)
+DLQ_SCAN_MAX = setting(
+    "DELETER_DLQ_SCAN_MAX", parse_int(1, 1_000_000), 10_000, "Most dead letters one scan reads."
+)
+_VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Concurrency and rate of one backend."""
+
+    concurrency: int
+    per_second: int
+
+
+@dataclass(frozen=True)
+class DeleterConfig:
+    grpc: GrpcServerConfig = field(default_factory=lambda: GrpcServerConfig(port=DEFAULT_PORT))
+    zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
+    pulsar: PulsarConfig = field(default_factory=PulsarConfig)
+    s3: S3Config = field(default_factory=S3Config)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    verifier: ClientConfig = field(default_factory=lambda: ClientConfig(DEFAULT_VERIFIER))
+    deleter_id: str = "deleter"
+    """Instance name (consumer and producer names)."""
+    subscription: str = "tombstone-deleter"
+    """The pool's Shared subscription on the system and retry topics."""
+    receiver_queue_size: int = 1000
+    """Prefetch per topic: with `max_in_flight`, bounds memory under any backlog."""
+    max_in_flight: int = 2000
+    """Messages per topic received and not settled (waiting, verifying or deleting)."""
+    retry_max_in_flight: int = 10_000
+    """The same for the retry topic, whose messages mostly wait out their backoff."""
+    max_hold: timedelta = timedelta(minutes=10)
+    """Longest wait for a not-before time."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Backoff and budget of the retry topic."""
+    max_redeliveries: int = 5
+    """The client's dead-letter backstop for messages that crash the handler."""
+    release_delay: timedelta = timedelta(seconds=60)
+    """Redelivery delay of a released message."""
+    verify_batch: int = 256
+    verify_concurrency: int = 4
+    bookkeeper_backend: str = "zookeeper"
+    """`zookeeper`, `bookie-http` or `none`."""
+    bookie_http_url: str = "http://127.0.0.1:8000"
+    ledgers_root: str = "/ledgers"
+    zookeeper_limits: Limits = Limits(64, 2000)
+    s3_limits: Limits = Limits(8, 200)
+    s3_batch_keys: int = 1000
+    filesystem_root: Path | None = None
+    """Base directory of filesystem offloads; None disables that backend."""
+    drain_timeout: timedelta = timedelta(seconds=8)
+    admin_url: str = "http://127.0.0.1:8080"
+    """Pulsar admin HTTP API, for backlogs."""
+    dlq_subscription: str = "tombstone-dlq"
+    """Subscription on the dead-letter topic that keeps dead letters until replayed."""
+    dlq_scan_max: int = 10_000
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> DeleterConfig:
+        retry = RetryPolicy(
+            initial_delay=_positive(RETRY_INITIAL.name, RETRY_INITIAL.read(environ)),
+            max_delay=_positive(RETRY_MAX_DELAY.name, RETRY_MAX_DELAY.read(environ)),
+            max_retries=RETRY_MAX.read(environ),
+        )
+        fs_root = FS_ROOT.read(environ)
+        return cls(
+            grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
+            zookeeper=ZooKeeperConfig.from_env(environ),
+            pulsar=PulsarConfig.from_env(environ),
+            s3=S3Config.from_env(environ),
+            metrics=MetricsConfig.from_env(environ),
+            log=LogConfig.from_env(environ),
+            verifier=ClientConfig.from_env(
+                environ, target="VERIFIER", default_address=DEFAULT_VERIFIER
+            ),
+            deleter_id=DELETER_ID.read(environ) or f"deleter-{socket.gethostname()}",
+            subscription=SUBSCRIPTION.read(environ),
+            receiver_queue_size=RECEIVER_QUEUE.read(environ),
+            max_in_flight=MAX_IN_FLIGHT.read(environ),
+            retry_max_in_flight=RETRY_MAX_IN_FLIGHT.read(environ),
+            max_hold=MAX_HOLD.read(environ),
+            retry=retry,
+            max_redeliveries=REDELIVERY_MAX.read(environ),
+            release_delay=NACK_DELAY.read(environ),
+            verify_batch=VERIFY_BATCH.read(environ),
+            verify_concurrency=VERIFY_CONCURRENCY.read(environ),
+            bookkeeper_backend=BK_BACKEND.read(environ),
+            bookie_http_url=BOOKIE_URL.read(environ),
+            ledgers_root=LEDGERS_ROOT.read(environ),
+            zookeeper_limits=Limits(ZK_CONCURRENCY.read(environ), ZK_RATE.read(environ)),
+            s3_limits=Limits(S3_CONCURRENCY.read(environ), S3_RATE.read(environ)),
+            s3_batch_keys=S3_BATCH.read(environ),
+            filesystem_root=Path(fs_root) if fs_root else None,
+            drain_timeout=DRAIN_TIMEOUT.read(environ),
+            admin_url=ADMIN_URL.read(environ),
+            dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
+            dlq_scan_max=DLQ_SCAN_MAX.read(environ),
+        )
+
+
+def _positive(name: str, value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ConfigError(name, "must be positive")
+    return value

@@ -1,0 +1,320 @@
+"""What happens to one message: decide (decode, wait until due, verify, delete), then settle.
+
+`decide` never acknowledges anything; it returns a `Settlement`. `settle` carries it out with
+exactly one of: acknowledge; publish to the retry topic then acknowledge; publish to the
+dead-letter topic then acknowledge; release for redelivery (when a publish fails). No branch
+both retries and acknowledges without the retry being stored first, and none does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+import structlog
+
+from services.core.errors import CorruptData, TombstoneError
+from services.core.logging import audit
+from services.deleter.metrics import DeleterMetrics
+from services.deleter.ports import (
+    BookKeeperDeleter,
+    DeleteFailed,
+    DeleteResult,
+    OffloadDeleter,
+    Tier,
+    VerdictSource,
+)
+from services.systopic.consumer import IncomingMessage, MessageSource
+from services.systopic.dead_letter import ReasonCode, dead_letter_message
+from services.systopic.messages import decode_intent, owner_label
+from services.systopic.ports import IntentPublisher, OutgoingMessage
+from services.systopic.retry import RetryPolicy, retry_count, retry_message
+from tombstone.v1 import pending_delete_pb2 as _pd
+from tombstone.v1 import verifier_pb2 as _vf
+
+_log = structlog.get_logger(__name__)
+_B = TypeVar("_B")
+
+
+class Action(enum.Enum):
+    ACK = "ack"
+    RETRY = "retry"
+    DEAD_LETTER = "dead_letter"
+    RELEASE = "release"
+
+
+class Phase(enum.Enum):
+    """Where a message is; a drain cancels HOLDING at once and lets the others finish."""
+
+    HOLDING = "holding"
+    WORKING = "working"
+    SETTLING = "settling"
+
+
+@dataclass(frozen=True)
+class Settlement:
+    action: Action
+    reason: str = ""
+    reason_code: ReasonCode | None = None
+    pdli: _pd.PendingDeleteLedgerInfo | None = None
+    attempt: int = 0
+    """Retries the message already had."""
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The delete backends; a tier without one dead-letters its PDLIs with a clear reason."""
+
+    bookkeeper: BookKeeperDeleter | None = None
+    s3: OffloadDeleter | None = None
+    filesystem: OffloadDeleter | None = None
+
+
+@dataclass
+class Tracker:
+    """One message in flight, seen by the pool (drain, status)."""
+
+    message: IncomingMessage
+    received_at: float
+    phase: Phase = Phase.WORKING
+
+
+class Handler:
+    def __init__(
+        self,
+        *,
+        verdicts: VerdictSource,
+        backends: Backends,
+        retry_sink: IntentPublisher,
+        dead_letter_sink: IntentPublisher,
+        policy: RetryPolicy,
+        max_hold: timedelta,
+        metrics: DeleterMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._verdicts = verdicts
+        self._backends = backends
+        self._retry_sink = retry_sink
+        self._dead_letter_sink = dead_letter_sink
+        self._policy = policy
+        self._max_hold = max_hold.total_seconds()
+        self._metrics = metrics
+        self._clock = clock
+
+    # --- decide ----------------------------------------------------------------------------
+
+    async def decide(self, tracker: Tracker) -> Settlement:
+        message = tracker.message
+        try:
+            pdli = decode_intent(message.payload, message.properties)
+            attempt = retry_count(message.properties)
+        except CorruptData as exc:
+            return Settlement(Action.DEAD_LETTER, str(exc), ReasonCode.UNDECODABLE)
+        if not pdli.HasField("ledger_id"):
+            # Nothing to verify, delete or retry: a copy could not even be routed.
+            return Settlement(Action.DEAD_LETTER, "PDLI without ledger_id", ReasonCode.UNDECODABLE)
+        await self._hold(tracker, pdli)
+        tracker.phase = Phase.WORKING
+        try:
+            verdict = await self._verdicts.verify(pdli)
+        except TombstoneError as exc:
+            return Settlement(Action.RETRY, f"verifier: {exc}", pdli=pdli, attempt=attempt)
+        return await self._act(message, pdli, verdict, attempt)
+
+    async def _hold(self, tracker: Tracker, pdli: _pd.PendingDeleteLedgerInfo) -> None:
+        """Wait until the PDLI is due; a time further than `max_hold` away counts as that far,
+        so no message (a forged one included) occupies a slot for longer."""
+        wait = pdli.not_before_ms / 1000 - self._clock()
+        if wait > 0:
+            tracker.phase = Phase.HOLDING
+            await asyncio.sleep(min(wait, self._max_hold))
+
+    async def _act(
+        self,
+        message: IncomingMessage,
+        pdli: _pd.PendingDeleteLedgerInfo,
+        verdict: _vf.VerifyResponse,
+        attempt: int,
+    ) -> Settlement:
+        if verdict.decision == _vf.SKIP:
+            reason = _vf.SkipReason.Name(verdict.skip_reason).lower()
+            self._metrics.skipped.labels(reason).inc()
+            _log.info(
+                "pdli_skipped", ledger_id=pdli.ledger_id, reason=reason, detail=verdict.reason
+            )
+            return Settlement(Action.ACK)
+        if verdict.decision != _vf.DELETE:
+            why = verdict.reason or "verifier gave no decision"
+            return Settlement(Action.RETRY, f"verifier: {why}", pdli=pdli, attempt=attempt)
+        try:
+            result = await self._delete(pdli, verdict)
+        except DeleteFailed as exc:
+            self._metrics.failed.labels(exc.tier.value).inc()
+            if exc.permanent:
+                return Settlement(
+                    Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
+                )
+            return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt)
+        self._record_delete(message, pdli, verdict, result)
+        return Settlement(Action.ACK)
+
+    async def _delete(
+        self, pdli: _pd.PendingDeleteLedgerInfo, verdict: _vf.VerifyResponse
+    ) -> DeleteResult:
+        evidence = verdict.WhichOneof("evidence")
+        if pdli.ledger_type == _pd.LEDGER and evidence == "bookkeeper":
+            ledgers = self._require(self._backends.bookkeeper, Tier.BOOKKEEPER)
+            bk = verdict.bookkeeper
+            return await self._timed(
+                Tier.BOOKKEEPER,
+                ledgers.delete_ledger(ledger_id=pdli.ledger_id, path=bk.path, version=bk.version),
+            )
+        if pdli.ledger_type == _pd.OFFLOAD_LEDGER and evidence == "offload":
+            off = verdict.offload
+            tier = Tier.FILESYSTEM if _is_filesystem(off) else Tier.S3
+            chosen = self._backends.filesystem if tier is Tier.FILESYSTEM else self._backends.s3
+            offloads = self._require(chosen, tier)
+            return await self._timed(
+                tier, offloads.delete_offloaded(ledger_id=pdli.ledger_id, evidence=off)
+            )
+        tier = Tier.BOOKKEEPER if pdli.ledger_type == _pd.LEDGER else Tier.S3
+        raise DeleteFailed(
+            tier,
+            f"DELETE verdict with {evidence or 'no'} evidence for a "
+            f"{_pd.LedgerType.Name(pdli.ledger_type)} PDLI",
+            permanent=True,
+        )
+
+    @staticmethod
+    def _require(backend: _B | None, tier: Tier) -> _B:
+        if backend is None:
+            raise DeleteFailed(tier, f"no {tier} backend is configured", permanent=True)
+        return backend
+
+    async def _timed(self, tier: Tier, call: Awaitable[DeleteResult]) -> DeleteResult:
+        started = time.perf_counter()
+        result = await call
+        self._metrics.delete_seconds.labels(tier.value).observe(time.perf_counter() - started)
+        return result
+
+    def _record_delete(
+        self,
+        message: IncomingMessage,
+        pdli: _pd.PendingDeleteLedgerInfo,
+        verdict: _vf.VerifyResponse,
+        result: DeleteResult,
+    ) -> None:
+        self._metrics.deleted.labels(result.tier.value).inc()
+        audit(
+            "ledger_deleted",
+            ledger_id=pdli.ledger_id,
+            tier=result.tier.value,
+            removed=result.removed,
+            component=_pd.LedgerComponent.Name(pdli.component),
+            owner=owner_label(pdli),
+            source=_pd.Source.Name(pdli.source),
+            marker_id=pdli.marker_id,
+            request_id=pdli.request_id,
+            message_id=message.message_id,
+            topic=message.topic,
+            believed=verdict.believed,
+            verdict_reason=verdict.reason,
+            **result.evidence,
+        )
+
+    # --- settle ----------------------------------------------------------------------------
+
+    async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> None:
+        """Carry out `s` (exactly one of ack / retry+ack / dead-letter+ack / release)."""
+        if s.action is Action.RETRY and self._policy.exhausted(s.attempt + 1):
+            s = Settlement(
+                Action.DEAD_LETTER,
+                f"after {s.attempt} retries: {s.reason}",
+                ReasonCode.RETRIES_EXHAUSTED,
+                s.pdli,
+                s.attempt,
+            )
+        if s.action is Action.ACK:
+            await self._acknowledge(source, message)
+            return
+        if s.action is Action.RELEASE:
+            await self._release(source, message, s.reason)
+            return
+        try:
+            copy, sink = self._copy(message, s)
+        except Exception as exc:  # a copy that cannot be built must not strand the message
+            _log.exception("copy_failed", message_id=message.message_id)
+            await self._release(source, message, f"cannot build the copy: {exc!r}")
+            return
+        if await self._forward(source, message, sink, copy):
+            if s.action is Action.RETRY:
+                _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
+            else:
+                code = (s.reason_code or ReasonCode.UNKNOWN).value
+                self._metrics.dead_lettered.labels(code).inc()
+                _log.warning("pdli_dead_lettered", message_id=message.message_id, reason=s.reason)
+
+    def _copy(
+        self, message: IncomingMessage, s: Settlement
+    ) -> tuple[OutgoingMessage, IntentPublisher]:
+        if s.action is Action.RETRY:
+            return self._retry_copy(message, s), self._retry_sink
+        code = s.reason_code or ReasonCode.UNKNOWN
+        letter = dead_letter_message(message, reason_code=code, reason=s.reason, attempts=s.attempt)
+        return letter, self._dead_letter_sink
+
+    def _retry_copy(self, message: IncomingMessage, s: Settlement) -> OutgoingMessage:
+        assert s.pdli is not None
+        attempt = s.attempt + 1
+        due = self._clock() + self._policy.delay(attempt).total_seconds()
+        return retry_message(
+            s.pdli,
+            attempt=attempt,
+            reason=s.reason,
+            not_before_ms=int(due * 1000),
+            origin_message_id=message.message_id,
+        )
+
+    async def _forward(
+        self,
+        source: MessageSource,
+        message: IncomingMessage,
+        sink: IntentPublisher,
+        copy: OutgoingMessage,
+    ) -> bool:
+        """Store `copy`, then acknowledge the original; release it if the copy failed."""
+        try:
+            [result] = await sink.publish([copy])
+            error = result.error
+        except Exception as exc:  # an exception means not stored, whatever it was
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            await self._release(source, message, f"publish failed: {error}")
+            return False
+        if sink is self._retry_sink:
+            self._metrics.retried.inc()
+        await self._acknowledge(source, message)
+        return True
+
+    async def _acknowledge(self, source: MessageSource, message: IncomingMessage) -> None:
+        try:
+            await source.acknowledge(message)
+        except TombstoneError as exc:
+            # The message comes again and is decided again: every step is idempotent.
+            _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
+            return
+        self._metrics.acknowledged.inc()
+
+    async def _release(self, source: MessageSource, message: IncomingMessage, why: str) -> None:
+        _log.warning("message_released", message_id=message.message_id, reason=why)
+        self._metrics.released.inc()
+        await source.release(message)
+
+
+def _is_filesystem(evidence: _vf.OffloadEvidence) -> bool:
+    return evidence.driver_name.lower() == "filesystem" or bool(evidence.filesystem_path)

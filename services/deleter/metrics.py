@@ -1,0 +1,36 @@
+"""The deleter's Prometheus metrics (DESIGN §10 and PIP-186's list)."""
+
+from __future__ import annotations
+
+from services.core.metrics import Metrics
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class DeleterMetrics:
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        m = metrics if metrics is not None else Metrics()
+        self.registry = m.registry
+        self.received = m.counter("deleter_received", "Messages received.", ["topic"])
+        self.deleted = m.counter(
+            "deleter_deleted", "Copies deleted (or found already absent).", ["tier"]
+        )
+        self.failed = m.counter("deleter_delete_failed", "Delete attempts that failed.", ["tier"])
+        self.acknowledged = m.counter("deleter_acknowledged", "Messages acknowledged.")
+        self.retried = m.counter("deleter_retried", "PDLIs sent to the retry topic.")
+        self.dead_lettered = m.counter(
+            "deleter_dead_lettered", "Messages sent to the dead-letter topic.", ["reason"]
+        )
+        self.skipped = m.counter("deleter_skipped", "Final SKIP verdicts.", ["reason"])
+        self.released = m.counter(
+            "deleter_released", "Messages given back for redelivery (sink failure, crash)."
+        )
+        self.in_flight = m.gauge("deleter_in_flight", "Messages received and not yet settled.")
+        self.delete_seconds = m.histogram(
+            "deleter_delete_seconds", "Time of one delete.", ["tier"], buckets=_LATENCY_BUCKETS
+        )
+        self.settle_seconds = m.histogram(
+            "deleter_pdli_seconds",
+            "From receipt to settlement of one message (holding time included).",
+            buckets=_LATENCY_BUCKETS,
+        )

@@ -1,0 +1,73 @@
+"""DeleterConfig.from_env: defaults, values, and refusals."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from services.core.errors import ConfigError
+from services.deleter.config import DeleterConfig, Limits
+
+
+def test_defaults_without_variables() -> None:
+    """With nothing set: port 50053, the ZooKeeper backend, 10 retries, no filesystem root."""
+    config = DeleterConfig.from_env({})
+    assert (
+        config.grpc.port,
+        config.bookkeeper_backend,
+        config.retry.max_retries,
+        config.filesystem_root,
+    ) == (50053, "zookeeper", 10, None)
+
+
+def test_values_are_read() -> None:
+    """Each variable lands in its field."""
+    config = DeleterConfig.from_env(
+        {
+            "TOMBSTONE_DELETER_ID": "d1",
+            "TOMBSTONE_DELETER_BOOKKEEPER_BACKEND": "bookie-http",
+            "TOMBSTONE_DELETER_RETRY_INITIAL_DELAY": "250ms",
+            "TOMBSTONE_DELETER_MAX_RETRIES": "3",
+            "TOMBSTONE_DELETER_ZOOKEEPER_OPS_PER_SECOND": "50",
+            "TOMBSTONE_DELETER_S3_CONCURRENCY": "2",
+            "TOMBSTONE_DELETER_FILESYSTEM_ROOT": "/data/offload",
+            "TOMBSTONE_DELETER_RECEIVER_QUEUE_SIZE": "100",
+        }
+    )
+    assert (
+        "d1",
+        "bookie-http",
+        timedelta(milliseconds=250),
+        3,
+        Limits(64, 50),
+        2,
+        Path("/data/offload"),
+        100,
+    ) == (
+        config.deleter_id,
+        config.bookkeeper_backend,
+        config.retry.initial_delay,
+        config.retry.max_retries,
+        config.zookeeper_limits,
+        config.s3_limits.concurrency,
+        config.filesystem_root,
+        config.receiver_queue_size,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TOMBSTONE_DELETER_BOOKKEEPER_BACKEND", "rados"),
+        ("TOMBSTONE_DELETER_RETRY_INITIAL_DELAY", "0s"),
+        ("TOMBSTONE_DELETER_S3_BATCH_KEYS", "1001"),
+        ("TOMBSTONE_DELETER_MAX_IN_FLIGHT", "0"),
+    ],
+)
+def test_bad_values_are_refused(name: str, value: str) -> None:
+    """A value out of range or of the wrong kind is a ConfigError naming the variable."""
+    with pytest.raises(ConfigError) as failure:
+        DeleterConfig.from_env({name: value})
+    assert name in str(failure.value)

@@ -1,0 +1,67 @@
+"""End to end with the real parts: a simulated cluster trimmed through the marker, verified by
+the verifier and deleted by the deleter."""
+
+from __future__ import annotations
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.zookeeper import ZooKeeperServer
+from tests.deleter.stack import (
+    create_topics,
+    deleter_config,
+    drained,
+    mark_cursor_and_schema_trims,
+    mark_trims,
+    running_deleter,
+    running_marker,
+    running_verifier,
+    write_cluster,
+)
+from tests.deleter_e2e.checks import (
+    cursor_and_schema_ledgers_now,
+    ledgers_in_zookeeper,
+    listed_now,
+    objects_in_s3,
+)
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+
+async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> None:
+    """Data, cursor and schema ledgers trimmed through the marker (offloaded ones with and
+    without `bookkeeperDeleted`): every ledger the marker unlinked is gone from ZooKeeper and
+    both its objects from S3; every ledger still referenced and its objects are untouched."""
+    create_topics(broker)
+    model = await write_cluster(zk, s3)
+    objects_before = objects_in_s3(s3)
+    async with running_verifier(zk, s3) as verifier:
+        async with running_marker(zk, broker, verifier) as marker:
+            marked = await mark_trims(marker, model)
+            side = await mark_cursor_and_schema_trims(marker, model, zk)
+        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+            status = await drained(running.deleter)
+    listed, listed_keys = await listed_now(zk, model)
+    kept = listed | await cursor_and_schema_ledgers_now(zk, model)
+    unlinked_bk = (marked[_pd.LEDGER] | side) - kept
+    assert side - kept
+    unlinked_offload = marked[_pd.OFFLOAD_LEDGER] - listed
+    assert unlinked_bk
+    assert unlinked_offload
+    offloads = {
+        info.ledger_id: info.offload
+        for ml in model.managed_ledgers.values()
+        for info in ml.ledgers
+        if info.offload is not None
+    }
+    kinds = {offloads[i].bookkeeper_deleted for i in unlinked_offload}
+    assert {True, False} == kinds  # offloaded with and without bookkeeperDeleted
+    assert set() == await ledgers_in_zookeeper(zk, unlinked_bk)
+    in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
+    assert kept & in_bk == await ledgers_in_zookeeper(zk, kept & in_bk)
+    remaining = objects_in_s3(s3)
+    gone_keys = {o.key for o in model.objects.values() if o.ledger_id in unlinked_offload}
+    assert set() == remaining & gone_keys
+    assert objects_before - gone_keys == remaining
+    assert listed_keys <= remaining
+    assert status.dead_letter_backlog == 0
