@@ -27,6 +27,7 @@ from services.scan.schema import TABLES, Extract, write_extract
 
 log = structlog.get_logger(__name__)
 JOB_GROUP = "tombstone-extract"
+ROWS_PER_FILE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,13 @@ def run_extract(
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobGroup(JOB_GROUP, "tombstone extract")
     with TaskProgress(sc, JOB_GROUP, enabled=progress, total=len(units)):
-        rows.count()
+        sizes = dict(rows.map(lambda pair: (pair[0], 1)).reduceByKey(lambda a, b: a + b).collect())
     ended = now_ms()
     scan_id = f"{settings.cluster}-{started}-{uuid.uuid4().hex[:8]}"
     frames = {
-        table: spark.createDataFrame(_rows_of(rows, table), schema, verifySchema=False)
+        table: spark.createDataFrame(
+            _rows_of(rows, table, sizes.get(table, 0)), schema, verifySchema=False
+        )
         for table, schema in TABLES.items()
         if table not in ("scan_run",)
     }
@@ -100,8 +103,11 @@ def run_extract(
     return ExtractOutcome(out, scan_id, started, ended, zxid, manifest)
 
 
-def _rows_of(tagged: RDD[tuple[str, Any]], table: str) -> RDD[Any]:
-    return tagged.filter(lambda pair: pair[0] == table).map(lambda pair: pair[1])
+def _rows_of(tagged: RDD[tuple[str, Any]], table: str, size: int) -> RDD[Any]:
+    # One output partition per ROWS_PER_FILE rows: small tables become one file, written by
+    # one task, instead of one nearly empty file per extract task.
+    parts = max(1, -(-size // ROWS_PER_FILE))
+    return tagged.filter(lambda pair: pair[0] == table).map(lambda pair: pair[1]).coalesce(parts)
 
 
 def _log_manifest(manifest: list[dict[str, Any]]) -> None:
