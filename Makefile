@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench
+.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -37,3 +37,7 @@ typecheck: setup
 
 bench: setup
 	$(PY) -m benchmarks
+
+# The reconciler for spark-submit: dist/tombstone-spark.zip (--py-files) and the driver script.
+dist-spark: setup
+	$(PY) scripts/dist_spark.py --out dist
