@@ -73,7 +73,7 @@ def _csv_rows(path: str, schema: tuple[str, ...]) -> Iterator[InventoryRow]:
     for number, record in enumerate(reader, start=1):
         if not record:
             continue
-        if number == 1 and record[0].strip().lower() == "bucket":
+        if number == 1 and {"bucket", "key"} <= {_normalise(name) for name in record}:
             columns = tuple(_normalise(name) for name in record)
             continue
         yield _row(dict(zip(columns, record, strict=False)), path, number, encoded=True)
