@@ -67,7 +67,9 @@ def main() -> None:
         paths = asyncio.run(asyncio.wait_for(write(server.address, ids, 256), WRITE_TIMEOUT_S))
         spark = build_session(args.master, overrides={"spark.driver.memory": "6g"})
         settings = ExtractSettings(zookeeper=server.address, cluster="bench", zk_timeout_s=30.0)
-        raw_rates, job_rates = [], []
+        raw_rates: list[float] = []
+        job_rates: list[float] = []
+        read_rates: list[float] = []
         try:
             for index in range(args.rounds):
                 raw_rates.append(asyncio.run(raw_round(server.address, paths, args.concurrency)))
@@ -82,9 +84,12 @@ def main() -> None:
                 assert rows == len(ids), f"extract read {rows} ledgers, expected {len(ids)}"
                 tasks = sum(1 for r in outcome.manifest if r["kind"] == "bk_ledgers") - 1
                 job_rates.append(rows / elapsed)
+                reads = (outcome.ended_ms - outcome.started_ms) / 1000
+                read_rates.append(rows / reads)
                 print(
                     f"round {index + 1}: raw {raw_rates[-1]:,.0f}/s, extract {job_rates[-1]:,.0f}"
-                    f"/s ({tasks} subtree tasks, {elapsed:.1f}s), "
+                    f"/s ({tasks} subtree tasks, {elapsed:.1f}s, of which listing and reading "
+                    f"{reads:.1f}s = {read_rates[-1]:,.0f}/s), "
                     f"ratio {job_rates[-1] / raw_rates[-1]:.0%}"
                 )
         finally:
@@ -93,6 +98,7 @@ def main() -> None:
     print(f"ledgers={len(ids)} master={args.master} rounds={args.rounds}")
     print(f"raw aiozk get:        median {median(raw_rates):9,.0f} znodes/s")
     print(f"extract job (Spark):  median {median(job_rates):9,.0f} ledgers/s")
+    print(f"  listing and reading: median {median(read_rates):9,.0f} ledgers/s (before Parquet)")
     print(f"ratio (median of rounds): {median(ratios):.0%}")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from services.core.config import ClientConfig
+from services.core.errors import InvalidArgument
 from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.submit import SubmitSettings
 
@@ -87,9 +88,16 @@ def submit_settings(
     submit_concurrency: int,
     submit_batch: int,
 ) -> SubmitSettings | None:
-    """None for a dry run."""
+    """None for a dry run. Checked before any Spark work."""
     if not submit:
         return None
+    for name, value in (
+        ("submit_rate", submit_rate),
+        ("submit_concurrency", submit_concurrency),
+        ("submit_batch", submit_batch),
+    ):
+        if value <= 0:
+            raise InvalidArgument(name, f"must be positive, got {value}")
     marker = ClientConfig.from_env(target="MARKER", default_address="127.0.0.1:50051")
     if marker_address:
         marker = dataclasses.replace(marker, address=marker_address)

@@ -102,8 +102,8 @@ def test_refused_report_says_no_deletion(refused: AnalysisOutcome) -> None:
     assert "No deletion proposed." in (refused.out_dir / "report.html").read_text()
 
 
-def test_cli_submit_needs_a_clean_run(tmp_path: Path) -> None:
-    """--submit with an unreadable extract fails before anything is sent."""
+def test_cli_submit_settings_are_checked_before_spark(tmp_path: Path) -> None:
+    """--submit with a batch of 0 is refused before any Spark work or call."""
     result = CliRunner().invoke(
         reconcile,
         [
@@ -115,11 +115,11 @@ def test_cli_submit_needs_a_clean_run(tmp_path: Path) -> None:
             "--cluster",
             "c1",
             "--submit",
-            "--master",
-            "local[1]",
+            "--submit-batch",
+            "0",
         ],
     )
-    assert (result.exit_code, "has no table" in result.output) == (1, True)
+    assert (result.exit_code, "submit_batch: must be positive" in result.output) == (1, True)
 
 
 def test_cli_rejects_short_min_age_without_override(tmp_path: Path) -> None:
