@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from pyspark import RDD, StorageLevel
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from services.scan.extract_plan import ExtractSettings, Unit, now_ms, plan_units, run_unit
 from services.scan.extract_rows import Row, as_tuple
@@ -45,11 +47,21 @@ class ExtractOutcome:
         return [row for row in self.manifest if row["status"] != "ok"]
 
 
-def run_partition(settings: ExtractSettings, units: Iterable[Unit]) -> Iterator[tuple[str, Any]]:
-    """The body of one Spark task: its units' rows as (table, tuple-in-schema-order)."""
+#: Tables the tasks produce; one wide row holds one of them (the others are null), so the
+#: rows cross from Python into the JVM once and every table is then a JVM-side projection.
+TASK_TABLES = tuple(t for t in TABLES if t != "scan_run")
+WIDE = StructType([StructField(t, TABLES[t], True) for t in TASK_TABLES])
+_INDEX = {t: i for i, t in enumerate(TASK_TABLES)}
+
+
+def run_partition(settings: ExtractSettings, units: Iterable[Unit]) -> Iterator[tuple[Any, ...]]:
+    """The body of one Spark task: its units' rows, each as a wide row of WIDE."""
+    empty: list[tuple[Any, ...] | None] = [None] * len(TASK_TABLES)
     for unit in units:
         for table, row in asyncio.run(run_unit(unit, settings)):
-            yield table, as_tuple(row, TABLES[table])
+            wide = list(empty)
+            wide[_INDEX[table]] = as_tuple(row, TABLES[table])
+            yield tuple(wide)
 
 
 def run_extract(
@@ -68,20 +80,17 @@ def run_extract(
     if after_listing is not None:
         after_listing(units)
     sc = spark.sparkContext
-    rows = sc.parallelize(units, max(1, len(units))).mapPartitions(partial(run_partition, settings))
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    tasks = sc.parallelize(units, max(1, len(units))).mapPartitions(
+        partial(run_partition, settings)
+    )
+    wide = spark.createDataFrame(tasks, WIDE, verifySchema=False)
+    wide = wide.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobGroup(JOB_GROUP, "tombstone extract")
     with TaskProgress(sc, JOB_GROUP, enabled=progress, total=len(units)):
-        sizes = dict(rows.map(lambda pair: (pair[0], 1)).reduceByKey(lambda a, b: a + b).collect())
+        counted = wide.select([F.count(F.col(t)).alias(t) for t in TASK_TABLES]).collect()[0]
     ended = now_ms()
     scan_id = f"{settings.cluster}-{started}-{uuid.uuid4().hex[:8]}"
-    frames = {
-        table: spark.createDataFrame(
-            _rows_of(rows, table, sizes.get(table, 0)), schema, verifySchema=False
-        )
-        for table, schema in TABLES.items()
-        if table not in ("scan_run",)
-    }
+    frames = {t: _table(wide, t, int(counted[t])) for t in TASK_TABLES}
     driver_manifest = spark.createDataFrame(
         [as_tuple(row, TABLES["scan_manifest"]) for row in driver_rows], TABLES["scan_manifest"]
     )
@@ -98,16 +107,16 @@ def run_extract(
     out = Path(run_dir)
     write_extract(Extract(**frames), out)
     manifest = [r.asDict() for r in frames["scan_manifest"].collect()]
-    rows.unpersist()
+    wide.unpersist()
     _log_manifest(manifest)
     return ExtractOutcome(out, scan_id, started, ended, zxid, manifest)
 
 
-def _rows_of(tagged: RDD[tuple[str, Any]], table: str, size: int) -> RDD[Any]:
+def _table(wide: DataFrame, table: str, size: int) -> DataFrame:
     # One output partition per ROWS_PER_FILE rows: small tables become one file, written by
     # one task, instead of one nearly empty file per extract task.
     parts = max(1, -(-size // ROWS_PER_FILE))
-    return tagged.filter(lambda pair: pair[0] == table).map(lambda pair: pair[1]).coalesce(parts)
+    return wide.filter(F.col(table).isNotNull()).select(f"{table}.*").coalesce(parts)
 
 
 def _log_manifest(manifest: list[dict[str, Any]]) -> None:
