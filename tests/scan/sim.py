@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ def settings(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, **kw: Any) ->
         s3=s3_settings,
         zk_timeout_s=2.0,
     )
-    return ExtractSettings(**{**base.__dict__, **kw})
+    return replace(base, **kw)
 
 
 async def write(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec) -> ClusterModel:
