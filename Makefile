@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down
+.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -45,3 +45,7 @@ compose-up:
 
 compose-down:
 	docker compose -f compose/compose.yaml down
+
+# The reconciler for spark-submit: dist/tombstone-spark.zip (--py-files) and the driver script.
+dist-spark: setup
+	$(PY) scripts/dist_spark.py --out dist

@@ -194,7 +194,9 @@ class Marker:
         now = now_ms()
         encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)))
         path = request.owner.path
-        journal_knows = self._journal.knows(path, version)
+        # Reconciler PDLIs unlink nothing and never reuse receipts: two scans may name two
+        # uploads of one ledger at one owner version, which the journal cannot tell apart.
+        journal_knows = not request.reconciler and self._journal.knows(path, version)
         sent: dict[int, _Sent] = {}
         outgoing: list[tuple[_Sent, _pd.LedgerType.ValueType, OutgoingMessage]] = []
         for ref in plan.refs:
@@ -215,7 +217,8 @@ class Marker:
                     entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
                     self._reused_by_tier[tier].inc()
         accepted = await self._publish(outgoing)
-        return sent, self._journal.append(path, version, accepted, now_ms())
+        receipts = [] if request.reconciler else accepted
+        return sent, self._journal.append(path, version, receipts, now_ms())
 
     def _stamp(self, token: int, now: int) -> Stamp:
         return Stamp(

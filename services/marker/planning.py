@@ -20,6 +20,8 @@ class MarkRequest:
     source: _pd.Source.ValueType = _pd.BROKER
     request_id: str = ""
     new_cursor_ledger_id: int = -1
+    reconciler_ledgers: tuple[LedgerRef, ...] = ()
+    """RECONCILER only: ledgers with explicit tiers (and offload contexts found by a scan)."""
 
     @property
     def reconciler(self) -> bool:
@@ -65,14 +67,41 @@ def plan_marking(request: MarkRequest, snapshot: OwnerSnapshot | None, version: 
 
 def _plan_reconciler(request: MarkRequest, snapshot: OwnerSnapshot | None, version: int) -> Plan:
     plan = Plan()
-    for ledger_id in request.ledger_ids:
-        if snapshot is not None and snapshot.reference(ledger_id) is not None:
-            message = f"still referenced by {request.owner.path} at version {version}"
-            plan.refused.append(NotMarked(ledger_id, _mk.STILL_REFERENCED, message))
+    # Plain ledger ids are BookKeeper-tier entries; explicit entries name their tiers.
+    wanted = [LedgerRef(i) for i in request.ledger_ids] + list(request.reconciler_ledgers)
+    for ref in wanted:
+        listed = snapshot.reference(ref.ledger_id) if snapshot is not None else None
+        tier = None if listed is None else still_referenced_tier(listed, ref)
+        if tier is not None:
+            message = (
+                f"{_pd.LedgerType.Name(tier)} still referenced by {request.owner.path} "
+                f"at version {version}"
+            )
+            plan.refused.append(NotMarked(ref.ledger_id, _mk.STILL_REFERENCED, message))
         else:
-            # An unreferenced ledger has no offload context to read: BookKeeper tier only.
-            plan.refs.append(LedgerRef(ledger_id))
+            plan.refs.append(ref)
     return plan
+
+
+def still_referenced_tier(listed: LedgerRef, wanted: LedgerRef) -> _pd.LedgerType.ValueType | None:
+    """The first requested tier the owner's reference `listed` still covers (as the verifier
+    judges it), or None. The BookKeeper copy is free only when the listed offload is complete
+    and `bookkeeperDeleted`; an offloaded copy only when listed with another uuid."""
+    offload = listed.offload
+    for tier in wanted.tiers:
+        if tier == _pd.LEDGER and not (
+            offload is not None and offload.complete and offload.bookkeeper_deleted
+        ):
+            return tier
+        if tier == _pd.OFFLOAD_LEDGER and _same_upload(offload, wanted.offload):
+            return tier
+    return None
+
+
+def _same_upload(listed: _pd.OffloadContext | None, wanted: _pd.OffloadContext | None) -> bool:
+    if listed is None or wanted is None:
+        return listed is not None  # no uuid asked: any listed upload counts as referenced
+    return (listed.uuid_msb, listed.uuid_lsb) == (wanted.uuid_msb, wanted.uuid_lsb)
 
 
 @dataclass(frozen=True)

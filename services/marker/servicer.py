@@ -14,7 +14,7 @@ from services.core.errors import InvalidArgument
 from services.core.validation import require, require_no_duplicates, require_nonempty
 from services.marker.marking import Marker, MarkResult
 from services.marker.metrics import MarkerMetrics
-from services.marker.owners import resolve_owner
+from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
@@ -37,6 +37,7 @@ def to_request(message: _mk.MarkLedgersRequest, *, max_batch: int) -> MarkReques
         schema_id=message.schema_id,
     )
     ledger_ids = _ledger_ids(message, max_batch)
+    reconciler_ledgers = reconciler_refs(message, ledger_ids, max_batch)
     require(
         message.write_mode in (_mk.WRITE_MODE_UNSPECIFIED, _mk.MARKER_WRITES, _mk.CALLER_WRITES),
         "write_mode",
@@ -54,12 +55,16 @@ def to_request(message: _mk.MarkLedgersRequest, *, max_batch: int) -> MarkReques
         source=_SOURCES[message.source],
         request_id=message.request_id or uuid.uuid4().hex,
         new_cursor_ledger_id=_new_cursor_ledger_id(message, ledger_ids),
+        reconciler_ledgers=reconciler_ledgers,
     )
 
 
 def _ledger_ids(message: _mk.MarkLedgersRequest, max_batch: int) -> tuple[int, ...]:
     ids = tuple(message.ledger_ids)
-    require_nonempty(ids, "ledger_ids")
+    if not message.reconciler_ledgers:
+        require_nonempty(ids, "ledger_ids")
+    if not ids:
+        return ids
     require(len(ids) <= max_batch, "ledger_ids", f"has {len(ids)} ids, at most {max_batch} allowed")
     # Whole-batch checks first (C speed); the per-item scans only run to name the culprit.
     if min(ids) < 0:
@@ -68,6 +73,51 @@ def _ledger_ids(message: _mk.MarkLedgersRequest, max_batch: int) -> tuple[int, .
     if len(set(ids)) != len(ids):
         require_no_duplicates(ids, "ledger_ids")
     return ids
+
+
+def reconciler_refs(
+    message: _mk.MarkLedgersRequest, ledger_ids: tuple[int, ...], max_batch: int
+) -> tuple[LedgerRef, ...]:
+    """The validated `reconciler_ledgers` of a request (RECONCILER requests only)."""
+    entries = message.reconciler_ledgers
+    if not entries:
+        return ()
+    field = "reconciler_ledgers"
+    require(message.source == _pd.RECONCILER, field, "only RECONCILER requests carry them")
+    total = len(entries) + len(ledger_ids)
+    require(total <= max_batch, field, f"{total} ledgers in all, at most {max_batch} allowed")
+    seen = set(ledger_ids)
+    refs = []
+    for index, entry in enumerate(entries):
+        where = f"{field}[{index}]"
+        require(entry.ledger_id >= 0, f"{where}.ledger_id", f"must be ≥ 0, got {entry.ledger_id}")
+        require(entry.ledger_id not in seen, f"{where}.ledger_id", "appears twice in the request")
+        seen.add(entry.ledger_id)
+        refs.append(_reconciler_ref(message.component, entry, where))
+    return tuple(refs)
+
+
+def _reconciler_ref(component: int, entry: _mk.ReconcilerLedger, where: str) -> LedgerRef:
+    tiers = tuple(entry.tiers)
+    require_nonempty(tiers, f"{where}.tiers")
+    require(len(set(tiers)) == len(tiers), f"{where}.tiers", "has duplicates")
+    for tier in tiers:
+        require(tier in (_pd.LEDGER, _pd.OFFLOAD_LEDGER), f"{where}.tiers", f"unknown tier {tier}")
+    if _pd.OFFLOAD_LEDGER not in tiers:
+        return LedgerRef(entry.ledger_id, tiers)
+    context = entry.offload_context
+    require(
+        component == _pd.MANAGED_LEDGER,
+        f"{where}.tiers",
+        "only managed-ledger data ledgers are offloaded",
+    )
+    require(
+        entry.HasField("offload_context") and bool(context.uuid_msb or context.uuid_lsb),
+        f"{where}.offload_context",
+        "an OFFLOAD_LEDGER entry needs the offload uuid",
+    )
+    require(bool(context.driver_name), f"{where}.offload_context.driver_name", "is required")
+    return LedgerRef(entry.ledger_id, tiers, context)
 
 
 def _new_cursor_ledger_id(message: _mk.MarkLedgersRequest, ledger_ids: tuple[int, ...]) -> int:

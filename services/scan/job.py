@@ -15,7 +15,7 @@ import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from services.core.errors import CorruptData, FailedPrecondition
+from services.core.errors import CorruptData
 from services.scan import analyze as A
 from services.scan import insights
 from services.scan.candidates import deletion_candidates
@@ -214,14 +214,3 @@ def build_summary(
         "dormant_topics": dormant_topics,
         "inactive_cursors": inactive_cursors,
     }
-
-
-def submit_candidates(candidates_dir: str | Path) -> None:
-    """Send the deletion candidates to the marker as reconciler PDLIs: the `--submit` seam.
-
-    Not available yet: the marker's client side for reconciler submissions does not exist.
-    """
-    raise FailedPrecondition(
-        f"submitting deletion candidates ({candidates_dir}) to the marker is not available "
-        "yet; this run is a dry run only"
-    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark.sql import SparkSession
 
 #: Settings for one 2-core, 24 GB machine in local mode. The driver is the only JVM there,
@@ -45,6 +48,10 @@ def build_session(
     if master is not None:
         builder = builder.master(master)
     settings = dict(LOCAL_DEFAULTS) if master and master.startswith("local") else {}
+    if settings:
+        # Python workers (the extract's tasks) run this interpreter, with the project's
+        # dependencies, rather than whatever `python3` is first on the PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings.update(overrides or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

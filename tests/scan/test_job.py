@@ -102,22 +102,24 @@ def test_refused_report_says_no_deletion(refused: AnalysisOutcome) -> None:
     assert "No deletion proposed." in (refused.out_dir / "report.html").read_text()
 
 
-def test_cli_submit_is_not_available_yet(tmp_path: Path) -> None:
-    """--submit fails with a clear message instead of pretending to send anything."""
+def test_cli_submit_settings_are_checked_before_spark(tmp_path: Path) -> None:
+    """--submit with a batch of 0 is refused before any Spark work or call."""
     result = CliRunner().invoke(
         reconcile,
         [
             "analyze",
             "--extract",
-            str(tmp_path),
+            str(tmp_path / "missing"),
             "--out",
             str(tmp_path / "o"),
             "--cluster",
             "c1",
             "--submit",
+            "--submit-batch",
+            "0",
         ],
     )
-    assert (result.exit_code, "not available yet" in result.output) == (1, True)
+    assert (result.exit_code, "submit_batch: must be positive" in result.output) == (1, True)
 
 
 def test_cli_rejects_short_min_age_without_override(tmp_path: Path) -> None:

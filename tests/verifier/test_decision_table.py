@@ -285,3 +285,31 @@ async def test_reconciler_young_objects_are_in_use(world: World, parts: Any) -> 
     await world.objects(1)
     verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER, **OFF))
     assert (verdict.decision, verdict.skip_reason) == (SKIP, IN_USE)
+
+
+async def test_reconciler_objects_of_a_deleted_topic_are_deleted(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """RECONCILER OFFLOAD_LEDGER PDLI whose owner ML is gone (a scan found the objects): no
+    reference, identity matches, past the window → DELETE both keys."""
+    keys = await world.objects(1)
+    parts = make_parts(replace(config, reconciler_min_age=timedelta(0)), store, s3client)
+    verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER, **OFF))
+    evidence = verdict.offload
+    assert (verdict.decision, evidence.keys if evidence else None) == (DELETE, keys)
+
+
+async def test_reconciler_objects_of_another_upload_are_deleted(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """RECONCILER OFFLOAD_LEDGER PDLI for objects under a uuid other than the one listed:
+    the abandoned upload is DELETE, the listed one SKIP IN_USE."""
+    await world.ml([Listed(1, uuid=OTHER_UUID)])
+    await world.objects(1)
+    await world.objects(1, uuid=OTHER_UUID)
+    parts = make_parts(replace(config, reconciler_min_age=timedelta(0)), store, s3client)
+    abandoned = await parts.engine.verify(pdli(1, source=pb.RECONCILER, **OFF))
+    listed = await parts.engine.verify(
+        pdli(1, source=pb.RECONCILER, tier=pb.OFFLOAD_LEDGER, uuid=OTHER_UUID)
+    )
+    assert (abandoned.decision, listed.decision, listed.skip_reason) == (DELETE, SKIP, IN_USE)

@@ -100,6 +100,7 @@ class MarkLedgersRequest(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     NEW_CURSOR_LEDGER_ID_FIELD_NUMBER: _builtins.int
+    RECONCILER_LEDGERS_FIELD_NUMBER: _builtins.int
     component: _pending_delete_pb2.LedgerComponent.ValueType
     """The reference owner: MANAGED_LEDGER needs managed_ledger_name;
     MANAGED_CURSOR also needs cursor_name; SCHEMA_STORAGE needs schema_id.
@@ -122,6 +123,14 @@ class MarkLedgersRequest(_message.Message):
     """
     @_builtins.property
     def ledger_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def reconciler_ledgers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReconcilerLedger]:
+        """RECONCILER only: ledgers with the tiers to mark and, for OFFLOAD_LEDGER, the
+        offload context the scan found (an unreferenced ledger has none the marker
+        could read). A ledger id appears once across ledger_ids and this list;
+        ledger_ids stay LEDGER-tier entries.
+        """
+
     def __init__(
         self,
         *,
@@ -136,10 +145,11 @@ class MarkLedgersRequest(_message.Message):
         source: _pending_delete_pb2.Source.ValueType = ...,
         request_id: _builtins.str = ...,
         new_cursor_ledger_id: _builtins.int | None = ...,
+        reconciler_ledgers: _abc.Iterable[Global___ReconcilerLedger] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "expected_version", b"expected_version", "new_cursor_ledger_id", b"new_cursor_ledger_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "new_cursor_ledger_id", b"new_cursor_ledger_id", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "new_cursor_ledger_id", b"new_cursor_ledger_id", "reconciler_ledgers", b"reconciler_ledgers", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -151,6 +161,41 @@ class MarkLedgersRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__new_cursor_ledger_id) -> _WhichOneofReturnType__new_cursor_ledger_id | None: ...
 
 Global___MarkLedgersRequest: _TypeAlias = MarkLedgersRequest  # noqa: Y015
+
+@_typing.final
+class ReconcilerLedger(_message.Message):
+    """One ledger of a reconciler request. The marker refuses it (STILL_REFERENCED)
+    when the owner still references a requested tier: for LEDGER, listed unless
+    its offload context says complete and bookkeeperDeleted; for OFFLOAD_LEDGER,
+    listed with the same uuid.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    TIERS_FIELD_NUMBER: _builtins.int
+    OFFLOAD_CONTEXT_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    @_builtins.property
+    def tiers(self) -> _containers.RepeatedScalarFieldContainer[_pending_delete_pb2.LedgerType.ValueType]: ...
+    @_builtins.property
+    def offload_context(self) -> _pending_delete_pb2.OffloadContext:
+        """Required for OFFLOAD_LEDGER: uuid, driver name and driver metadata (bucket)."""
+
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        tiers: _abc.Iterable[_pending_delete_pb2.LedgerType.ValueType] | None = ...,
+        offload_context: _pending_delete_pb2.OffloadContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["offload_context", b"offload_context"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ledger_id", b"ledger_id", "offload_context", b"offload_context", "tiers", b"tiers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconcilerLedger: _TypeAlias = ReconcilerLedger  # noqa: Y015
 
 @_typing.final
 class MarkedLedger(_message.Message):

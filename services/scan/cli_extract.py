@@ -1,0 +1,163 @@
+"""`tombstone reconcile extract` and `tombstone reconcile run` (extract, then analyze)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from services.core.config import S3Config
+from services.core.errors import TombstoneError
+from services.scan.cli_options import (
+    analysis_options,
+    analyze_config,
+    finish,
+    session,
+    submit_options,
+    submit_settings,
+)
+from services.scan.config import parse_duration
+
+F = Callable[..., Any]
+EXTRACT_DIR = "extract"
+
+
+def extract_options(func: F) -> F:
+    """Where to read from: ZooKeeper, the ledgers root, the buckets or inventory files."""
+    options = [
+        click.option("--zookeeper", required=True, help="host:port[,host:port...] of ZooKeeper."),
+        click.option("--chroot", default=None, help="ZooKeeper chroot of the Pulsar metadata."),
+        click.option("--ledgers-root", default="/ledgers", show_default=True),
+        click.option(
+            "--s3-endpoint", default=None, help="S3-compatible endpoint (else AWS / env)."
+        ),
+        click.option("--s3-region", default=None, help="Region (else TOMBSTONE_S3_REGION)."),
+        click.option(
+            "--bucket", "buckets", multiple=True, help="An allowed offload bucket (repeatable)."
+        ),
+        click.option(
+            "--inventory",
+            "inventories",
+            multiple=True,
+            type=click.Path(dir_okay=False, exists=True),
+            help="S3 Inventory file (CSV, CSV.gz or Parquet) listing the buckets instead of a "
+            "live listing (repeatable).",
+        ),
+        click.option(
+            "--inventory-schema",
+            default="Bucket, Key, Size, LastModifiedDate",
+            show_default=True,
+            help="Column order of headerless inventory CSVs (the manifest's fileSchema).",
+        ),
+        click.option(
+            "--head-objects/--no-head-objects",
+            default=True,
+            show_default=True,
+            help="HEAD Pulsar-named objects for their managed-ledger and cluster names.",
+        ),
+        click.option("--zk-timeout", default="10s", show_default=True),
+        click.option("--subtree-level", default=4, show_default=True),
+        click.option("--concurrency", default=64, show_default=True, help="Reads per task."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def extract_settings(cluster: str, **kw: Any) -> Any:
+    from services.scan._s3 import S3Settings
+    from services.scan.extract_plan import ExtractSettings
+    from services.scan.inventory import parse_schema
+
+    env = S3Config.from_env()
+    s3 = S3Settings(
+        endpoint_url=kw["s3_endpoint"] or env.endpoint_url,
+        region=kw["s3_region"] or env.region,
+        access_key_id=env.access_key_id,
+        secret_access_key=env.secret_access_key,
+    )
+    return ExtractSettings(
+        zookeeper=kw["zookeeper"],
+        cluster=cluster,
+        chroot=kw["chroot"],
+        ledgers_root=kw["ledgers_root"],
+        zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
+        s3=s3,
+        buckets=tuple(kw["buckets"]),
+        inventories=tuple(str(Path(p).resolve()) for p in kw["inventories"]),
+        inventory_schema=parse_schema(kw["inventory_schema"]),
+        head_objects=kw["head_objects"],
+        subtree_level=kw["subtree_level"],
+        concurrency=kw["concurrency"],
+    )
+
+
+def _extract(spark: Any, settings: Any, out: Path) -> Any:
+    from services.scan.extract import manifest_counts, run_extract
+
+    outcome = run_extract(spark, settings, out, progress=True)
+    counts = manifest_counts(outcome.manifest)
+    rows = ", ".join(f"{kind} {n}" for kind, n in sorted(counts["rows"].items()))
+    click.echo(f"extract {outcome.scan_id} in {out}: {rows} (zxid {outcome.zxid})")
+    for problem in outcome.problems:
+        click.echo(f"  task {problem['task_id']} {problem['status']}: {problem['error']}", err=True)
+    return outcome
+
+
+@click.command()
+@extract_options
+@click.option("--cluster", required=True, help="The Pulsar cluster name (recorded in scan_run).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--master", default="local[*]", show_default=True)
+def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
+    """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
+    failed or was truncated: the analysis of such a run proposes nothing)."""
+    try:
+        settings = extract_settings(cluster, **kw)
+        spark = session(master)
+        try:
+            outcome = _extract(spark, settings, Path(out_dir))
+        finally:
+            spark.stop()
+    except TombstoneError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if outcome.problems:
+        sys.exit(3)
+
+
+@click.command()
+@extract_options
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@analysis_options
+@submit_options
+def run(out_dir: str, master: str, **kw: Any) -> None:
+    """Extract into OUT/extract, analyze into OUT, and with --submit mark the candidates."""
+    analysis_keys = (
+        "cluster",
+        "min_age",
+        "allow_short_min_age",
+        "max_orphan_share",
+        "inactive_cursor_age",
+        "dormant_topic_age",
+    )
+    submit_keys = ("submit", "marker_address", "submit_rate", "submit_concurrency", "submit_batch")
+    try:
+        config = analyze_config(*(kw[k] for k in analysis_keys))
+        submit = submit_settings(**{k: kw.pop(k) for k in submit_keys})
+        for key in analysis_keys[1:]:
+            kw.pop(key)
+        settings = extract_settings(kw.pop("cluster"), **kw)
+        from services.scan.job import run_analysis
+
+        spark = session(master)
+        try:
+            _extract(spark, settings, Path(out_dir) / EXTRACT_DIR)
+            outcome = run_analysis(spark, Path(out_dir) / EXTRACT_DIR, out_dir, config)
+        finally:
+            spark.stop()
+        finish(outcome, out_dir, submit)
+    except TombstoneError as exc:
+        raise click.ClickException(str(exc)) from exc

@@ -1,0 +1,178 @@
+"""Options and steps shared by `tombstone reconcile analyze`, `extract` and `run`."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from services.core.config import ClientConfig
+from services.core.errors import InvalidArgument
+from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
+from services.scan.submit import SubmitSettings
+
+F = Callable[..., Any]
+
+
+def analysis_options(func: F) -> F:
+    """--cluster, --min-age, --allow-short-min-age, --max-orphan-share and the report ages."""
+    options = [
+        click.option(
+            "--cluster", required=True, help="The Pulsar cluster name the extract must match."
+        ),
+        click.option(
+            "--min-age",
+            default=f"{DEFAULT_MIN_AGE.days}d",
+            show_default=True,
+            help="Age window: younger unreferenced ledgers and objects are never proposed.",
+        ),
+        click.option(
+            "--allow-short-min-age",
+            is_flag=True,
+            help="Accept a --min-age below the 1-day safety floor (logged loudly).",
+        ),
+        click.option(
+            "--max-orphan-share",
+            default=0.2,
+            show_default=True,
+            type=float,
+            help="Refuse to propose deletions above this orphan share.",
+        ),
+        click.option("--inactive-cursor-age", default="30d", show_default=True),
+        click.option("--dormant-topic-age", default="7d", show_default=True),
+        click.option(
+            "--master",
+            default="local[*]",
+            show_default=True,
+            help="Spark master; 'submit' takes the one spark-submit was given.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def submit_options(func: F) -> F:
+    """--submit and how to reach the marker."""
+    options = [
+        click.option(
+            "--submit",
+            is_flag=True,
+            help="Send the candidates to the marker as RECONCILER requests (default: dry run).",
+        ),
+        click.option(
+            "--marker-address",
+            default=None,
+            help="host:port of the marker (else TOMBSTONE_MARKER_ADDRESS; token in "
+            "TOMBSTONE_MARKER_TOKEN).",
+        ),
+        click.option("--submit-rate", default=20.0, show_default=True, help="Calls per second."),
+        click.option("--submit-concurrency", default=4, show_default=True),
+        click.option("--submit-batch", default=1000, show_default=True, help="Ledgers per call."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def submit_settings(
+    *,
+    submit: bool,
+    marker_address: str | None,
+    submit_rate: float,
+    submit_concurrency: int,
+    submit_batch: int,
+) -> SubmitSettings | None:
+    """None for a dry run. Checked before any Spark work."""
+    if not submit:
+        return None
+    for name, value in (
+        ("submit_rate", submit_rate),
+        ("submit_concurrency", submit_concurrency),
+        ("submit_batch", submit_batch),
+    ):
+        if value <= 0:
+            raise InvalidArgument(name, f"must be positive, got {value}")
+    marker = ClientConfig.from_env(target="MARKER", default_address="127.0.0.1:50051")
+    if marker_address:
+        marker = dataclasses.replace(marker, address=marker_address)
+    return SubmitSettings(
+        marker=marker,
+        rate_per_s=submit_rate,
+        concurrency=submit_concurrency,
+        batch=submit_batch,
+    )
+
+
+def analyze_config(
+    cluster: str,
+    min_age: str,
+    allow_short_min_age: bool,
+    max_orphan_share: float,
+    inactive_cursor_age: str,
+    dormant_topic_age: str,
+) -> AnalyzeConfig:
+    config = AnalyzeConfig(
+        cluster=cluster,
+        min_age=parse_duration(min_age, "min_age"),
+        allow_short_min_age=allow_short_min_age,
+        max_orphan_share=max_orphan_share,
+        inactive_cursor_age=parse_duration(inactive_cursor_age, "inactive_cursor_age"),
+        dormant_topic_age=parse_duration(dormant_topic_age, "dormant_topic_age"),
+    )
+    if config.below_floor:
+        click.secho(
+            f"WARNING: --min-age {min_age} is below the safety floor; young unreferenced "
+            "ledgers may be proposed for deletion.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+    return config
+
+
+def session(master: str) -> Any:
+    # Spark is imported only when a run really starts (`--help` stays fast).
+    from services.scan.spark import build_session
+
+    return build_session(None if master == "submit" else master)
+
+
+def finish(outcome: Any, out_dir: str, submit: Any) -> None:
+    """Print the outcome; submit the candidates when asked and allowed; exit 3 if refused."""
+    summary = outcome.summary
+    click.echo(f"report: {Path(out_dir) / 'report.html'}")
+    if outcome.verdict.refused:
+        click.echo("REFUSED: no deletion candidates. Reasons:", err=True)
+        for reason in outcome.verdict.reasons:
+            click.echo(f"  - {reason}", err=True)
+        sys.exit(3)
+    cands = summary["candidates"]
+    if submit is None:
+        click.echo(f"{cands['count']} deletion candidates ({cands['bytes']} bytes); dry run.")
+        return
+    submit_candidates(out_dir, submit)
+
+
+def submit_candidates(out_dir: str, settings: SubmitSettings) -> None:
+    """Send the written candidates to the marker; exit 4 when a call failed."""
+    from services.scan.submit import read_candidates, submit, write_report
+
+    candidates = read_candidates(out_dir)
+    report = asyncio.run(submit(candidates, settings))
+    path = write_report(out_dir, report)
+    click.echo(
+        f"submitted {len(candidates)} candidates in {report.calls} MarkLedgers calls: "
+        f"{report.marked['LEDGER']} BookKeeper and {report.marked['OFFLOAD_LEDGER']} offloaded "
+        f"copies marked, {len(report.not_marked)} refused by the marker, "
+        f"{len(report.skipped)} skipped ({path})"
+    )
+    if not report.ok:
+        for error in report.errors[:10]:
+            click.echo(f"  error: {error['owner']}: {error['error']}", err=True)
+        sys.exit(4)

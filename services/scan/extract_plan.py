@@ -1,0 +1,246 @@
+"""The extract's work units and what one task does with its unit.
+
+The driver lists the units (`plan_units`): BookKeeper subtrees, `tenant/x` prefixes of the
+managed-ledger tree, schema tenants, and buckets or inventory files. Each unit becomes one
+Spark task; the task runs its own asyncio loop with its own ZooKeeper session or S3 client
+(`run_unit`) and always returns its manifest row(s), also when it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from services.metadata import (
+    MANAGED_LEDGERS_ROOT,
+    SCHEMAS_ROOT,
+    BookKeeperLedgers,
+    LedgerLayout,
+    LedgerPaths,
+    NoNode,
+    ZkMetadataStore,
+)
+from services.scan import extract_tasks as T
+from services.scan._s3 import S3Settings, open_lister
+from services.scan.extract_rows import Row
+from services.scan.inventory import DEFAULT_CSV_SCHEMA
+
+#: Unit kinds. `managed_ledgers` units also yield the `ml_ledgers` and `cursors` tables.
+BK, ML, SCHEMAS, BUCKET, INVENTORY = (
+    "bk_ledgers",
+    "managed_ledgers",
+    "schemas",
+    "bucket",
+    "inventory",
+)
+OBJECTS = "offload_objects"
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """Everything an executor needs (pickled into every task)."""
+
+    zookeeper: str
+    cluster: str
+    chroot: str | None = None
+    ledgers_root: str = "/ledgers"
+    zk_timeout_s: float = 10.0
+    """Connect and request timeout of every ZooKeeper session."""
+    s3: S3Settings = field(default_factory=S3Settings)
+    buckets: tuple[str, ...] = ()
+    """The allowed buckets: listed live, or read from the inventory files."""
+    inventories: tuple[str, ...] = ()
+    inventory_schema: tuple[str, ...] = DEFAULT_CSV_SCHEMA
+    head_objects: bool = True
+    """HEAD Pulsar-named objects for `managedledgername` / `pulsarclustername`."""
+    subtree_level: int = 4
+    """BookKeeper subtree depth of a unit: 4 means the parents of the leaves in both layouts
+    (short `00/0000`, long `000/0000/0042/9496`), at most 10,000 ledgers each."""
+    concurrency: int = 64
+    task_timeout_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str
+    scope: str
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.kind}:{self.scope}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def manifest_row(
+    task_id: str,
+    kind: str,
+    scope: str,
+    rows: int,
+    status: str,
+    error: str | None,
+    started: int,
+    zxid: int | None,
+) -> Row:
+    return {
+        "task_id": task_id,
+        "kind": kind,
+        "scope": scope,
+        "rows": rows,
+        "status": status,
+        "error": error,
+        "started_ms": started,
+        "ended_ms": now_ms(),
+        "zxid": zxid,
+    }
+
+
+@contextlib.asynccontextmanager
+async def zk_session(settings: ExtractSettings) -> AsyncIterator[ZkMetadataStore]:
+    async with ZkMetadataStore.connect(
+        settings.zookeeper,
+        chroot=settings.chroot,
+        session_timeout=max(settings.zk_timeout_s, 4.0),
+        request_timeout=settings.zk_timeout_s,
+        connect_timeout=settings.zk_timeout_s,
+    ) as store:
+        yield store
+
+
+async def _paths(store: ZkMetadataStore, root: str) -> LedgerPaths:
+    """The layout `<root>/LAYOUT` names; Pulsar's default (hybrid) when there is none."""
+    try:
+        layout = await BookKeeperLedgers(store, paths=LedgerPaths(root)).read_layout()
+    except NoNode:
+        layout = LedgerLayout.HIERARCHICAL
+    return LedgerPaths(root, layout)
+
+
+async def _children(store: ZkMetadataStore, path: str) -> list[str]:
+    try:
+        return sorted(await store.get_children(path))
+    except NoNode:
+        return []
+
+
+async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], int | None]:
+    """The units and the driver's own manifest rows (one per listing, failed ones included),
+    and the zxid the driver saw."""
+    units: list[Unit] = []
+    rows: list[Row] = []
+    started = now_ms()
+    listings = ((BK, settings.ledgers_root), (ML, MANAGED_LEDGERS_ROOT), (SCHEMAS, SCHEMAS_ROOT))
+    zxid = None
+    try:
+        async with zk_session(settings) as store:
+            for kind, root in listings:
+                found = await _list_units(store, settings, kind)
+                units.extend(found)
+                rows.append(
+                    manifest_row(
+                        f"list:{kind}", kind, root, len(found), "ok", None, started, store.last_zxid
+                    )
+                )
+            zxid = store.last_zxid
+    except Exception as e:  # every failure becomes a failed manifest row
+        done = {row["kind"] for row in rows}
+        for kind, root in listings:
+            if kind not in done:
+                error = f"{type(e).__name__}: {e}"
+                rows.append(
+                    manifest_row(f"list:{kind}", kind, root, 0, "failed", error, started, None)
+                )
+    if settings.inventories:
+        units.extend(Unit(INVENTORY, path) for path in settings.inventories)
+    else:
+        units.extend(Unit(BUCKET, bucket) for bucket in settings.buckets)
+    scope = ",".join(settings.buckets) or "(no bucket allowed)"
+    rows.append(
+        manifest_row(
+            f"list:{OBJECTS}", OBJECTS, scope, len(settings.buckets), "ok", None, started, None
+        )
+    )
+    return units, rows, zxid
+
+
+async def _list_units(store: ZkMetadataStore, settings: ExtractSettings, kind: str) -> list[Unit]:
+    if kind == BK:
+        ledgers = BookKeeperLedgers(store, paths=await _paths(store, settings.ledgers_root))
+        return [Unit(BK, s) for s in await ledgers.subtrees(level=settings.subtree_level)]
+    if kind == ML:
+        units = []
+        for tenant in await _children(store, MANAGED_LEDGERS_ROOT):
+            for child in await _children(store, f"{MANAGED_LEDGERS_ROOT}/{tenant}"):
+                units.append(Unit(ML, f"{tenant}/{child}"))
+        return units
+    return [Unit(SCHEMAS, tenant) for tenant in await _children(store, SCHEMAS_ROOT)]
+
+
+async def run_unit(unit: Unit, settings: ExtractSettings) -> list[tuple[str, Row]]:
+    """Read one unit; its rows plus its manifest row(s). Never raises for a failed read."""
+    started = now_ms()
+    out: T.Out = []
+    status, error, zxid = "ok", None, None
+    try:
+        async with asyncio.timeout(settings.task_timeout_s):
+            zxid = await _dispatch(unit, settings, out)
+    except T.Truncated as e:
+        status, error = "truncated", str(e)
+    except TimeoutError:
+        status, error = "failed", f"timed out after {settings.task_timeout_s:g}s"
+    except Exception as e:  # reported in the manifest, never "no rows"
+        status, error = "failed", f"{type(e).__name__}: {e}"
+    out.extend(_manifest(unit, out, status, error, started, zxid))
+    return out
+
+
+def _manifest(
+    unit: Unit, out: T.Out, status: str, error: str | None, started: int, zxid: int | None
+) -> list[tuple[str, Row]]:
+    kinds = {ML: (ML, "cursors"), BUCKET: (OBJECTS,), INVENTORY: (OBJECTS,)}.get(
+        unit.kind, (unit.kind,)
+    )
+    rows = []
+    for kind in kinds:
+        count = sum(1 for table, _ in out if table == kind)
+        task_id = unit.task_id if kind == unit.kind else f"{kind}:{unit.scope}"
+        row = manifest_row(task_id, kind, unit.scope, count, status, error, started, zxid)
+        rows.append(("scan_manifest", row))
+    return rows
+
+
+async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | None:
+    limits = T.ReadLimits(settings.concurrency)
+    if unit.kind in (BUCKET, INVENTORY):
+        await _objects(unit, settings, out, limits)
+        return None
+    async with zk_session(settings) as store:
+        if unit.kind == BK:
+            paths = await _paths(store, settings.ledgers_root)
+            await T.read_bk_subtree(store, paths, unit.scope, out, limits)
+        elif unit.kind == ML:
+            await T.read_managed_ledgers(store, unit.scope, out, limits)
+        else:
+            await T.read_schemas(store, unit.scope, out, limits)
+        return store.last_zxid
+
+
+async def _objects(unit: Unit, settings: ExtractSettings, out: T.Out, limits: T.ReadLimits) -> None:
+    buckets = frozenset(settings.buckets)
+    if unit.kind == INVENTORY and not settings.head_objects:
+        await T.read_inventory_file(
+            None, unit.scope, buckets, settings.inventory_schema, out, limits
+        )
+        return
+    async with open_lister(settings.s3) as lister:
+        if unit.kind == BUCKET:
+            await T.read_bucket(lister, unit.scope, out, limits, head=settings.head_objects)
+        else:
+            await T.read_inventory_file(
+                lister, unit.scope, buckets, settings.inventory_schema, out, limits
+            )

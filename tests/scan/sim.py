@@ -1,0 +1,106 @@
+"""A simulated cluster in the real ZooKeeper and moto S3, extracted and analysed for real."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from devstack.s3 import S3Server
+from devstack.simulator import ClusterModel, ClusterSpec, OrphanKind
+from devstack.simulator.run import simulate_into
+from devstack.zookeeper import ZooKeeperServer
+from services.scan._s3 import S3Settings
+from services.scan.config import AnalyzeConfig
+from services.scan.extract import ExtractOutcome, run_extract
+from services.scan.extract_plan import ExtractSettings, Unit
+from services.scan.job import AnalysisOutcome, run_analysis
+
+CLUSTER = "standalone"
+
+#: The analysis kind each planted kind must be found as.
+LEDGER_KINDS = {
+    OrphanKind.UNLISTED_DATA: "not_in_list",
+    OrphanKind.DELETED_TOPIC: "topic_gone",
+    OrphanKind.STALE_CURSOR: "cursor_moved_on",
+    OrphanKind.UNLISTED_SCHEMA: "schema_not_in_locator",
+    OrphanKind.BK_AFTER_OFFLOAD: "bk_copy_after_offload",
+    # An OPEN rollover ledger of an existing topic is in use before it is even too young.
+    OrphanKind.YOUNG: "in_use_open",
+    OrphanKind.NO_PULSAR_METADATA: "unknown_ownership",
+    OrphanKind.SHADOW_REFERENCED: "referenced",
+}
+OBJECT_KINDS = {
+    OrphanKind.UNREFERENCED_OFFLOAD: "offload_no_match",
+    OrphanKind.OTHER_CLUSTER_OBJECTS: "other_cluster",
+}
+
+
+def settings(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
+    config = s3.client_config()
+    s3_settings = S3Settings(
+        endpoint_url=config["endpoint_url"],
+        region=config["region_name"],
+        access_key_id=config["aws_access_key_id"],
+        secret_access_key=config["aws_secret_access_key"],
+    )
+    base = ExtractSettings(
+        zookeeper=zk.address,
+        cluster=CLUSTER,
+        buckets=(spec.bucket,),
+        s3=s3_settings,
+        zk_timeout_s=2.0,
+    )
+    return replace(base, **kw)
+
+
+async def write(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec) -> ClusterModel:
+    return await simulate_into(spec, zookeeper=zk.address, s3_config=s3.client_config())
+
+
+def window_config(model: ClusterModel, extract: ExtractOutcome) -> AnalyzeConfig:
+    """An age window that splits exactly the simulator's old and young znodes (scan start is
+    "now"): old ones are at least `window` old, young ones less."""
+    assert model.young_since_ms is not None
+    window = extract.started_ms - model.young_since_ms + 1
+    return AnalyzeConfig(
+        cluster=CLUSTER,
+        min_age=timedelta(milliseconds=window),
+        allow_short_min_age=True,
+        max_orphan_share=1.0,
+    )
+
+
+@dataclass
+class Scanned:
+    model: ClusterModel
+    extract: ExtractOutcome
+    analysis: AnalysisOutcome
+
+
+async def extract_and_analyze(
+    spark: SparkSession,
+    tmp: Path,
+    model: ClusterModel,
+    extract_settings: ExtractSettings,
+    after_listing: Any = None,
+) -> Scanned:
+    extract = await asyncio.to_thread(
+        run_extract, spark, extract_settings, tmp / "extract", after_listing=after_listing
+    )
+    config = window_config(model, extract)
+    analysis = await asyncio.to_thread(run_analysis, spark, tmp / "extract", tmp / "out", config)
+    return Scanned(model, extract, analysis)
+
+
+def findings(spark: SparkSession, out: Path, what: str, key: str) -> dict[Any, tuple[str, bool]]:
+    rows = spark.read.parquet(str(out / "findings" / what)).collect()
+    return {row[key]: (row["kind"], row["deletable"]) for row in rows}
+
+
+def no_hook(_units: list[Unit]) -> None:
+    return None

@@ -1,0 +1,114 @@
+"""`--submit` end to end: extract and analyse a simulated cluster, submit the candidates to a
+real marker (gRPC), and let the verifier and deleter act: exactly the planted deletable orphans
+end deleted from ZooKeeper and S3, and nothing else changes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.s3 import S3Server
+from devstack.simulator import ClusterSpec, OrphanPlan
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import ClientConfig, GrpcServerConfig
+from services.core.grpc_server import ServiceRunner
+from services.marker.app import METHOD_ROLES
+from services.marker.marking import Marker
+from services.marker.servicer import SERVICE_NAME, MarkerServicer
+from services.metadata import BookKeeperLedgers, ZkMetadataStore
+from services.scan.submit import SubmitSettings, read_candidates, submit
+from tests.deleter.stack import (
+    BUCKET,
+    CLUSTER,
+    create_topics,
+    deleter_config,
+    drained,
+    running_deleter,
+    running_marker,
+    running_verifier,
+)
+from tests.deleter_e2e.checks import objects_in_s3
+from tests.scan import sim
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+
+SPEC = ClusterSpec(
+    seed=21,
+    tenants=1,
+    namespaces_per_tenant=2,
+    topics_per_namespace=3,
+    orphans=replace(OrphanPlan.some(1), other_cluster_objects=0),
+    bucket=BUCKET,
+    cluster_name=CLUSTER,
+)
+
+
+@asynccontextmanager
+async def marker_server(marker: Marker) -> AsyncIterator[str]:
+    """The marker's gRPC service on a free port; yields its address."""
+    async with ServiceRunner(
+        name="marker",
+        grpc=GrpcServerConfig(port=0),
+        method_roles=METHOD_ROLES,
+        handle_signals=False,
+    ) as runner:
+        servicer = MarkerServicer(marker, max_batch=10_000)
+        runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
+        port = await runner.start()
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            await runner.shutdown()
+
+
+async def _state(zk: ZooKeeperServer) -> tuple[set[int], dict[str, tuple[bytes, int]]]:
+    """Ledger ids in BookKeeper, and data and version of every ML, cursor and locator znode."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        ids = {i async for i in BookKeeperLedgers(store).iter_ledger_ids()}
+        nodes: dict[str, tuple[bytes, int]] = {}
+
+        async def walk(path: str) -> None:
+            for child in await store.get_children(path):
+                node = await store.get(f"{path}/{child}")
+                nodes[f"{path}/{child}"] = (node.data, node.version)
+                await walk(f"{path}/{child}")
+
+        for root in ("/managed-ledgers", "/schemas"):
+            await walk(root)
+    return ids, nodes
+
+
+async def test_submit_deletes_exactly_the_planted_orphans(
+    spark: SparkSession,
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    tmp_path: Path,
+) -> None:
+    """Planted deletable ledgers leave ZooKeeper, the abandoned uploads leave S3; every other
+    ledger, object, ML, cursor and schema znode is as before (same data, same version)."""
+    create_topics(broker)
+    model = await sim.write(zk, s3, SPEC)
+    ledgers_before, nodes_before = await _state(zk)
+    objects_before = objects_in_s3(s3)
+    scanned = await sim.extract_and_analyze(spark, tmp_path, model, sim.settings(zk, s3, SPEC))
+    assert scanned.analysis.verdict.reasons == ()
+    candidates = await asyncio.to_thread(read_candidates, scanned.analysis.out_dir)
+    async with running_verifier(zk, s3) as verifier:
+        async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
+            report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
+        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+            status = await drained(running.deleter)
+    gone_ledgers = {p.ledger_id for p in model.planted if p.deletable and not p.object_keys}
+    gone_keys = {k for p in model.planted if p.deletable for k in p.object_keys}
+    ledgers_after, nodes_after = await _state(zk)
+    assert (report.errors, report.not_marked, report.skipped) == ([], [], [])
+    assert ledgers_before - gone_ledgers == ledgers_after
+    assert objects_before - gone_keys == objects_in_s3(s3)
+    assert nodes_before == nodes_after
+    assert (len(gone_ledgers), len(gone_keys), status.dead_letter_backlog) == (5, 2, 0)

@@ -1,0 +1,71 @@
+"""How candidates become MarkLedgers requests: one owner per call, each ledger once per call,
+offloaded copies with the scan's context; candidates without an owner are skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.core.config import ClientConfig
+from services.metadata import uuid_to_bits
+from services.scan.progress import render
+from services.scan.submit import SubmitReport, SubmitSettings, plan_requests
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+ML = "public/default/persistent/t"
+U1 = "11111111-1111-1111-1111-111111111111"
+U2 = "22222222-2222-2222-2222-222222222222"
+SETTINGS = SubmitSettings(marker=ClientConfig("127.0.0.1:1"), batch=2)
+
+
+def cand(ledger_id: int, **kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "ledger_type": "LEDGER",
+        "ledger_id": ledger_id,
+        "component": "MANAGED_LEDGER",
+        "ml_name": ML,
+        "cursor_name": None,
+        "schema_id": None,
+        "bucket": None,
+        "uuid": None,
+    }
+    return base | kw
+
+
+def offload(ledger_id: int, uuid: str) -> dict[str, Any]:
+    return cand(ledger_id, ledger_type="OFFLOAD_LEDGER", bucket="b1", uuid=uuid)
+
+
+def test_ledgers_of_one_owner_go_in_batches() -> None:
+    """Three data ledgers of one ML with batch 2: two calls, plain ledger ids."""
+    requests = plan_requests([cand(3), cand(1), cand(2)], SETTINGS, SubmitReport())
+    assert [list(r.ledger_ids) for r in requests] == [[1, 2], [3]]
+    assert {r.source for r in requests} == {_pd.RECONCILER}
+
+
+def test_two_uploads_of_one_ledger_go_in_two_calls() -> None:
+    """Each ledger id appears once per call; offload entries carry uuid, driver and bucket."""
+    requests = plan_requests([offload(5, U1), offload(5, U2)], SETTINGS, SubmitReport())
+    contexts = [r.reconciler_ledgers[0].offload_context for r in requests]
+    assert [(c.uuid_msb, c.uuid_lsb) for c in contexts] == [uuid_to_bits(U1), uuid_to_bits(U2)]
+    assert {(c.driver_name, c.driver_metadata["bucket"]) for c in contexts} == {("aws-s3", "b1")}
+
+
+def test_cursor_and_schema_owners_are_separate_calls() -> None:
+    """A cursor ledger and a schema ledger each go to their own owner."""
+    cursor = cand(7, component="MANAGED_CURSOR", cursor_name="sub")
+    schema = cand(8, component="SCHEMA_STORAGE", ml_name=None, schema_id="public/default/t")
+    requests = plan_requests([cursor, schema], SETTINGS, SubmitReport())
+    owners = sorted((r.component, r.cursor_name, r.schema_id) for r in requests)
+    assert owners == [(_pd.MANAGED_CURSOR, "sub", ""), (_pd.SCHEMA_STORAGE, "", "public/default/t")]
+
+
+def test_candidate_without_owner_is_skipped() -> None:
+    """An offloaded object naming no managed ledger cannot be marked: reported as skipped."""
+    report = SubmitReport()
+    requests = plan_requests([cand(9, ml_name=None)], SETTINGS, report)
+    assert (requests, len(report.skipped)) == ([], 1)
+
+
+def test_progress_bar_text() -> None:
+    """The bar shows completed tasks out of the total."""
+    assert render(5, 10, "extract").endswith("[###############---------------] 5/10 tasks")
