@@ -327,13 +327,13 @@ class ZkMetadataStore:
             # asyncio.timeout, not wait_for: no extra task per request on the hot read path.
             async with asyncio.timeout(self._request_timeout):
                 return await self._session.send(request)
-        except Exception as e:
+        except (zk_exc.ZKError, TimeoutError, *_UNAVAILABLE) as e:
             raise self._mapped(e, path, version) from e
         finally:
             self._retry.clear(request)
 
     def _mapped(self, error: Exception, path: str, version: int = ANY_VERSION) -> MetadataError:
-        """The typed error for an aiozk failure (or a ZooKeeper error code's exception)."""
+        """The typed error for an aiozk failure (or for one read's error code)."""
         if isinstance(error, zk_exc.NoNode):
             return NoNode(path)
         if isinstance(error, zk_exc.NodeExists):
@@ -346,8 +346,6 @@ class ZkMetadataStore:
             return StoreUnavailable(path, f"no answer within {self._request_timeout}s")
         if isinstance(error, _UNAVAILABLE):
             return StoreUnavailable(path, f"{type(error).__name__}: {error}")
-        if isinstance(error, MetadataError):
-            return error
         return MetadataError(path, f"ZooKeeper error {type(error).__name__}: {error}")
 
     def _hook_connection(self) -> None:
