@@ -318,6 +318,8 @@ class ZkMetadataStore:
     def _abs(self, path: str) -> str:
         if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
             raise MetadataError(path, "not an absolute znode path")
+        if not self._client.chroot:
+            return path  # already normal (checked above); aiozk's split/join costs µs per path
         return str(self._client.normalize_path(path))
 
     async def _send(self, request: Any, path: str, *, version: int = ANY_VERSION) -> Any:
