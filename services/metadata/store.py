@@ -69,7 +69,8 @@ class MetadataStore(Protocol):
 
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
         """Per path, in order: data and stat, None when absent, or the typed error that left
-        it unknown (never None for a failure). Never raises; one round trip per chunk."""
+        it unknown (never None for a failure). Store failures are reported per path, not
+        raised; one round trip per chunk of paths."""
         ...
 
     async def get_and_watch(self, path: str) -> tuple[Versioned, asyncio.Future[WatchEvent]]:

@@ -199,7 +199,8 @@ class ZkMetadataStore:
 
         Per path, in order: the `Versioned`, None when the server said the znode does not
         exist, or the typed error that left it unknown (`StoreUnavailable` when the request
-        got no answer; absence is never inferred from a failure). Never raises.
+        got no answer; absence is never inferred from a failure). Store failures are reported
+        per path, not raised.
         """
         chunks = [paths[i : i + MULTI_READ_CHUNK] for i in range(0, len(paths), MULTI_READ_CHUNK)]
         if len(chunks) == 1:

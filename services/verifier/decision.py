@@ -122,9 +122,17 @@ class DecisionEngine:
                 if isinstance(target, Target) and target.tier is Tier.BOOKKEEPER
             )
         )
-        ledgers = dict(zip(paths, await self._store.read_many(paths), strict=True))
+        ledgers = dict(zip(paths, await self._read_many(paths), strict=True))
         pairs = zip(pdlis, parsed, strict=True)
         return list(await asyncio.gather(*(self._verify(p, t, ledgers) for p, t in pairs)))
+
+    async def _read_many(self, paths: list[str]) -> list[Znode | Exception | None]:
+        """`read_many`, with an unexpected failure of the whole call given to every path
+        (each of those PDLIs then gets the RETRY a failed single read would give)."""
+        try:
+            return await self._store.read_many(paths)
+        except Exception as e:
+            return [e] * len(paths)
 
     async def _verify(
         self,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from devstack.zookeeper import ZooKeeperServer
+from services.core.metrics import Metrics
 from services.metadata.ledger_metadata import LedgerState
+from services.metadata.zk_store import ZkMetadataStore
+from services.verifier._s3 import S3ObjectStore
+from services.verifier.app import build
+from services.verifier.config import VerifierConfig
+from services.verifier.metrics import VerifierMetrics
 from services.verifier.model import Decision, Verdict
+from services.verifier.ports import Znode
+from services.verifier.store_adapter import MetadataZnodeStore
 from tests.verifier.world import CURSOR, SCHEMA, UUID, World, cursor_meta, pdli, schema_meta
 from tombstone.v1 import pending_delete_pb2 as pb
 
@@ -83,3 +92,25 @@ async def test_zookeeper_stopped_is_retry_never_not_found(
     finally:
         zk.start()
     assert [(v.decision, v.code) for v in verdicts] == [(Decision.RETRY, "unavailable")] * 2
+
+
+class _BrokenBatchReads(MetadataZnodeStore):
+    """The real store, except that the batch read fails as a whole with an unexpected error."""
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        raise RuntimeError("batch read broke")
+
+
+async def test_a_failing_batch_read_is_retry_for_its_ledgers(
+    world: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
+) -> None:
+    """If the batch read itself raises, each BookKeeper PDLI is RETRY (never DELETE or
+    NOT_FOUND) and the offload PDLI beside them is still decided."""
+    await world.ledger(1)
+    await world.objects(9)
+    znodes = _BrokenBatchReads(store)
+    parts = build(config, znodes, S3ObjectStore(s3client), VerifierMetrics(Metrics()))
+    verdicts = await parts.engine.verify_batch(
+        [pdli(1), pdli(2), pdli(9, tier=pb.OFFLOAD_LEDGER, uuid=UUID)]
+    )
+    assert [v.decision for v in verdicts] == [Decision.RETRY, Decision.RETRY, Decision.DELETE]
