@@ -1,10 +1,15 @@
-"""Ledger-metadata read rate: `BookKeeperLedgers.read` (decode included) vs raw aiozk.
+"""Ledger-metadata read rate: `BookKeeperLedgers.read` (decode included) vs raw aiozk, and
+`ZkMetadataStore.get_many` (multiRead) vs a raw multiRead.
 
     .venv/bin/python -m benchmarks.metadata_read [--n 20000] [--concurrency 128] [--rounds 5]
+        [--batch 256] [--batches-in-flight 4] [--batch-passes 10]
 
 Starts its own ZooKeeper, writes N ledger znodes (v3 format, Pulsar-like custom metadata,
 ids on both sides of 2^31), then reads them all with the same bounded worker pool through
-each client, alternating rounds. Prints both rates and the median per-round ratio.
+each client, alternating rounds. Batched reads take `--batch` paths per call with
+`--batches-in-flight` calls in flight: raw is aiozk sending the multiRead request itself
+(no error mapping, no result objects), ours is `get_many`. Prints the rates and the median
+per-round ratios. Batched reads go over all N `--batch-passes` times per round.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from services.metadata import (
     Segment,
     ZkMetadataStore,
 )
+from services.metadata.zk_wire import MultiReadRequest
 
 BENCH_TIMEOUT_S = 600.0
 
@@ -81,56 +87,85 @@ async def populate(ledgers: BookKeeperLedgers, ids: list[int], concurrency: int)
     await run_pool(ids, concurrency, create)
 
 
-async def measure(
-    address: str, n: int, concurrency: int, rounds: int
-) -> tuple[list[float], list[float]]:
-    """Per-round read rates (raw, ours); each round reads every ledger once per client."""
-    ids = ledger_ids(n)
+Rates = dict[str, list[float]]
+
+
+async def measure(address: str, args: argparse.Namespace) -> Rates:
+    """Per-round read rates of each client; each round reads every ledger once per client."""
+    ids = ledger_ids(args.n)
     raw = aiozk.ZKClient(address, session_timeout=30)
     await raw.start()
     try:
         async with ZkMetadataStore.connect(address, session_timeout=30.0) as store:
             ledgers = BookKeeperLedgers(store)
-            await populate(ledgers, ids, concurrency)
+            await populate(ledgers, ids, args.concurrency)
             paths = {ledger_id: ledgers.path(ledger_id) for ledger_id in ids}
+            batches = [
+                [paths[i] for i in ids[start : start + args.batch]]
+                for start in range(0, len(ids), args.batch)
+            ]
 
             async def raw_read(ledger_id: int) -> object:
                 return await raw.get(paths[ledger_id])
 
-            raw_rates: list[float] = []
-            our_rates: list[float] = []
-            for index in range(rounds):
-                raw_rates.append(await run_pool(ids, concurrency, raw_read))
-                our_rates.append(await run_pool(ids, concurrency, ledgers.read))
-                ratio = our_rates[-1] / raw_rates[-1]
-                print(
-                    f"round {index + 1}: raw {raw_rates[-1]:,.0f}/s, "
-                    f"ours {our_rates[-1]:,.0f}/s, ratio {ratio:.0%}"
-                )
-            return raw_rates, our_rates
+            async def raw_multi(number: int) -> object:
+                return await raw.session.send(MultiReadRequest(batches[number]))
+
+            async def get_many(number: int) -> object:
+                return await store.get_many(batches[number])
+
+            async def batched(work: Callable[[int], Awaitable[object]]) -> float:
+                # Batched reads of N znodes take a few tenths of a second: read them
+                # `--batch-passes` times so that a round is long enough to measure.
+                calls = list(range(len(batches))) * args.batch_passes
+                rate = await run_pool(calls, args.batches_in_flight, work)
+                return rate * len(ids) / len(batches)
+
+            rates: Rates = {}
+            for index in range(args.rounds):
+                round_rates = {
+                    "raw get": await run_pool(ids, args.concurrency, raw_read),
+                    "BookKeeperLedgers.read": await run_pool(ids, args.concurrency, ledgers.read),
+                    "raw multiRead": await batched(raw_multi),
+                    "get_many": await batched(get_many),
+                }
+                for name, rate in round_rates.items():
+                    rates.setdefault(name, []).append(rate)
+                line = ", ".join(f"{name} {rate:,.0f}/s" for name, rate in round_rates.items())
+                print(f"round {index + 1}: {line}")
+            return rates
     finally:
         await raw.close()
+
+
+def ratio(rates: Rates, name: str, base: str) -> float:
+    """Median of the per-round ratios: both were measured back to back in each round."""
+    return median(o / r for o, r in zip(rates[name], rates[base], strict=True))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20_000, help="ledger znodes to write and read")
-    parser.add_argument("--concurrency", type=int, default=128, help="reads in flight")
+    parser.add_argument("--concurrency", type=int, default=128, help="single reads in flight")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per client")
+    parser.add_argument("--batch", type=int, default=256, help="paths per batched read")
+    parser.add_argument("--batches-in-flight", type=int, default=4, help="batched reads in flight")
+    parser.add_argument("--batch-passes", type=int, default=10, help="batched reads of all N")
     args = parser.parse_args()
     with ZooKeeperServer() as server:
-        raw, ours = asyncio.run(
-            asyncio.wait_for(
-                measure(server.address, args.n, args.concurrency, args.rounds), BENCH_TIMEOUT_S
-            )
-        )
-    # Each round measures both clients back to back, so the per-round ratio cancels most of
-    # the drift of a shared machine; the median of those ratios is the headline figure.
-    ratios = [o / r for o, r in zip(ours, raw, strict=True)]
-    print(f"ledgers={args.n} concurrency={args.concurrency} rounds={args.rounds}")
-    print(f"raw aiozk get:           best {max(raw):8,.0f}  median {median(raw):8,.0f} reads/s")
-    print(f"BookKeeperLedgers.read:  best {max(ours):8,.0f}  median {median(ours):8,.0f} reads/s")
-    print(f"ratio (median of rounds): {median(ratios):.0%}")
+        rates = asyncio.run(asyncio.wait_for(measure(server.address, args), BENCH_TIMEOUT_S))
+    print(
+        f"ledgers={args.n} concurrency={args.concurrency} rounds={args.rounds} "
+        f"batch={args.batch} batches_in_flight={args.batches_in_flight}"
+    )
+    for name, values in rates.items():
+        print(f"{name:24s} best {max(values):8,.0f}  median {median(values):8,.0f} reads/s")
+    for name, base in (
+        ("BookKeeperLedgers.read", "raw get"),
+        ("get_many", "raw multiRead"),
+        ("get_many", "raw get"),
+    ):
+        print(f"{name} / {base}: {ratio(rates, name, base):.0%} (median of rounds)")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,17 @@ Pulsar custom metadata) spread over `--topics` managed ledgers, each listing onl
 ledger, directly with the metadata layer. Then, for `--sample` unlisted ledgers per round, it
 measures in turn:
 - raw: `aiozk` get_data of each ledger znode (the one read a verdict needs);
-- verdicts (not believed): `DecisionEngine.verify` (full check: owner from the watched cache,
-  ledger read, decode, custom-metadata match);
-- verdicts (believed): the same PDLIs after a Believe of all of them;
+- raw multiRead: the same znodes read by aiozk sending multiRead requests itself, in batches
+  of `--grpc-batch` paths (each split in chunks of 256, as `get_many` does);
+- verify (not believed): `DecisionEngine.verify` (full check: owner from the watched cache,
+  ledger read, decode, custom-metadata match), cold then warm cache;
+- verify_batch: `DecisionEngine.verify_batch` of `--grpc-batch` PDLIs per call (the ledger
+  znodes prefetched with one `get_many`);
+- believed, believed verify_batch: the same after a Believe of all of them;
 - gRPC: `VerifyBatch` calls of `--grpc-batch` PDLIs to an in-process server, from a client
-  in the same process (so the figure includes both sides of gRPC on one event loop).
+  in the same process (so the figure includes both sides of gRPC on one event loop), before
+  and after a `Believe` RPC of all of them.
+Batched calls run with as many calls in flight as hold `--concurrency` PDLIs, plus one.
 Every verdict must be DELETE, or the run fails. Verdict log lines are filtered (level
 warning): the figures are those of the decision, not of writing 100,000 log lines.
 """
@@ -45,10 +51,12 @@ from services.metadata import (
     Segment,
     ZkMetadataStore,
 )
+from services.metadata.zk_store import MULTI_READ_CHUNK
+from services.metadata.zk_wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.metrics import VerifierMetrics
-from services.verifier.model import Decision
+from services.verifier.model import Decision, Verdict
 from services.verifier.ports import ObjectHead
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
@@ -122,6 +130,12 @@ async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) ->
     print(f"seeded {n:,} ledgers in {topics:,} topics in {time.perf_counter() - started:.0f}s")
 
 
+def check(verdicts: Sequence[Verdict]) -> None:
+    for verdict in verdicts:
+        if verdict.decision is not Decision.DELETE:
+            raise AssertionError(f"not DELETE: {verdict}")
+
+
 def pdli(ledger_id: int, topics: int) -> pb.PendingDeleteLedgerInfo:
     return pb.PendingDeleteLedgerInfo(
         ledger_id=ledger_id,
@@ -171,25 +185,35 @@ class Bench:
         args = self.args
         ids = sample(args.ledgers, args.topics, args.sample, index)
         paths = BookKeeperLedgers(store)
+        batches = [ids[i : i + args.grpc_batch] for i in range(0, len(ids), args.grpc_batch)]
 
         async def raw_read(ledger_id: int) -> object:
             return await raw.get_data(paths.path(ledger_id))
 
+        async def raw_multi(batch: list[int]) -> object:
+            full = [paths.path(i) for i in batch]
+            chunks = [full[i : i + MULTI_READ_CHUNK] for i in range(0, len(full), MULTI_READ_CHUNK)]
+            return await asyncio.gather(*(raw.session.send(MultiReadRequest(c)) for c in chunks))
+
         raw_before = await run_pool(ids, args.concurrency, raw_read)
+        self.record("raw multiRead", await self.batched(batches, raw_multi))
         znodes = MetadataZnodeStore(store)
         parts = build(self.config, znodes, _NoObjects(), VerifierMetrics(Metrics()))
         requests = {i: pdli(i, args.topics) for i in ids}
 
         async def verify(ledger_id: int) -> None:
-            verdict = await parts.engine.verify(requests[ledger_id])
-            if verdict.decision is not Decision.DELETE:
-                raise AssertionError(f"ledger {ledger_id}: {verdict}")
+            check([await parts.engine.verify(requests[ledger_id])])
+
+        async def verify_batch(batch: list[int]) -> None:
+            check(await parts.engine.verify_batch([requests[i] for i in batch]))
 
         self.record("verify", await run_pool(ids, args.concurrency, verify))
         self.record("verify (warm cache)", await run_pool(ids, args.concurrency, verify))
+        self.record("verify_batch", await self.batched(batches, verify_batch))
         await parts.believed.add([parse_target(requests[i]).believed_key for i in ids])
         self.record("believed", await run_pool(ids, args.concurrency, verify))
-        self.record("grpc VerifyBatch", await self.grpc_rate(ids, requests))
+        self.record("believed verify_batch", await self.batched(batches, verify_batch))
+        await self.grpc_rates(batches, requests)
         # Raw reads before and after: their mean is the yardstick of this round (the machine
         # may be shared, so absolute rates drift between rounds).
         raw_after = await run_pool(ids, args.concurrency, raw_read)
@@ -199,42 +223,54 @@ class Bench:
         line = ", ".join(f"{name} {rates[-1]:,.0f}/s" for name, rates in self.rates.items())
         print(f"round {index + 1}: {line}; owner cache hit rate {hit:.1%}")
 
-    async def grpc_rate(
-        self, ids: list[int], requests: dict[int, pb.PendingDeleteLedgerInfo]
+    async def batched(
+        self, batches: list[list[int]], work: Callable[[list[int]], Awaitable[object]]
     ) -> float:
-        batch = self.args.grpc_batch
-        batches = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+        """Verdicts (or reads) per second with `--grpc-batch` PDLIs per call and as many
+        calls in flight as hold `--concurrency` PDLIs, plus one."""
+        calls = max(1, self.args.concurrency // self.args.grpc_batch) + 1
+        rate = await run_pool(range(len(batches)), calls, lambda n: work(batches[n]))
+        return rate * sum(len(b) for b in batches) / len(batches)
+
+    async def grpc_rates(
+        self, batches: list[list[int]], requests: dict[int, pb.PendingDeleteLedgerInfo]
+    ) -> None:
+        """VerifyBatch through a real gRPC server and client, before and after a Believe."""
         config = replace(self.config, believed=replace(self.config.believed, root="/bench-grpc"))
         async with open_verifier(config) as (runner, _parts):
             await runner.start()
             async with aio.insecure_channel(f"127.0.0.1:{runner.port}") as channel:
                 stub = vpb_grpc.VerifierStub(channel)
 
-                async def call(number: int) -> None:
-                    chunk = [requests[i] for i in batches[number]]
+                async def call(batch: list[int]) -> None:
+                    chunk = [requests[i] for i in batch]
                     response = await stub.VerifyBatch(vpb.VerifyBatchRequest(pdlis=chunk))
                     if any(v.decision != vpb.DELETE for v in response.verdicts):
                         raise AssertionError("a VerifyBatch verdict was not DELETE")
 
-                calls = max(1, self.args.concurrency // batch) + 1
-                rate = await run_pool(range(len(batches)), calls, call)
-        return rate * len(ids) / len(batches)
+                self.record("grpc VerifyBatch", await self.batched(batches, call))
+                await stub.Believe(vpb.BelieveRequest(pdlis=list(requests.values())))
+                self.record("believed grpc VerifyBatch", await self.batched(batches, call))
 
     def report(self) -> None:
-        raw = self.rates["raw"]
-        order = ["raw", *[name for name in self.rates if name != "raw"]]
+        order = ["raw", "raw multiRead", *[n for n in self.rates if not n.startswith("raw")]]
         print(
             f"ledgers={self.args.ledgers:,} topics={self.args.topics:,} "
             f"sample={self.args.sample:,}/round concurrency={self.args.concurrency} "
-            f"rounds={self.args.rounds}"
+            f"batch={self.args.grpc_batch} rounds={self.args.rounds}"
         )
         for name in order:
             rates = self.rates[name]
-            ratios = [r / w for r, w in zip(rates, raw, strict=True)]
             print(
-                f"{name:22s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  "
-                f"vs raw {median(ratios):4.0%}"
+                f"{name:26s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  "
+                f"vs raw {self.ratio(name, 'raw'):5.0%}  "
+                f"vs raw multiRead {self.ratio(name, 'raw multiRead'):4.0%}"
             )
+
+    def ratio(self, name: str, base: str) -> float:
+        """Median of the per-round ratios to `base` measured in the same round."""
+        pairs = zip(self.rates[name], self.rates[base], strict=True)
+        return median(rate / yardstick for rate, yardstick in pairs)
 
 
 def main() -> None:

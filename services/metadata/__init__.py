@@ -1,7 +1,8 @@
 """ZooKeeper paths and codecs for BookKeeper and Pulsar metadata; offload object naming.
 
 The only package that knows znode paths and encodings. Its stores talk to ZooKeeper through
-the `MetadataStore` port; `ZkMetadataStore` (the aiozk adapter) is the only aiozk importer.
+the `MetadataStore` port; `ZkMetadataStore` (the aiozk adapter, with the requests aiozk lacks
+in `zk_wire`) is the only aiozk importer.
 """
 
 from services.metadata.errors import (

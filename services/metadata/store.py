@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from services.metadata.errors import MetadataError
 
 ANY_VERSION = -1
 """ZooKeeper's "any version" for `delete`; never used for a conditional delete."""
@@ -62,6 +65,12 @@ class MetadataStore(Protocol):
 
     async def get(self, path: str) -> Versioned:
         """Data and stat; `NoNode` when absent."""
+        ...
+
+    async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
+        """Per path, in order: data and stat, None when absent, or the typed error that left
+        it unknown (never None for a failure). Store failures are reported per path, not
+        raised; one round trip per chunk of paths."""
         ...
 
     async def get_and_watch(self, path: str) -> tuple[Versioned, asyncio.Future[WatchEvent]]:

@@ -1,4 +1,5 @@
-"""The ZooKeeper adapter of the `MetadataStore` port: the only module that imports aiozk.
+"""The ZooKeeper adapter of the `MetadataStore` port: with `zk_wire` (the requests aiozk
+lacks: createContainer, multiRead), the only module that imports aiozk.
 
 It sends aiozk's low-level requests itself, so that data and stat come back in one round trip
 and aiozk's unbounded per-path stat cache is never filled. Every call is bounded by a timeout,
@@ -7,7 +8,7 @@ and every aiozk failure is mapped to a typed error; uncertain outcomes become
 
 Writes are never resent after a connection loss: a resent create, set or delete could report
 `NodeExists`, `VersionConflict` or `NoNode` for our own first attempt. Reads are resent on the
-new connection until the timeout.
+new connection until the timeout. `get_many` reads many znodes per round trip (multiRead).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import aiozk
@@ -32,11 +33,19 @@ from services.metadata.errors import (
     VersionConflict,
 )
 from services.metadata.store import ANY_VERSION, Stat, Versioned, WatchEvent
+from services.metadata.zk_wire import (
+    CreateContainerRequest,
+    MultiReadRequest,
+    MultiReadResponse,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SESSION_TIMEOUT = 10.0
 DEFAULT_REQUEST_TIMEOUT = 10.0
+MULTI_READ_CHUNK = 256
+"""Paths per multiRead request: keeps each request and reply small (ledger znodes are a few
+hundred bytes) and lets chunks of one large batch travel in parallel."""
 
 _UNAVAILABLE = (
     zk_exc.ConnectError,
@@ -58,19 +67,6 @@ _DATA_EVENTS = {
     zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
 }
 _EXISTS_EVENTS = {**_DATA_EVENTS, zk_protocol.WatchEvent.CREATED: WatchEvent.CREATED}
-
-
-class _CreateContainerRequest(zk_protocol.Create2Request):  # type: ignore[misc]
-    """ZooKeeper's `createContainer` op (19). aiozk sends containers as `create2` with the
-    container flag, which the server silently turns into a PERSISTENT znode."""
-
-    opcode = 19
-
-
-class _CreateContainerResponse(zk_protocol.Create2Response):  # type: ignore[misc]
-    """Same body as create2 (path, stat); defining it registers opcode 19's decoder."""
-
-    opcode = 19
 
 
 class _NoWriteResend(aiozk.RetryPolicy):  # type: ignore[misc]
@@ -108,6 +104,13 @@ def _versioned(data: bytes | None, raw: Any) -> Versioned:
         czxid=raw.created_zxid,
         mzxid=raw.last_modified_zxid,
     )
+
+
+def _retarget(error: MetadataError, path: str) -> MetadataError:
+    """The same failure, named for `path` (a failed chunk fails each of its paths)."""
+    if isinstance(error, StoreUnavailable):
+        return StoreUnavailable(path, error.reason)
+    return MetadataError(path, str(error).partition(": ")[2] or str(error))
 
 
 class ZkMetadataStore:
@@ -190,6 +193,51 @@ class ZkMetadataStore:
         )
         return _versioned(response.data, response.stat)
 
+    async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
+        """Data and stat of each path, read with `multiRead` (one round trip per chunk of
+        `MULTI_READ_CHUNK` paths, the chunks in flight together).
+
+        Per path, in order: the `Versioned`, None when the server said the znode does not
+        exist, or the typed error that left it unknown (`StoreUnavailable` when the request
+        got no answer; absence is never inferred from a failure). Store failures are reported
+        per path, not raised.
+        """
+        chunks = [paths[i : i + MULTI_READ_CHUNK] for i in range(0, len(paths), MULTI_READ_CHUNK)]
+        if len(chunks) == 1:
+            return await self._multi_read(chunks[0])
+        answers = await asyncio.gather(*(self._multi_read(chunk) for chunk in chunks))
+        return [result for answer in answers for result in answer]
+
+    async def _multi_read(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
+        try:
+            full = [self._abs(path) for path in paths]
+        except MetadataError:
+            return await asyncio.gather(*(self._get_or_error(path) for path in paths))
+        try:
+            response: MultiReadResponse = await self._send(MultiReadRequest(full), paths[0])
+        except MetadataError as e:
+            return [_retarget(e, path) for path in paths]
+        if response.malformed is not None or len(response.results) != len(paths):
+            problem = response.malformed or f"{len(response.results)} results for {len(paths)}"
+            return [MetadataError(path, problem) for path in paths]
+        return [
+            result if isinstance(result, Versioned) else self._read_error(result, path)
+            for result, path in zip(response.results, paths, strict=True)
+        ]
+
+    async def _get_or_error(self, path: str) -> Versioned | MetadataError | None:
+        try:
+            return await self.get(path)
+        except NoNode:
+            return None
+        except MetadataError as e:
+            return e
+
+    def _read_error(self, code: int, path: str) -> MetadataError | None:
+        """One read's error code: NONODE is absence (of this path only), any other is typed."""
+        error = zk_exc.get_response_error(code)
+        return None if isinstance(error, zk_exc.NoNode) else self._mapped(error, path)
+
     async def get_and_watch(self, path: str) -> tuple[Versioned, asyncio.Future[WatchEvent]]:
         full = self._abs(path)
         fired, unregister = self._register_watch(full, _DATA_EVENTS)
@@ -253,7 +301,7 @@ class ZkMetadataStore:
         return _stat(response.stat)
 
     async def _create(self, path: str, data: bytes, *, container: bool) -> Stat:
-        request_class = _CreateContainerRequest if container else zk_protocol.Create2Request
+        request_class = CreateContainerRequest if container else zk_protocol.Create2Request
         request = request_class(
             path=self._abs(path), data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
         )
@@ -271,6 +319,8 @@ class ZkMetadataStore:
     def _abs(self, path: str) -> str:
         if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
             raise MetadataError(path, "not an absolute znode path")
+        if not self._client.chroot:
+            return path  # already normal (checked above); aiozk's split/join costs µs per path
         return str(self._client.normalize_path(path))
 
     async def _send(self, request: Any, path: str, *, version: int = ANY_VERSION) -> Any:
@@ -280,22 +330,26 @@ class ZkMetadataStore:
             # asyncio.timeout, not wait_for: no extra task per request on the hot read path.
             async with asyncio.timeout(self._request_timeout):
                 return await self._session.send(request)
-        except zk_exc.NoNode as e:
-            raise NoNode(path) from e
-        except zk_exc.NodeExists as e:
-            raise NodeExists(path) from e
-        except zk_exc.BadVersion as e:
-            raise VersionConflict(path, version) from e
-        except zk_exc.NotEmpty as e:
-            raise NotEmpty(path) from e
-        except TimeoutError as e:
-            raise StoreUnavailable(path, f"no answer within {self._request_timeout}s") from e
-        except _UNAVAILABLE as e:
-            raise StoreUnavailable(path, f"{type(e).__name__}: {e}") from e
-        except zk_exc.ZKError as e:
-            raise MetadataError(path, f"ZooKeeper error {type(e).__name__}: {e}") from e
+        except (zk_exc.ZKError, TimeoutError, *_UNAVAILABLE) as e:
+            raise self._mapped(e, path, version) from e
         finally:
             self._retry.clear(request)
+
+    def _mapped(self, error: Exception, path: str, version: int = ANY_VERSION) -> MetadataError:
+        """The typed error for an aiozk failure (or for one read's error code)."""
+        if isinstance(error, zk_exc.NoNode):
+            return NoNode(path)
+        if isinstance(error, zk_exc.NodeExists):
+            return NodeExists(path)
+        if isinstance(error, zk_exc.BadVersion):
+            return VersionConflict(path, version)
+        if isinstance(error, zk_exc.NotEmpty):
+            return NotEmpty(path)
+        if isinstance(error, TimeoutError):
+            return StoreUnavailable(path, f"no answer within {self._request_timeout}s")
+        if isinstance(error, _UNAVAILABLE):
+            return StoreUnavailable(path, f"{type(error).__name__}: {error}")
+        return MetadataError(path, f"ZooKeeper error {type(error).__name__}: {error}")
 
     def _hook_connection(self) -> None:
         """Fail in-flight requests as soon as the server closes the socket.

@@ -14,7 +14,7 @@ Metric names (Prometheus adds `_total` to counters):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 from prometheus_client import Counter
@@ -130,6 +130,11 @@ class CountingZnodeStore:
     async def read(self, path: str, *, watch: WatchCallback | None = None) -> Znode | None:
         self._count(_read_kind(path, self._ledgers, self._believed))
         return await self._inner.read(path, watch=watch)
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        for path in paths:
+            self._count(_read_kind(path, self._ledgers, self._believed))
+        return await self._inner.read_many(paths)
 
     def unwatch(self, path: str, watch: WatchCallback) -> None:
         self._inner.unwatch(path, watch)

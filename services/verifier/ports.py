@@ -8,7 +8,7 @@ the answer is unknown (timeout, lost connection): only a returned `None` means "
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +36,14 @@ class ZnodeStore(Protocol):
 
         With `watch`, a one-shot data watch is set by the same read: `watch(path)` runs once
         when the znode changes or is deleted. No watch is left when the znode is absent.
+        """
+        ...
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        """Each znode (no watches), read in as few round trips as the store allows.
+
+        Per path, in order: the znode, None when a successful read showed it absent, or the
+        error (`Unavailable` when unknown) that `read` would have raised for it.
         """
         ...
 
@@ -69,6 +77,17 @@ class ZnodeStore(Protocol):
         A cache must not serve entries read under another epoch: their watches may be gone.
         """
         ...
+
+
+async def read_each(store: ZnodeStore, paths: Sequence[str]) -> list[Znode | Exception | None]:
+    """`read_many` as one `read` per path: for stores without a batch read."""
+    results: list[Znode | Exception | None] = []
+    for path in paths:
+        try:
+            results.append(await store.read(path))
+        except Exception as e:
+            results.append(e)
+    return results
 
 
 @dataclass(frozen=True, slots=True)

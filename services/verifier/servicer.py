@@ -8,8 +8,6 @@ deleter can dead-letter it with that reason.
 
 from __future__ import annotations
 
-import asyncio
-
 from grpc import aio
 
 from services.core.errors import InvalidArgument
@@ -78,7 +76,7 @@ class VerifierServicer(_grpc.VerifierServicer):
     ) -> _pb.VerifyBatchResponse:
         require_nonempty(request.pdlis, "pdlis")
         require_max_length(request.pdlis, self._max_batch, "pdlis")
-        verdicts = await asyncio.gather(*(self._engine.verify(p) for p in request.pdlis))
+        verdicts = await self._engine.verify_batch(request.pdlis)
         return _pb.VerifyBatchResponse(verdicts=[verdict_to_proto(v) for v in verdicts])
 
     async def Believe(

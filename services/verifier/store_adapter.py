@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 from services.metadata.errors import NoNode
-from services.metadata.store import ANY_VERSION, MetadataStore, WatchEvent
+from services.metadata.store import ANY_VERSION, MetadataStore, Versioned, WatchEvent
 from services.verifier.ports import WatchCallback, Znode
 
 
@@ -36,6 +37,13 @@ class MetadataZnodeStore:
         except NoNode:
             return None
         return Znode(node.data, node.version, node.ctime_ms)
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        """One `get_many` (multiRead) for all paths; absence and errors stay per path."""
+        return [
+            Znode(got.data, got.version, got.ctime_ms) if isinstance(got, Versioned) else got
+            for got in await self._store.get_many(paths)
+        ]
 
     def _arm(self, path: str, watch: WatchCallback, fired: asyncio.Future[WatchEvent]) -> None:
         key = (path, watch)

@@ -197,12 +197,18 @@ CASES = [
 # fmt: on
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["verify", "verify_batch"])
 @pytest.mark.parametrize("c", CASES)
-async def test_decision_table(c: Case, world: World, parts: Any) -> None:
-    """Each situation gets exactly the verdict and reason DESIGN §4 prescribes."""
+async def test_decision_table(c: Case, batch: bool, world: World, parts: Any) -> None:
+    """Each situation gets exactly the verdict and reason DESIGN §4 prescribes, alone or
+    inside a batch (its ledger prefetched with the other PDLIs' by one multiRead)."""
     for step in c.steps:
         await step(world)
-    verdict = await parts.engine.verify(c.request)
+    if batch:
+        # A second, absent ledger rides along: the batch read must keep them apart.
+        verdict = (await parts.engine.verify_batch([c.request, pdli(999)]))[0]
+    else:
+        verdict = await parts.engine.verify(c.request)
     assert (c.decision, c.skip, c.code) == (verdict.decision, verdict.skip_reason, verdict.code)
     if verdict.decision is DELETE and c.request.ledger_type == pb.LEDGER:
         stat = await world.store.exists(verdict.bookkeeper.path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from devstack.zookeeper import ZooKeeperServer
@@ -10,7 +11,7 @@ from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_l
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier.model import Decision, SkipReason
 from services.verifier.owners import OwnerCache, decode_ml
-from services.verifier.ports import Znode
+from services.verifier.ports import Znode, read_each
 from tests.helpers import assert_eventually
 from tests.verifier.world import World, pdli
 
@@ -99,6 +100,9 @@ class _LateNotificationStore:
         loop.call_soon(read_loop_step)
         await answer
         return None  # the ledger znode itself does not matter here
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        return await read_each(self, paths)
 
     def unwatch(self, path: str, watch: Any) -> None:
         pass

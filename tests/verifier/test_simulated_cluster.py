@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel, LedgerKind, OrphanKind, Planted
 from devstack.simulator.s3 import open_object_store
@@ -64,11 +66,12 @@ def objects_pdli(model: ClusterModel, planted: Planted) -> pb.PendingDeleteLedge
     )
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["verify", "verify_batch"])
 async def test_planted_orphans_and_look_alikes(
-    store: Any, s3: S3Server, s3client: Any, config: VerifierConfig
+    store: Any, s3: S3Server, s3client: Any, config: VerifierConfig, batch: bool
 ) -> None:
-    """Deletable orphans get DELETE; look-alikes (young, foreign, shadow-listed, another
-    cluster's objects) never do; every referenced ledger stays IN_USE."""
+    """Alone or all in one batch: deletable orphans get DELETE; look-alikes (young, foreign,
+    shadow-listed, another cluster's objects) never do; every referenced ledger stays IN_USE."""
     async with open_object_store(s3.client_config()) as writer_s3:
         model = await write_cluster(SPEC, store=store, s3_client=writer_s3)
     policy = replace(config.offload, allowed_buckets=frozenset({SPEC.bucket}))
@@ -80,23 +83,32 @@ async def test_planted_orphans_and_look_alikes(
     )
     assert parts.shadows is not None
     await parts.shadows.scan()
+
+    async def decide(requests: list[pb.PendingDeleteLedgerInfo]) -> list[Any]:
+        if batch:
+            return await parts.engine.verify_batch(requests)
+        return [await parts.engine.verify(request) for request in requests]
+
     # A foreign ledger's PDLI has to name some topic: any existing one will do.
     any_ml = next(iter(model.managed_ledgers))
-    actual, expected = {}, {}
+    requests = []
     for planted in model.planted:
         if planted.object_keys and planted.kind is not OrphanKind.BK_AFTER_OFFLOAD:
-            request = objects_pdli(model, planted)
+            requests.append(objects_pdli(model, planted))
         else:
-            request = ledger_pdli(model, planted.ledger_id or 0, planted.ml_name or any_ml)
-        verdict = await parts.engine.verify(request)
+            requests.append(ledger_pdli(model, planted.ledger_id or 0, planted.ml_name or any_ml))
+    actual, expected = {}, {}
+    for planted, verdict in zip(model.planted, await decide(requests), strict=True):
         actual[planted.kind] = (verdict.decision, verdict.skip_reason)
         expected[planted.kind] = EXPECTED[planted.kind]
     # Listed with `complete && bookkeeperDeleted`, a BK copy is a leftover (planted above).
     leftovers = {p.ledger_id for p in model.planted_of(OrphanKind.BK_AFTER_OFFLOAD)}
-    referenced = [
-        await parts.engine.verify(ledger_pdli(model, led.ledger_id, any_ml))
-        for led in model.bookkeeper_ledgers()
-        if led.referenced and led.ledger_id not in leftovers
-    ]
+    referenced = await decide(
+        [
+            ledger_pdli(model, led.ledger_id, any_ml)
+            for led in model.bookkeeper_ledgers()
+            if led.referenced and led.ledger_id not in leftovers
+        ]
+    )
     assert actual == expected
     assert {(v.decision, v.skip_reason) for v in referenced} == {(Decision.SKIP, SkipReason.IN_USE)}

@@ -1,0 +1,120 @@
+"""ZooKeeper requests aiozk does not have, built on its protocol classes (part of the adapter).
+
+- `createContainer` (opcode 19): aiozk sends containers as `create2` with the container flag,
+  which the server silently turns into a PERSISTENT znode.
+- `multiRead` (opcode 22, ZooKeeper ≥ 3.6): many `getData` reads in one round trip. The
+  request body is a jute `MultiOperationRecord`: for each read a `MultiHeader` (type 4, done
+  false, err -1) then a `GetDataRequest` (path, watch); then a closing header (type -1, done
+  true, err -1). The reply is a `MultiResponse`: for each read a `MultiHeader` then either a
+  `GetDataResponse` (data, stat) or, when that read failed, type -1 and an `ErrorResponse`
+  (its error code); then the closing header. One failed read does not fail the others.
+
+Defining a response class registers its opcode's decoder in aiozk's reader. A decoder that
+raised would make aiozk abort the connection, so the multiRead decoder never raises: an
+undecodable reply is reported as such to the caller.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from aiozk import protocol as zk_protocol
+from aiozk.protocol.request import Request
+from aiozk.protocol.response import Response
+
+from services.metadata.store import Versioned
+
+_HEADER = struct.Struct("!i?i")  # MultiHeader: type, done, err
+_INT = struct.Struct("!i")
+_STAT = struct.Struct("!qqqqiiiqiiq")  # czxid mzxid ctime mtime version cversion aversion
+# ephemeralOwner dataLength numChildren pzxid
+_GET_DATA = 4
+_ERROR = -1
+_END = _HEADER.pack(-1, True, -1)
+MULTI_READ = 22
+
+
+class CreateContainerRequest(zk_protocol.Create2Request):  # type: ignore[misc]
+    """ZooKeeper's `createContainer` op (19)."""
+
+    opcode = 19
+
+
+class CreateContainerResponse(zk_protocol.Create2Response):  # type: ignore[misc]
+    """Same body as create2 (path, stat); defining it registers opcode 19's decoder."""
+
+    opcode = 19
+
+
+class MultiReadRequest(Request):  # type: ignore[misc]
+    """`getData` of each path (no watches), answered in one reply."""
+
+    opcode = MULTI_READ
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__()
+        self.paths = list(paths)
+
+    def serialize(self, xid: int | None = None) -> bytes:
+        parts = [] if xid is None else [_INT.pack(xid)]
+        parts.append(_INT.pack(MULTI_READ))
+        header = _HEADER.pack(_GET_DATA, False, -1)
+        for path in self.paths:
+            encoded = path.encode("utf-8")
+            parts += (header, _INT.pack(len(encoded)), encoded, b"\x00")  # watch: false
+        parts.append(_END)
+        return b"".join(parts)
+
+    def __str__(self) -> str:
+        return f"MultiRead[{len(self.paths)} paths]"
+
+
+class MultiReadResponse(Response):  # type: ignore[misc]
+    """Per path, in request order: a `Versioned` or ZooKeeper's error code for that read.
+
+    `malformed` is set (and `results` incomplete) when the reply could not be decoded.
+    """
+
+    opcode = MULTI_READ
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.results: list[Versioned | int] = []
+        self.malformed: str | None = None
+
+    @classmethod
+    def deserialize(cls, raw_bytes: bytes) -> MultiReadResponse:
+        instance = cls()
+        try:
+            instance.results = _parse(raw_bytes)
+        except (struct.error, ValueError) as e:
+            instance.malformed = f"undecodable multiRead reply: {e}"
+        return instance
+
+    def __str__(self) -> str:
+        return f"MultiReadResponse[{len(self.results)} results]"
+
+
+def _parse(raw: bytes) -> list[Versioned | int]:
+    results: list[Versioned | int] = []
+    op, done, _err = _HEADER.unpack_from(raw, 0)
+    offset = _HEADER.size
+    while not done:
+        if op == _GET_DATA:
+            (size,) = _INT.unpack_from(raw, offset)
+            offset += _INT.size
+            data = b"" if size < 0 else raw[offset : offset + size]
+            offset += max(size, 0)
+            stat = _STAT.unpack_from(raw, offset)
+            offset += _STAT.size
+            results.append(Versioned(data, stat[4], stat[2], stat[3], stat[0], stat[1]))
+        elif op == _ERROR:
+            (code,) = _INT.unpack_from(raw, offset)
+            offset += _INT.size
+            results.append(code)
+        else:
+            raise ValueError(f"unexpected result type {op}")
+        op, done, _err = _HEADER.unpack_from(raw, offset)
+        offset += _HEADER.size
+    return results
