@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -69,3 +70,30 @@ class ChildProcess:
     def send_signal(self, sig: signal.Signals) -> None:
         if self._proc is not None and self._proc.poll() is None:
             os.kill(self._proc.pid, sig)
+
+    def wait_all_threads_stopped(self, timeout: float = 5.0) -> None:
+        """After SIGSTOP: wait until every thread of the child is in the stopped state.
+
+        The signal is delivered asynchronously; until each thread has stopped, a thread still
+        running on another core could answer one more request.
+        """
+        if self._proc is None:
+            return
+        tasks = Path(f"/proc/{self._proc.pid}/task")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = [_thread_state(t) for t in tasks.iterdir()] if tasks.exists() else []
+            if states and all(state in {"T", "t", None} for state in states):
+                return
+            time.sleep(0.005)
+        raise TimeoutError(f"child {self._proc.pid} did not stop within {timeout}s")
+
+
+def _thread_state(task: Path) -> str | None:
+    """The state letter of one thread (None if it exited meanwhile)."""
+    try:
+        stat = (task / "stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may contain spaces: the state follows the last ')'.
+    return stat[stat.rindex(")") + 2]

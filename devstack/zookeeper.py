@@ -129,8 +129,10 @@ class ZooKeeperServer:
         self._child.kill()
 
     def pause(self) -> None:
-        """Freeze the server (SIGSTOP): clients time out and sessions expire."""
+        """Freeze the server (SIGSTOP): clients time out and sessions expire. Returns once
+        every server thread has stopped, so no request sent afterwards is answered."""
         self._child.send_signal(signal.SIGSTOP)
+        self._child.wait_all_threads_stopped()
 
     def resume(self) -> None:
         self._child.send_signal(signal.SIGCONT)
