@@ -3,50 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import sys
-from pathlib import Path
-from typing import Any
 
 from grpc import aio
 
 from tests.core.fake_verifier import SLOW_LEDGER, verify_request
+from tests.helpers import READ_TIMEOUT, LoggedProcess
 from tombstone.v1 import verifier_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[2]
-READ_TIMEOUT = 30.0
 
-
-class ServiceProcess:
-    """`python -m tests.core.slow_service` with its JSON log lines parsed as they come."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.events: list[dict[str, Any]] = []
-
-    async def wait_for(self, event: str) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while True:
-            line = await asyncio.wait_for(self.process.stdout.readline(), READ_TIMEOUT)
-            assert line, f"service exited before logging {event}: {self.events}"
-            record: dict[str, Any] = json.loads(line)
-            self.events.append(record)
-            if record.get("event") == event:
-                return record
-
-
-async def launch(env: dict[str, str]) -> ServiceProcess:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.core.slow_service",
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-    )
-    return ServiceProcess(process)
+async def launch(env: dict[str, str]) -> LoggedProcess:
+    """`python -m tests.core.slow_service`, a service built on the bootstrap."""
+    return await LoggedProcess.start("tests.core.slow_service", env)
 
 
 async def test_sigterm_drains_in_flight_call_and_exits_zero() -> None:

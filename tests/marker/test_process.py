@@ -9,54 +9,22 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from grpc import aio
 
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.zookeeper import ZooKeeperServer
+from tests.helpers import READ_TIMEOUT, ROOT, LoggedProcess
 from tests.marker.builders import ML_NAME, ML_PATH, ledger, ml_bytes, ml_ledger_ids
 from tests.marker.live import PARTITIONS, create_system_topic, read_topic, zk_store
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-ROOT = Path(__file__).resolve().parents[2]
-READ_TIMEOUT = 30.0
 
-
-class MarkerProcess:
-    """The marker with its JSON log lines parsed as they come."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.events: list[dict[str, Any]] = []
-
-    async def wait_for(self, event: str) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while True:
-            line = await asyncio.wait_for(self.process.stdout.readline(), READ_TIMEOUT)
-            assert line, f"marker exited before logging {event}: {self.events}"
-            try:
-                record: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the Pulsar client's own lines
-            self.events.append(record)
-            if record.get("event") == event:
-                return record
-
-
-async def launch(env: dict[str, str]) -> tuple[MarkerProcess, int]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.marker",
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-    )
-    marker = MarkerProcess(process)
+async def launch(env: dict[str, str]) -> tuple[LoggedProcess, int]:
+    marker = await LoggedProcess.start("services.marker", env)
     ready = await marker.wait_for("service_ready")
     return marker, int(ready["port"])
 

@@ -4,33 +4,16 @@ verdicts, stops cleanly on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import sys
-from pathlib import Path
-from typing import Any
 
 from grpc import aio
 
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
+from tests.helpers import READ_TIMEOUT, LoggedProcess
 from tests.verifier.world import World, pdli
 from tombstone.v1 import verifier_pb2 as pb
 from tombstone.v1 import verifier_pb2_grpc as pb_grpc
-
-ROOT = Path(__file__).resolve().parents[2]
-READ_TIMEOUT = 30.0
-
-
-async def read_until(process: asyncio.subprocess.Process, event: str) -> dict[str, Any]:
-    assert process.stdout is not None
-    while True:
-        line = await asyncio.wait_for(process.stdout.readline(), READ_TIMEOUT)
-        assert line, f"the verifier exited before logging {event}"
-        record: dict[str, Any] = json.loads(line)
-        if record.get("event") == event:
-            return record
 
 
 async def test_the_process_serves_and_exits_zero_on_sigterm(
@@ -50,21 +33,15 @@ async def test_the_process_serves_and_exits_zero_on_sigterm(
         "TOMBSTONE_S3_ALLOWED_BUCKETS": "offload",
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "1m",
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.verifier",
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-    )
+    verifier = await LoggedProcess.start("services.verifier", env)
+    process = verifier.process
     try:
-        ready = await read_until(process, "service_ready")
-        await read_until(process, "shadow_scan_done")
+        ready = await verifier.wait_for("service_ready")
+        await verifier.wait_for("shadow_scan_done")
         async with aio.insecure_channel(f"127.0.0.1:{ready['port']}") as channel:
             verdict = await pb_grpc.VerifierStub(channel).Verify(pb.VerifyRequest(pdli=pdli(1)))
         process.send_signal(signal.SIGTERM)
-        await read_until(process, "service_stopped")
+        await verifier.wait_for("service_stopped")
         code = await asyncio.wait_for(process.wait(), READ_TIMEOUT)
     finally:
         if process.returncode is None:
