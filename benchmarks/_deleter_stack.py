@@ -128,17 +128,6 @@ def offload_keys(uuid: str, ledger_id: int) -> list[str]:
     return [data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)]
 
 
-def s3_env(s3: S3Server) -> dict[str, str]:
-    c = s3.client_config()
-    return {
-        "TOMBSTONE_S3_ENDPOINT_URL": c["endpoint_url"],
-        "TOMBSTONE_S3_REGION": c["region_name"],
-        "TOMBSTONE_S3_ACCESS_KEY_ID": c["aws_access_key_id"],
-        "TOMBSTONE_S3_SECRET_ACCESS_KEY": c["aws_secret_access_key"],
-        "TOMBSTONE_S3_ALLOWED_BUCKETS": BUCKET,
-    }
-
-
 class Child:
     """`python -m <module>` logging JSON lines into a file."""
 
@@ -191,7 +180,7 @@ async def start_verifier(zk: ZooKeeperServer, s3: S3Server, workdir: Path) -> tu
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
         "TOMBSTONE_VERIFIER_CLUSTER_NAME": "standalone",
-        **s3_env(s3),
+        **s3.service_env(allowed_buckets=[BUCKET]),
     }
     child = Child("services.verifier", env, workdir / "verifier.log")
     ready = await child.start()
@@ -217,7 +206,7 @@ def deleter_child(
         "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
         "TOMBSTONE_DELETER_ZOOKEEPER_OPS_PER_SECOND": "1000000",
         "TOMBSTONE_DELETER_S3_REQUESTS_PER_SECOND": "1000000",
-        **s3_env(s3),
+        **s3.service_env(allowed_buckets=[BUCKET]),
         **extra,
     }
     return Child("services.deleter", env, log), metrics_port

@@ -140,15 +140,11 @@ class Service:
 def _common_env(
     zookeeper: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
 ) -> dict[str, str]:
-    c = s3.client_config()
     return {
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
-        "TOMBSTONE_S3_ENDPOINT_URL": c["endpoint_url"],
-        "TOMBSTONE_S3_REGION": c["region_name"],
-        "TOMBSTONE_S3_ACCESS_KEY_ID": c["aws_access_key_id"],
-        "TOMBSTONE_S3_SECRET_ACCESS_KEY": c["aws_secret_access_key"],
+        **s3.service_env(),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -70,6 +71,18 @@ class S3Server:
             "aws_secret_access_key": SECRET_KEY,
             "region_name": REGION,
         }
+
+    def service_env(self, *, allowed_buckets: Iterable[str] = ()) -> dict[str, str]:
+        """The `TOMBSTONE_S3_*` variables that point a Tombstone service at this server."""
+        env = {
+            "TOMBSTONE_S3_ENDPOINT_URL": self.endpoint,
+            "TOMBSTONE_S3_REGION": REGION,
+            "TOMBSTONE_S3_ACCESS_KEY_ID": ACCESS_KEY,
+            "TOMBSTONE_S3_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+        if buckets := ",".join(allowed_buckets):
+            env["TOMBSTONE_S3_ALLOWED_BUCKETS"] = buckets
+        return env
 
     def __enter__(self) -> S3Server:
         self.start()

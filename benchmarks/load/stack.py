@@ -128,17 +128,6 @@ def _common_env(zk: ZooKeeperServer, port: int) -> dict[str, str]:
     }
 
 
-def _s3_env(s3: S3Server) -> dict[str, str]:
-    c = s3.client_config()
-    return {
-        "TOMBSTONE_S3_ENDPOINT_URL": c["endpoint_url"],
-        "TOMBSTONE_S3_REGION": c["region_name"],
-        "TOMBSTONE_S3_ACCESS_KEY_ID": c["aws_access_key_id"],
-        "TOMBSTONE_S3_SECRET_ACCESS_KEY": c["aws_secret_access_key"],
-        "TOMBSTONE_S3_ALLOWED_BUCKETS": BUCKET,
-    }
-
-
 def service_envs(
     zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, ports: Mapping[str, int]
 ) -> dict[str, dict[str, str]]:
@@ -151,7 +140,7 @@ def service_envs(
     return {
         "verifier": {
             **_common_env(zk, ports["verifier"]),
-            **_s3_env(s3),
+            **s3.service_env(allowed_buckets=[BUCKET]),
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
         },
         "marker": {
@@ -166,7 +155,7 @@ def service_envs(
         "deleter": {
             **_common_env(zk, ports["deleter"]),
             **pulsar,
-            **_s3_env(s3),
+            **s3.service_env(allowed_buckets=[BUCKET]),
             "TOMBSTONE_DELETER_ID": "load-deleter",
             "TOMBSTONE_VERIFIER_ADDRESS": verifier,
             "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,

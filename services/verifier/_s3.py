@@ -12,12 +12,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.config import S3Config
 from services.core.errors import Unavailable
+from services.core.s3_client import open_s3_client
 from services.verifier.ports import ObjectHead
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -66,19 +65,5 @@ class S3ObjectStore:
 @contextlib.asynccontextmanager
 async def open_s3(config: S3Config, *, timeout: float = 10.0) -> AsyncIterator[S3ObjectStore]:
     """An S3 client for HEADs, closed on exit."""
-    session = get_session()
-    client_config = AioConfig(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
-        max_pool_connections=64,
-    )
-    async with session.create_client(
-        "s3",
-        endpoint_url=config.endpoint_url,
-        region_name=config.region,
-        aws_access_key_id=config.access_key_id,
-        aws_secret_access_key=config.secret_access_key,
-        config=client_config,
-    ) as client:
+    async with open_s3_client(config, timeout=timeout) as client:
         yield S3ObjectStore(client)

@@ -13,12 +13,11 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.config import S3Config
 from services.core.errors import InvalidArgument
+from services.core.s3_client import open_s3_client
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.batching import Batcher
 from services.deleter.ports import DeleteFailed, DeleteResult, Tier
@@ -155,21 +154,7 @@ async def open_s3_deleter(
     config: S3Config, *, limits: BackendLimits, timeout: float = 10.0, **kwargs: Any
 ) -> AsyncIterator[S3OffloadDeleter]:
     """An `S3OffloadDeleter` with its own client, closed on exit."""
-    client_config = AioConfig(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        # Our own retry topic does the retrying; the SDK only smooths single blips.
-        retries={"max_attempts": 2, "mode": "standard"},
-        max_pool_connections=64,
-    )
-    async with get_session().create_client(
-        "s3",
-        endpoint_url=config.endpoint_url,
-        region_name=config.region,
-        aws_access_key_id=config.access_key_id,
-        aws_secret_access_key=config.secret_access_key,
-        config=client_config,
-    ) as client:
+    async with open_s3_client(config, timeout=timeout) as client:
         deleter = S3OffloadDeleter(
             client, allowed_buckets=config.allowed_buckets, limits=limits, **kwargs
         )
