@@ -59,8 +59,11 @@ RETRY_WINDOW = setting(
 MAX_IN_FLIGHT = setting(
     "MARKER_MAX_IN_FLIGHT", parse_int(1, 1_000_000), 10_000, "PDLIs sent and not yet acknowledged."
 )
-BATCHING_DELAY = setting(
-    "MARKER_BATCHING_DELAY", parse_duration, timedelta(milliseconds=2), "Producer batching delay."
+MAX_ROUND = setting(
+    "MARKER_MAX_ROUND",
+    parse_int(1, 100_000),
+    1000,
+    "Most PDLIs sent to one partition as one batch (one round).",
 )
 SEND_TIMEOUT = setting(
     "MARKER_SEND_TIMEOUT",
@@ -122,8 +125,8 @@ class MarkerConfig:
     """Writes landing later than this after the sends trigger fresh PDLIs."""
     max_in_flight: int = 10_000
     """Bound on PDLIs sent and not yet acknowledged."""
-    batching_delay: timedelta = timedelta(milliseconds=2)
-    """Producer batching delay."""
+    max_round: int = 1000
+    """Most PDLIs sent to one partition as one batch."""
     send_timeout: timedelta = timedelta(seconds=30)
     """Per-PDLI send deadline."""
     journal_dir: Path | None = None
@@ -152,7 +155,7 @@ class MarkerConfig:
             delivery_delay=DELIVERY_DELAY.read(environ),
             retry_window=_positive(RETRY_WINDOW.name, RETRY_WINDOW.read(environ)),
             max_in_flight=MAX_IN_FLIGHT.read(environ),
-            batching_delay=BATCHING_DELAY.read(environ),
+            max_round=MAX_ROUND.read(environ),
             send_timeout=_positive(SEND_TIMEOUT.name, SEND_TIMEOUT.read(environ)),
             journal_dir=_path(JOURNAL_DIR.read(environ)),
             encoding=EncodingOptions(

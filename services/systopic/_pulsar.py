@@ -1,106 +1,102 @@
-"""The Pulsar adapter of `IntentPublisher`: the only systopic module that imports `pulsar`.
+"""The Pulsar adapter of `IntentPublisher`: with `_lanes.py`, the only systopic code that
+imports `pulsar`.
 
-Why the synchronous client's `send_async` rather than `pulsar.asyncio.Producer.send`: both wrap
-the same C++ producer, but the asyncio wrapper resolves one future per message through
-`call_soon_threadsafe`, i.e. one event-loop wake-up per message. Here the receipts of one
-`publish` call are collected in the client's I/O thread and the loop is woken once per call.
-`benchmarks/marker.py` measures both (see docs/marker.md).
+One producer per partition of the topic (the partitions of a partitioned topic are topics of
+their own; the broker deduplicates per partition by the stable producer name, as it does for
+the client's partitioned producer). We route each message ourselves, by a hash of its
+partition key, so that a lane knows exactly which messages share its producer: that is what
+lets one receipt per round stand for every message of the round (`_lanes.py`, `rounds.py`).
+Both tiers of a ledger have the same key, so they land on one partition.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import threading
+import zlib
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
-import _pulsar
 import pulsar
 import structlog
 
 from services.core.config import PulsarConfig
 from services.core.errors import FailedPrecondition, Unavailable
+from services.systopic._lanes import PartitionLane
 from services.systopic.ports import OutgoingMessage, ProducerSettings, SendResult
 from services.systopic.window import InflightWindow
 
 _log = structlog.get_logger(__name__)
 
+ROUND_MAX_BYTES = 1 << 20
+"""A round's payloads stay under this, half the producer's batch size limit, so the client
+never cuts a round's batch by size."""
+_BATCH_MAX_BYTES = 2 * ROUND_MAX_BYTES
+_CLIENT_QUEUE_LIMIT = 1 << 30
+_BATCH_BACKSTOP = timedelta(seconds=1)
+"""The client's batch timer. Lanes flush every round; the timer only sends a round whose
+flush found the producer reconnecting. It must exceed the time to hand over one round."""
 
-class _Receipts:
-    """The receipts of one chunk, filled by the client's I/O thread; wakes the loop once.
 
-    The callback only stores what the client hands over and counts down: formatting waits
-    until the loop has the whole chunk, so the I/O thread (which holds the GIL while it runs
-    Python) gets back to the network quickly.
-    """
+def partition_of(partition_key: str, partitions: int) -> int:
+    """The partition of a key: stable across processes and releases (CRC-32 of the key)."""
+    return zlib.crc32(partition_key.encode()) % partitions if partitions > 1 else 0
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
-        self.outcomes: list[tuple[Any, Any] | str | None] = [None] * count
-        self.future: asyncio.Future[None] = loop.create_future()
-        self._loop = loop
-        self._remaining = count
-        self._lock = threading.Lock()
 
-    def done(self, index: int, result: Any, message_id: Any) -> None:
-        """Client callback. It must never raise: an exception there aborts the process."""
-        try:
-            self.outcomes[index] = (result, message_id)
-            self._count_down(1)
-        except BaseException:  # see the docstring: never let it reach the client
-            _log.exception("receipt_callback_failed")
+class _Chunk:
+    """Results of one window-sized chunk, filled lane by lane on the loop thread."""
 
-    def fail_from(self, index: int, reason: str) -> None:
-        """Messages `index..` were never handed to the client."""
-        for i in range(index, len(self.outcomes)):
-            self.outcomes[i] = reason
-        self._count_down(len(self.outcomes) - index)
+    def __init__(self, count: int) -> None:
+        self.results: list[SendResult] = [SendResult(error="not sent")] * count
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._parts = 0
 
-    def _count_down(self, count: int) -> None:
-        with self._lock:
-            self._remaining -= count
-            finished = self._remaining == 0
-        if finished:
-            # A closed loop means nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._finish)
-
-    def _finish(self) -> None:
-        if not self.future.done():
+    def expect(self, parts: int) -> None:
+        self._parts = parts
+        if parts == 0:
             self.future.set_result(None)
 
-    def results(self) -> list[SendResult]:
-        return [_result(outcome) for outcome in self.outcomes]
-
-
-_MS = timedelta(milliseconds=1)
-_OK = pulsar.Result.Ok
-
-
-def _result(outcome: tuple[Any, Any] | str | None) -> SendResult:
-    if isinstance(outcome, tuple):
-        result, message_id = outcome
-        if result == _OK:
-            return SendResult(message_id=str(message_id))
-        return SendResult(error=f"send failed: {result}")
-    return SendResult(error=outcome or "no receipt")
+    def fill(self, indexes: list[int], results: list[SendResult]) -> None:
+        for index, result in zip(indexes, results, strict=True):
+            self.results[index] = result
+        self._parts -= 1
+        if self._parts == 0 and not self.future.done():
+            self.future.set_result(None)
 
 
 class PulsarIntentPublisher:
-    """`IntentPublisher` over one (partitioned) `pulsar.Producer` with batching on."""
+    """`IntentPublisher` over one producer per partition, sending in rounds."""
 
-    def __init__(self, producer: pulsar.Producer, window: InflightWindow) -> None:
-        self._producer = producer
-        self._native = producer._producer  # the C++ producer behind the Python wrapper
+    def __init__(
+        self,
+        producers: Sequence[pulsar.Producer],
+        window: InflightWindow,
+        *,
+        max_round: int,
+        receipt_timeout: timedelta,
+    ) -> None:
+        self._producers = list(producers)
         self._window = window
+        # Two per lane: a round's flush may still be returning when the next round's starts.
+        self._flusher = ThreadPoolExecutor(2 * len(producers), thread_name_prefix="systopic-flush")
+        self._lanes = [
+            PartitionLane(
+                producer,
+                flusher=self._flusher,
+                max_messages=max_round,
+                max_bytes=ROUND_MAX_BYTES,
+                receipt_timeout=receipt_timeout.total_seconds(),
+            )
+            for producer in producers
+        ]
+        self._pending: set[asyncio.Future[None]] = set()
         self._closed = False
 
     @property
     def producer_name(self) -> str:
-        return str(self._producer.producer_name())
+        return str(self._producers[0].producer_name())
 
     @property
     def in_flight(self) -> int:
@@ -117,44 +113,46 @@ class PulsarIntentPublisher:
         if not chunk:
             return []
         await self._window.acquire(len(chunk))
-        receipts = _Receipts(asyncio.get_running_loop(), len(chunk))
+        pending = _Chunk(len(chunk))
         # Slots come back when the client has answered for every message, even if the caller
         # was cancelled meanwhile: the messages are still in the client's queue until then.
-        receipts.future.add_done_callback(lambda _: self._window.release(len(chunk)))
-        self._hand_over(chunk, receipts)
-        await asyncio.shield(receipts.future)
-        return receipts.results()
+        pending.future.add_done_callback(lambda _: self._window.release(len(chunk)))
+        self._pending.add(pending.future)
+        pending.future.add_done_callback(self._pending.discard)
+        if self._closed:
+            pending.results = [SendResult(error="publisher closed")] * len(chunk)
+            pending.expect(0)
+        else:
+            self._route(chunk, pending)
+        await asyncio.shield(pending.future)
+        return pending.results
 
-    def _hand_over(self, chunk: Sequence[OutgoingMessage], receipts: _Receipts) -> None:
-        # The hot path: build messages with the client's own builder and hand them to the C++
-        # producer directly, skipping the per-call argument checks of `Producer.send_async`
-        # (our messages are well-typed by construction).
-        send = self._native.send_async
-        done = receipts.done
+    def _route(self, chunk: Sequence[OutgoingMessage], pending: _Chunk) -> None:
+        lanes = len(self._lanes)
+        parts: dict[int, tuple[list[int], list[OutgoingMessage]]] = {}
         for index, message in enumerate(chunk):
-            if self._closed:
-                receipts.fail_from(index, "publisher closed")
-                return
-            builder = _pulsar.MessageBuilder()
-            builder.content(message.payload)
-            builder.partition_key(message.partition_key)
-            for key, value in message.properties.items():
-                builder.property(key, value)
-            try:
-                send(builder.build(), functools.partial(done, index))
-            except Exception as exc:  # any refusal fails the rest of the chunk
-                receipts.fail_from(index, f"send refused: {exc}")
-                return
+            lane = partition_of(message.partition_key, lanes)
+            indexes, messages = parts.setdefault(lane, ([], []))
+            indexes.append(index)
+            messages.append(message)
+        pending.expect(len(parts))
+        for lane, (indexes, messages) in parts.items():
+            self._lanes[lane].submit(messages, functools.partial(pending.fill, indexes))
 
     async def close(self) -> None:
+        """Let every queued round finish, then flush and close the producers."""
         if self._closed:
             return
         self._closed = True
-        try:
-            await asyncio.to_thread(self._producer.flush)
-        except Exception:  # closing anyway; pending sends report their own errors
-            _log.warning("producer_flush_failed", exc_info=True)
-        await asyncio.to_thread(self._producer.close)
+        if self._pending:
+            await asyncio.wait(set(self._pending))
+        self._flusher.shutdown(wait=False)
+        for producer in self._producers:
+            try:
+                await asyncio.to_thread(producer.flush)
+            except Exception:  # closing anyway; pending sends reported their own errors
+                _log.warning("producer_flush_failed", topic=producer.topic(), exc_info=True)
+            await asyncio.to_thread(producer.close)
 
 
 def _client(config: PulsarConfig) -> pulsar.Client:
@@ -167,10 +165,11 @@ def _client(config: PulsarConfig) -> pulsar.Client:
     )
 
 
-def _check_partitions(client: pulsar.Client, topic: str, expected: int) -> None:
-    """Refuse to start against a topic whose partition count is not the configured one."""
+def _partition_topics(client: pulsar.Client, topic: str, expected: int) -> list[str]:
+    """The topics to produce to (the partitions, or the topic itself); refuses to start
+    against a topic whose partition count is not the configured one."""
     try:
-        names = client.get_topic_partitions(topic)
+        names = list(client.get_topic_partitions(topic))
     except pulsar.PulsarException as exc:
         raise Unavailable(f"cannot read the partitions of {topic}: {exc}") from exc
     found = len(names) if len(names) > 1 or names != [topic] else 0
@@ -179,32 +178,37 @@ def _check_partitions(client: pulsar.Client, topic: str, expected: int) -> None:
             f"{topic} has {found} partitions but {expected} are configured "
             "(create the partitioned topic first, or fix TOMBSTONE_PULSAR_TOPIC_PARTITIONS)"
         )
+    return names
 
 
 def _create_producer(
-    client: pulsar.Client, topic: str, settings: ProducerSettings, partitions: int
+    client: pulsar.Client, topic: str, settings: ProducerSettings
 ) -> pulsar.Producer:
-    window = settings.max_in_flight
     try:
         return client.create_producer(
             topic,
             producer_name=settings.producer_name,
             batching_enabled=True,
-            batching_max_messages=settings.batching_max_messages,
-            batching_max_publish_delay_ms=max(1, settings.batching_delay // _MS),
-            # Our window bounds what is queued in all. The client divides its across-partitions
-            # limit by the partition count, so that limit is window × partitions: however
-            # unevenly the keys spread, no partition queue fills and send_async never blocks
-            # the event loop nor fails with "queue full".
-            max_pending_messages=window,
-            max_pending_messages_across_partitions=window * max(1, partitions),
+            # Rounds decide the batches: the limits sit above any round.
+            batching_max_messages=settings.batching_max_messages + 1,
+            batching_max_allowed_size_in_bytes=_BATCH_MAX_BYTES,
+            batching_max_publish_delay_ms=int(_BATCH_BACKSTOP.total_seconds() * 1000),
+            # A lane counts on the client never refusing one message of a round on its own,
+            # and "queue full" is such a refusal; our window bounds what we queue, so the
+            # client's limit only has to sit above it, also counting rounds a lane gave up on
+            # (no receipt in time) that the client still holds until its send timeout.
+            max_pending_messages=_CLIENT_QUEUE_LIMIT,
             block_if_queue_full=False,
             send_timeout_millis=int(settings.send_timeout.total_seconds() * 1000),
-            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
         )
     except pulsar.PulsarException as exc:
         name = settings.producer_name
         raise Unavailable(f"cannot create producer {name} on {topic}: {exc}") from exc
+
+
+def _receipt_timeout(settings: ProducerSettings) -> timedelta:
+    """The client fails a message at its send timeout; past this, a lane stops waiting."""
+    return settings.send_timeout + _BATCH_BACKSTOP + timedelta(seconds=10)
 
 
 @asynccontextmanager
@@ -215,11 +219,16 @@ async def open_intent_publisher(
     target = topic or config.topic
     client = await asyncio.to_thread(_client, config)
     try:
-        await asyncio.to_thread(_check_partitions, client, target, config.partitions)
-        producer = await asyncio.to_thread(
-            _create_producer, client, target, settings, config.partitions
+        names = await asyncio.to_thread(_partition_topics, client, target, config.partitions)
+        producers = [
+            await asyncio.to_thread(_create_producer, client, name, settings) for name in names
+        ]
+        publisher = PulsarIntentPublisher(
+            producers,
+            InflightWindow(settings.max_in_flight),
+            max_round=settings.batching_max_messages,
+            receipt_timeout=_receipt_timeout(settings),
         )
-        publisher = PulsarIntentPublisher(producer, InflightWindow(settings.max_in_flight))
         _log.info("producer_ready", topic=target, producer=publisher.producer_name)
         try:
             yield publisher

@@ -46,10 +46,9 @@ class ProducerSettings:
     """Stable per marker instance: the broker deduplicates resent messages by it (PIP-6)."""
     max_in_flight: int = 10_000
     """Messages sent but not yet acknowledged, across all callers."""
-    batching_delay: timedelta = timedelta(milliseconds=2)
-    """How long the client waits to fill a batch."""
     batching_max_messages: int = 1000
-    """Largest batch (per partition)."""
+    """Largest round, i.e. batch, per partition: the messages queued for a partition while
+    its previous round is in flight are sent as one batch, up to this many."""
     send_timeout: timedelta = timedelta(seconds=30)
     """A message not acknowledged within this fails (the client retries until then)."""
 
