@@ -5,7 +5,7 @@
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
   messages, and the same with `deliver_after` (never batched by the client);
-- the system-topic publisher alone (sync client bridged to asyncio) and `pulsar.asyncio`;
+- the system-topic publisher alone (rounds with one receipt each) and `pulsar.asyncio`;
 - rounds of (raw send rate, then PDLIs recorded per second by one marker process,
   `python -m services.marker`, under `--concurrency` concurrent Mark calls over gRPC, each
   call `--ledgers` ledgers of its own topic), with the ratio of each round: the machine is
@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -215,7 +216,7 @@ async def mark_load(
 
 
 async def start_marker(
-    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess
+    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, profile: Path | None = None
 ) -> tuple[asyncio.subprocess.Process, int]:
     """The marker as its own process; its log goes to a file (a pipe nobody drains would
     block it)."""
@@ -233,9 +234,25 @@ async def start_marker(
     }
     log = workdir / "marker.log"
     with log.open("wb") as out:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.marker", cwd=ROOT, env=env, stdout=out
-        )
+        command = [sys.executable, "-m", "services.marker"]
+        if profile is not None:
+            # py-spy samples every thread (the client's I/O threads too) without pausing them.
+            spy = Path(sys.executable).with_name("py-spy")
+            command = [
+                str(spy),
+                "record",
+                "--threads",
+                "--nonblocking",
+                "--rate",
+                "100",
+                "--format",
+                "raw",
+                "-o",
+                str(profile),
+                "--",
+                *command,
+            ]
+        process = await asyncio.create_subprocess_exec(*command, cwd=ROOT, env=env, stdout=out)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.returncode is None:
         for line in log.read_text().splitlines():
@@ -303,7 +320,7 @@ async def marker_figures(
     await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
-    process, port = await start_marker(zookeeper, broker)
+    process, port = await start_marker(zookeeper, broker, args.profile)
     try:
         async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = _mk_grpc.MarkerStub(channel)
@@ -321,7 +338,8 @@ async def marker_figures(
             raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
     finally:
-        process.terminate()
+        # py-spy writes its file on SIGINT and passes the signal on to the marker.
+        process.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
         await process.wait()
     return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
 
@@ -343,7 +361,7 @@ def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFig
     print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
     print(f"raw pulsar-client send_async, batched:        {c['raw']:7.0f} msg/s")
     print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
-    print(f"systopic publisher (sync client bridged):     {c['publisher']:7.0f} msg/s")
+    print(f"systopic publisher (one receipt per round):   {c['publisher']:7.0f} msg/s")
     print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
     for i, r in enumerate(marker.rounds, 1):
         print(
@@ -374,6 +392,9 @@ def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFig
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--profile", type=Path, help="record the marker with py-spy into this folded-stacks file"
+    )
     parser.add_argument("--owners", type=int, default=200, help="topics marked per round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved raw/marker rounds")
     parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
