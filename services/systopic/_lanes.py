@@ -7,7 +7,8 @@ about 160k/s when no callback is passed (`benchmarks/marker.py`).
 
 So a lane hands the messages queued for its producer to the client back to back on the event
 loop thread, passes a callback only with the last one (the tail), and asks the client to send
-the batch now (`flush`, in a small thread pool because it blocks until the batch is stored).
+the batch now (`flush`, on a thread of the lane's own, because it blocks until the batch is
+stored).
 The tail's receipt decides the round (`rounds.round_outcomes`). A lane has at most one round
 in flight, so rounds of one producer never share a batch; what queues up meanwhile forms the
 next round, which makes rounds grow with the load. Rounds are capped below the producer's
@@ -18,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from typing import Any
 
 import _pulsar
@@ -69,19 +71,25 @@ class PartitionLane:
         self,
         producer: pulsar.Producer,
         *,
-        flusher: Executor,
         max_messages: int,
         max_bytes: int,
         receipt_timeout: float,
     ) -> None:
         self._producer = producer
         self._native = producer._producer  # the C++ producer behind the Python wrapper
-        self._flusher = flusher
+        # A plain thread fed by a SimpleQueue: the least GIL traffic per flush (an executor
+        # adds futures and Python-level locking to every round).
+        self._flush_requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name=f"systopic-flush-{producer.topic()}", daemon=True
+        )
+        self._flusher.start()
         self._max_messages = max_messages
         self._max_bytes = max_bytes
         self._receipt_timeout = receipt_timeout
         self._queue: deque[_Job] = deque()
         self._in_flight: _Round | None = None
+        self._kick_scheduled = False
         self._loop = asyncio.get_running_loop()
 
     def submit(self, messages: Sequence[OutgoingMessage], done: Done) -> None:
@@ -90,6 +98,14 @@ class PartitionLane:
             done([])
             return
         self._queue.append(_Job(messages, done))
+        if self._in_flight is None and not self._kick_scheduled:
+            # Start on the next loop turn, so that everything submitted in this one (e.g. by
+            # calls whose reads completed together) goes out as one round.
+            self._kick_scheduled = True
+            self._loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kick_scheduled = False
         if self._in_flight is None:
             self._start_round()
 
@@ -102,7 +118,7 @@ class PartitionLane:
             error = self._hand_over(round_)
             # Send the batch now; if the producer is reconnecting the flush fails and the
             # client's batch timer sends it once it is back.
-            self._flusher.submit(self._flush)
+            self._flush_requests.put(True)
             if error is None:
                 round_.watchdog = self._loop.call_later(self._receipt_timeout, self._expire, round_)
                 return
@@ -132,20 +148,17 @@ class PartitionLane:
     def _hand_over(self, round_: _Round) -> str | None:
         """Hand the round to the client; an error means the tail was never handed over."""
         send = self._native.send_async
+        builder = _pulsar.MessageBuilder
         left = round_.count
         tail = self._tail_callback(round_)
         try:
             for job, start, end in round_.slices:
                 messages = job.messages
                 for index in range(start, end):
-                    message = messages[index]
-                    builder = _pulsar.MessageBuilder()
-                    builder.content(message.payload)
-                    builder.partition_key(message.partition_key)
-                    for key, value in message.properties.items():
-                        builder.property(key, value)
+                    payload, key, properties = messages[index]
+                    message = builder().content(payload).partition_key(key)
                     left -= 1
-                    send(builder.build(), tail if left == 0 else None)
+                    send(message.properties(properties).build(), tail if left == 0 else None)
         except Exception as exc:  # nothing after this is sent, and no tail receipt will come
             return f"send refused: {exc}"
         return None
@@ -165,11 +178,18 @@ class PartitionLane:
 
         return tail
 
-    def _flush(self) -> None:
-        try:
-            self._producer.flush()
-        except Exception as exc:  # the tail's receipt carries the outcome that matters
-            _log.debug("producer_flush_failed", topic=self._producer.topic(), error=str(exc))
+    def _flush_loop(self) -> None:
+        flush = self._native.flush
+        while self._flush_requests.get():
+            try:
+                flush()
+            except Exception as exc:  # the tail's receipt carries the outcome that matters
+                _log.debug("producer_flush_failed", topic=self._producer.topic(), error=str(exc))
+
+    async def close(self) -> None:
+        """Stop the flush thread (after the publisher let every round finish)."""
+        self._flush_requests.put(False)
+        await asyncio.to_thread(self._flusher.join)
 
     def _expire(self, round_: _Round) -> None:
         seconds = self._receipt_timeout

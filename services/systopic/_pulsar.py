@@ -15,7 +15,6 @@ import asyncio
 import functools
 import zlib
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -79,12 +78,9 @@ class PulsarIntentPublisher:
     ) -> None:
         self._producers = list(producers)
         self._window = window
-        # Two per lane: a round's flush may still be returning when the next round's starts.
-        self._flusher = ThreadPoolExecutor(2 * len(producers), thread_name_prefix="systopic-flush")
         self._lanes = [
             PartitionLane(
                 producer,
-                flusher=self._flusher,
                 max_messages=max_round,
                 max_bytes=ROUND_MAX_BYTES,
                 receipt_timeout=receipt_timeout.total_seconds(),
@@ -146,7 +142,8 @@ class PulsarIntentPublisher:
         self._closed = True
         if self._pending:
             await asyncio.wait(set(self._pending))
-        self._flusher.shutdown(wait=False)
+        for lane in self._lanes:
+            await lane.close()
         for producer in self._producers:
             try:
                 await asyncio.to_thread(producer.flush)

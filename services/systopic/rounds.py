@@ -49,6 +49,6 @@ def round_outcomes(count: int, tail: TailReceipt) -> list[SendResult]:
         return [SendResult(error=tail.error)] * count
     in_batch = min(count, max(tail.batch_index, 0) + 1)
     prefix = f"({tail.ledger_id},{tail.entry_id},{tail.partition},"
-    first_index = tail.batch_index - in_batch + 1
-    stored = [SendResult(message_id=f"{prefix}{first_index + i})") for i in range(in_batch)]
+    first = tail.batch_index - in_batch + 1
+    stored = [SendResult(f"{prefix}{index})") for index in range(first, first + in_batch)]
     return [SendResult(error=CUT_OFF)] * (count - in_batch) + stored

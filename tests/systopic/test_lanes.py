@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import pulsar
@@ -52,17 +51,13 @@ async def _lane(
         batching_max_publish_delay_ms=1000,
         send_timeout_millis=20_000,
     )
-    flusher = ThreadPoolExecutor(1)
+    lane = PartitionLane(
+        producer, max_messages=max_messages, max_bytes=max_bytes, receipt_timeout=receipt_timeout
+    )
     try:
-        yield PartitionLane(
-            producer,
-            flusher=flusher,
-            max_messages=max_messages,
-            max_bytes=max_bytes,
-            receipt_timeout=receipt_timeout,
-        )
+        yield lane
     finally:
-        flusher.shutdown()
+        await lane.close()
         await asyncio.to_thread(client.close)
 
 
