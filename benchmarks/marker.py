@@ -1,6 +1,6 @@
 """Marker throughput and latency against the devstack broker and a real ZooKeeper.
 
-    .venv/bin/python -m benchmarks.marker [--owners 200] [--ledgers 100] [--concurrency 32]
+    .venv/bin/python -m benchmarks.marker [--owners 500] [--ledgers 100] [--concurrency 32]
 
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
@@ -395,7 +395,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="record the marker with py-spy into this folded-stacks file"
     )
-    parser.add_argument("--owners", type=int, default=200, help="topics marked per round")
+    parser.add_argument("--owners", type=int, default=500, help="topics marked per round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved raw/marker rounds")
     parser.add_argument("--ledgers", type=int, default=100, help="ledgers per Mark call")
     parser.add_argument("--concurrency", type=int, default=32, help="Mark calls in flight")
