@@ -156,7 +156,9 @@ async def _bookkeeper(
         )
     )
     paths = LedgerPaths(root=config.ledgers_root)
-    deleter = ZooKeeperLedgerDeleter(store, paths=paths, limits=limits)
+    deleter = ZooKeeperLedgerDeleter(
+        store, paths=paths, limits=limits, batch_max=config.zookeeper_delete_batch
+    )
     stack.push_async_callback(deleter.aclose)  # the last sweep, before the session closes
     return deleter
 

@@ -1,4 +1,5 @@
-"""Coalesce concurrent single requests into batch calls (verify batches, DeleteObjects).
+"""Coalesce concurrent single requests into batch calls (verify batches, DeleteObjects,
+ZooKeeper multi).
 
 Callers `await batcher.submit(item)` one at a time; a dispatcher takes whatever has queued up
 whenever a batch slot is free, so batches are small when load is light (no added latency)

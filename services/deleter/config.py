@@ -90,10 +90,22 @@ BOOKIE_URL = setting(
 )
 LEDGERS_ROOT = setting("DELETER_LEDGERS_ROOT", parse_str, "/ledgers", "BookKeeper ledgers root.")
 ZK_RATE = setting(
-    "DELETER_ZOOKEEPER_OPS_PER_SECOND", parse_int(1), 2000, "ZooKeeper deletes per second."
+    "DELETER_ZOOKEEPER_OPS_PER_SECOND",
+    parse_int(1),
+    2000,
+    "ZooKeeper deletes per second (each delete of a multi counts, parent removals too).",
 )
 ZK_CONCURRENCY = setting(
-    "DELETER_ZOOKEEPER_CONCURRENCY", parse_int(1, 10_000), 64, "ZooKeeper deletes at once."
+    "DELETER_ZOOKEEPER_CONCURRENCY",
+    parse_int(1, 10_000),
+    64,
+    "ZooKeeper requests at once (a multi of many deletes is one).",
+)
+ZK_DELETE_BATCH = setting(
+    "DELETER_ZOOKEEPER_DELETE_BATCH",
+    parse_int(1, 10_000),
+    256,
+    "Most concurrent ledger deletes coalesced into one batch (ZooKeeper multis of up to 256).",
 )
 S3_RATE = setting("DELETER_S3_REQUESTS_PER_SECOND", parse_int(1), 200, "S3 requests per second.")
 S3_CONCURRENCY = setting("DELETER_S3_CONCURRENCY", parse_int(1, 1000), 8, "S3 requests at once.")
@@ -173,6 +185,8 @@ class DeleterConfig:
     bookie_http_url: str = "http://127.0.0.1:8000"
     ledgers_root: str = "/ledgers"
     zookeeper_limits: Limits = Limits(64, 2000)
+    zookeeper_delete_batch: int = 256
+    """Most ledger deletes coalesced into one `delete_many` (ZooKeeper multi) call."""
     s3_limits: Limits = Limits(8, 200)
     s3_batch_keys: int = 1000
     filesystem_root: Path | None = None
@@ -217,6 +231,7 @@ class DeleterConfig:
             bookie_http_url=BOOKIE_URL.read(environ),
             ledgers_root=LEDGERS_ROOT.read(environ),
             zookeeper_limits=Limits(ZK_CONCURRENCY.read(environ), ZK_RATE.read(environ)),
+            zookeeper_delete_batch=ZK_DELETE_BATCH.read(environ),
             s3_limits=Limits(S3_CONCURRENCY.read(environ), S3_RATE.read(environ)),
             s3_batch_keys=S3_BATCH.read(environ),
             filesystem_root=Path(fs_root) if fs_root else None,

@@ -2,7 +2,7 @@
 
 The only package that knows znode paths and encodings. Its stores talk to ZooKeeper through
 the `MetadataStore` port; `ZkMetadataStore` (the aiozk adapter, with the requests aiozk lacks
-in `zk_wire`) is the only aiozk importer.
+in `zk_wire` and its session care in `_zk_session`) is the only aiozk importer.
 """
 
 from services.metadata.errors import (
@@ -12,6 +12,7 @@ from services.metadata.errors import (
     NoNode,
     NotEmpty,
     StoreUnavailable,
+    Unsupported,
     VersionConflict,
 )
 from services.metadata.ledger_metadata import (
@@ -116,6 +117,7 @@ __all__ = [
     "Stat",
     "StoreUnavailable",
     "TopicName",
+    "Unsupported",
     "VersionConflict",
     "Versioned",
     "WatchEvent",

@@ -65,6 +65,15 @@ class StoreUnavailable(MetadataError, Unavailable):
         self.reason = reason
 
 
+class Unsupported(MetadataError):
+    """The server refused the request as one it does not implement (ZooKeeper's
+    UNIMPLEMENTED, from a server older than the request): nothing was applied."""
+
+    def __init__(self, path: str, request: str) -> None:
+        super().__init__(path, f"the server does not implement {request}")
+        self.request = request
+
+
 def missing_required_fields(message: object) -> str:
     """The names of a protobuf message's unset required fields, comma-separated."""
     finder = getattr(message, "FindInitializationErrors", None)

@@ -107,3 +107,11 @@ class MetadataStore(Protocol):
     async def delete(self, path: str, *, version: int) -> None:
         """Conditional delete. `VersionConflict`, `NoNode` or `NotEmpty`."""
         ...
+
+    async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
+        """Conditional deletes of (path, version) pairs, many per round trip. Per item, in
+        order: None when this call deleted the znode, else the typed error that `delete` would
+        have raised for it (`StoreUnavailable` when the outcome is unknown; `Unsupported` when
+        the store cannot batch deletes: then nothing was deleted). Store failures are reported
+        per item, not raised."""
+        ...

@@ -1,5 +1,6 @@
 """The ZooKeeper adapter of the `MetadataStore` port: with `zk_wire` (the requests aiozk
-lacks: createContainer, multiRead), the only module that imports aiozk.
+lacks: createContainer, multiRead, multi of deletes) and `_zk_session` (retries, connection
+loss, watches), the only modules that import aiozk.
 
 It sends aiozk's low-level requests itself, so that data and stat come back in one round trip
 and aiozk's unbounded per-path stat cache is never filled. Every call is bounded by a timeout,
@@ -8,7 +9,8 @@ and every aiozk failure is mapped to a typed error; uncertain outcomes become
 
 Writes are never resent after a connection loss: a resent create, set or delete could report
 `NodeExists`, `VersionConflict` or `NoNode` for our own first attempt. Reads are resent on the
-new connection until the timeout. `get_many` reads many znodes per round trip (multiRead).
+new connection until the timeout. `get_many` reads many znodes per round trip (multiRead);
+`delete_many` deletes many per round trip (multi).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import aiozk
@@ -24,17 +26,28 @@ from aiozk import exc as zk_exc
 from aiozk import protocol as zk_protocol
 from aiozk.states import States
 
+from services.metadata._zk_session import (
+    DATA_EVENTS,
+    EXISTS_EVENTS,
+    UNAVAILABLE,
+    ConnectionGuard,
+    NoWriteResend,
+    register_watch,
+)
 from services.metadata.errors import (
     MetadataError,
     NodeExists,
     NoNode,
     NotEmpty,
     StoreUnavailable,
+    Unsupported,
     VersionConflict,
 )
 from services.metadata.store import ANY_VERSION, Stat, Versioned, WatchEvent
 from services.metadata.zk_wire import (
     CreateContainerRequest,
+    MultiDeleteRequest,
+    MultiDeleteResponse,
     MultiReadRequest,
     MultiReadResponse,
 )
@@ -46,40 +59,9 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 MULTI_READ_CHUNK = 256
 """Paths per multiRead request: keeps each request and reply small (ledger znodes are a few
 hundred bytes) and lets chunks of one large batch travel in parallel."""
-
-_UNAVAILABLE = (
-    zk_exc.ConnectError,
-    zk_exc.SessionLost,
-    zk_exc.SessionExpired,
-    zk_exc.ConnectionLoss,
-    zk_exc.OperationTimeout,
-    zk_exc.FailedRetry,
-    zk_exc.TimeoutError,
-    zk_exc.UnfinishedRead,
-    zk_exc.UnknownSession,
-    zk_exc.SessionMoved,
-    zk_exc.InvalidStateTransition,
-    zk_exc.NotReadOnly,
-    OSError,
-)
-_DATA_EVENTS = {
-    zk_protocol.WatchEvent.DATA_CHANGED: WatchEvent.CHANGED,
-    zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
-}
-_EXISTS_EVENTS = {**_DATA_EVENTS, zk_protocol.WatchEvent.CREATED: WatchEvent.CREATED}
-
-
-class _NoWriteResend(aiozk.RetryPolicy):  # type: ignore[misc]
-    """Retry reads after a connection loss; fail writes at once (their outcome is unknown)."""
-
-    def __init__(self) -> None:
-        super().__init__(try_limit=None, sleep_func=lambda _timings: 0.05)
-
-    async def enforce(self, request: Any = None) -> None:
-        if getattr(request, "writes_data", False) and self.timings.get(id(request)):
-            self.clear(request)
-            raise zk_exc.FailedRetry
-        await super().enforce(request)
+MULTI_DELETE_CHUNK = 256
+"""Deletes per multi: bounds the request size and the rounds a chunk can take (one per
+delete that fails)."""
 
 
 def _stat(raw: Any) -> Stat:
@@ -110,6 +92,8 @@ def _retarget(error: MetadataError, path: str) -> MetadataError:
     """The same failure, named for `path` (a failed chunk fails each of its paths)."""
     if isinstance(error, StoreUnavailable):
         return StoreUnavailable(path, error.reason)
+    if isinstance(error, Unsupported):
+        return Unsupported(path, error.request)
     return MetadataError(path, str(error).partition(": ")[2] or str(error))
 
 
@@ -119,10 +103,10 @@ class ZkMetadataStore:
     def __init__(self, client: aiozk.ZKClient, *, request_timeout: float, session_timeout: float):
         self._client = client
         self._session = client.session
-        self._retry: _NoWriteResend = client.session.retry_policy
+        self._retry: NoWriteResend = client.session.retry_policy
         self._request_timeout = request_timeout
         self._session_timeout = session_timeout
-        self._hooked_conn: object = None
+        self._guard = ConnectionGuard(client.session)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -141,12 +125,12 @@ class ZkMetadataStore:
         (default: the request timeout).
         """
         client = aiozk.ZKClient(
-            servers, chroot=chroot, session_timeout=session_timeout, retry_policy=_NoWriteResend()
+            servers, chroot=chroot, session_timeout=session_timeout, retry_policy=NoWriteResend()
         )
         store = cls(client, request_timeout=request_timeout, session_timeout=session_timeout)
         try:
             await asyncio.wait_for(client.start(), connect_timeout or request_timeout)
-        except (TimeoutError, *_UNAVAILABLE) as e:
+        except (TimeoutError, *UNAVAILABLE) as e:
             await store.close()
             raise StoreUnavailable(chroot or "/", f"cannot connect to {servers}: {e!r}") from e
         try:
@@ -240,7 +224,7 @@ class ZkMetadataStore:
 
     async def get_and_watch(self, path: str) -> tuple[Versioned, asyncio.Future[WatchEvent]]:
         full = self._abs(path)
-        fired, unregister = self._register_watch(full, _DATA_EVENTS)
+        fired, unregister = register_watch(self._session, full, DATA_EVENTS)
         try:
             response = await self._send(zk_protocol.GetDataRequest(path=full, watch=True), path)
         except BaseException:
@@ -251,7 +235,7 @@ class ZkMetadataStore:
 
     async def watch(self, path: str) -> tuple[Stat | None, asyncio.Future[WatchEvent]]:
         full = self._abs(path)
-        fired, unregister = self._register_watch(full, _EXISTS_EVENTS)
+        fired, unregister = register_watch(self._session, full, EXISTS_EVENTS)
         try:
             stat = await self._exists(full, path, watch=True)
         except BaseException:
@@ -293,6 +277,71 @@ class ZkMetadataStore:
         request = zk_protocol.DeleteRequest(path=self._abs(path), version=version)
         await self._send(request, path, version=version)
 
+    async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
+        """Conditional deletes of (path, version) pairs with `multi` (one transaction per chunk
+        of `MULTI_DELETE_CHUNK`, the chunks in flight together).
+
+        Per item, in order: None when this call deleted the znode, else why it did not:
+        `NoNode` or `VersionConflict` (the server said so), another typed error the server gave
+        for that delete (`NotEmpty`...), `StoreUnavailable` when the outcome is unknown (no
+        answer: the delete may or may not have been applied), `Unsupported` when the server
+        refused `multi` (nothing was applied). Store failures are reported per item, not raised.
+
+        A multi is all or nothing: when one delete fails, none is applied and only the failing
+        one is decided. The undecided ones are sent again in a new multi, so a chunk takes at
+        most one round per delete.
+        """
+        step = MULTI_DELETE_CHUNK
+        chunks = [items[i : i + step] for i in range(0, len(items), step)]
+        if len(chunks) == 1:
+            return await self._multi_delete(chunks[0])
+        answers = await asyncio.gather(*(self._multi_delete(chunk) for chunk in chunks))
+        return [outcome for answer in answers for outcome in answer]
+
+    async def _multi_delete(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
+        decided: dict[int, MetadataError | None] = {}
+        undecided: dict[int, str] = {}  # item index -> absolute path, in item order
+        for index, (path, _version) in enumerate(items):
+            try:
+                undecided[index] = self._abs(path)
+            except MetadataError as e:
+                decided[index] = e
+        while undecided:
+            settled = await self._delete_round(items, undecided)
+            decided.update(settled)
+            for index in settled:
+                del undecided[index]
+        # A KeyError here would be a bug; never let a gap read as "deleted".
+        return [decided[index] for index in range(len(items))]
+
+    async def _delete_round(
+        self, items: Sequence[tuple[str, int]], undecided: dict[int, str]
+    ) -> dict[int, MetadataError | None]:
+        """One multi of the undecided deletes: the items it decided (at least one)."""
+        indexes = list(undecided)
+        request = MultiDeleteRequest([(undecided[i], items[i][1]) for i in indexes])
+        try:
+            response: MultiDeleteResponse = await self._send(request, items[indexes[0]][0])
+        except MetadataError as e:
+            return {i: _retarget(e, items[i][0]) for i in indexes}
+        try:
+            failure = response.failure(len(indexes))
+        except ValueError as e:
+            return {i: MetadataError(items[i][0], f"multi: {e}") for i in indexes}
+        if failure is None:
+            return dict.fromkeys(indexes)  # every delete applied
+        position, code = failure
+        index = indexes[position]
+        path, version = items[index]
+        return {index: self._code_error(code, path, version)}
+
+    def _code_error(self, code: int, path: str, version: int) -> MetadataError:
+        """The typed error for a ZooKeeper error code the server gave for `path`."""
+        error_class = zk_exc.response_error_xref.get(code)
+        if error_class is None:
+            return MetadataError(path, f"ZooKeeper error code {code}")
+        return self._mapped(error_class(), path, version)
+
     async def _exists(self, full: str, path: str, *, watch: bool) -> Stat | None:
         try:
             response = await self._send(zk_protocol.ExistsRequest(path=full, watch=watch), path)
@@ -325,12 +374,19 @@ class ZkMetadataStore:
 
     async def _send(self, request: Any, path: str, *, version: int = ANY_VERSION) -> Any:
         """Send one request, bounded by the timeout, with every failure mapped."""
-        self._hook_connection()
+        self._guard.hook()
+        conn = self._session.conn
         try:
             # asyncio.timeout, not wait_for: no extra task per request on the hot read path.
             async with asyncio.timeout(self._request_timeout):
                 return await self._session.send(request)
-        except (zk_exc.ZKError, TimeoutError, *_UNAVAILABLE) as e:
+        except (zk_exc.ZKError, TimeoutError, *UNAVAILABLE) as e:
+            if isinstance(e, zk_exc.Unimplemented):
+                # ZooKeeper closes the connection after refusing an opcode: leave it now, so
+                # the next request waits for a new one instead of meeting a closed socket.
+                if conn is not None:
+                    self._guard.drop(conn)
+                raise Unsupported(path, str(request)) from e
             raise self._mapped(e, path, version) from e
         finally:
             self._retry.clear(request)
@@ -347,60 +403,6 @@ class ZkMetadataStore:
             return NotEmpty(path)
         if isinstance(error, TimeoutError):
             return StoreUnavailable(path, f"no answer within {self._request_timeout}s")
-        if isinstance(error, _UNAVAILABLE):
+        if isinstance(error, UNAVAILABLE):
             return StoreUnavailable(path, f"{type(error).__name__}: {error}")
         return MetadataError(path, f"ZooKeeper error {type(error).__name__}: {error}")
-
-    def _hook_connection(self) -> None:
-        """Fail in-flight requests as soon as the server closes the socket.
-
-        aiozk's read loop ends silently when the socket closes; the loss would only be noticed
-        by the next heartbeat. Aborting the connection fails pending requests with
-        ConnectError, which moves the session to SUSPENDED and starts its repair.
-        """
-        conn = self._session.conn
-        if conn is None or conn is self._hooked_conn or conn.read_loop_task is None:
-            return
-        self._hooked_conn = conn
-
-        def on_read_loop_end(_task: asyncio.Task[None]) -> None:
-            if not conn.closing:
-                conn.abort()
-                if self._session.state == States.CONNECTED:
-                    self._session.state.transition_to(States.SUSPENDED)
-
-        conn.read_loop_task.add_done_callback(on_read_loop_end)
-
-    def _register_watch(
-        self, full: str, events: dict[int, WatchEvent]
-    ) -> tuple[asyncio.Future[WatchEvent], Callable[[], None]]:
-        """A future fired once by the first matching ZK event or by a connection/session loss,
-        and the (idempotent) function that removes its callbacks."""
-        fired: asyncio.Future[WatchEvent] = asyncio.get_running_loop().create_future()
-
-        def fire(event: WatchEvent) -> None:
-            if not fired.done():
-                fired.set_result(event)
-
-        callbacks: list[tuple[int, Callable[[str], None]]] = []
-        for zk_type, event in events.items():
-            callback = _bind(fire, event)
-            self._session.add_watch_callback(zk_type, full, callback)
-            callbacks.append((zk_type, callback))
-        lost = self._session.state.wait_for(States.SUSPENDED, States.LOST)
-        lost.add_done_callback(lambda _f: fire(WatchEvent.CONNECTION_LOST))
-
-        def unregister() -> None:
-            for zk_type, callback in callbacks:
-                if callback in self._session.watch_callbacks.get((zk_type, full), ()):
-                    self._session.remove_watch_callback(zk_type, full, callback)
-            for state in (States.SUSPENDED, States.LOST):
-                self._session.state.futures[state].discard(lost)
-            lost.cancel()
-
-        fired.add_done_callback(lambda _f: unregister())
-        return fired, unregister
-
-
-def _bind(fire: Callable[[WatchEvent], None], event: WatchEvent) -> Callable[[str], None]:
-    return lambda _path: fire(event)

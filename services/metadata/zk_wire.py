@@ -8,10 +8,18 @@
   true, err -1). The reply is a `MultiResponse`: for each read a `MultiHeader` then either a
   `GetDataResponse` (data, stat) or, when that read failed, type -1 and an `ErrorResponse`
   (its error code); then the closing header. One failed read does not fail the others.
+- `multi` (opcode 14, ZooKeeper ≥ 3.4) of conditional deletes, applied atomically: for each
+  delete a `MultiHeader` (type 2, done false, err -1) then a `DeleteRequest` (path, version);
+  then the closing header. The reply holds, per op, a `MultiHeader` then its result: type 2
+  (no body) when the delete was applied, or type -1 and an `ErrorResponse` when the multi
+  failed. A failed multi is rolled back as a whole and every op gets an error result: the
+  ops before the failing one carry 0 (OK, rolled back), the failing one its real error, the
+  ones after it -2 (RUNTIMEINCONSISTENCY). ZooKeeper 3.8 answers a failed multi with err 0
+  in the reply header; the per-op results are the only account of what failed.
 
 Defining a response class registers its opcode's decoder in aiozk's reader. A decoder that
-raised would make aiozk abort the connection, so the multiRead decoder never raises: an
-undecodable reply is reported as such to the caller.
+raised would make aiozk abort the connection, so these decoders never raise: an undecodable
+reply is reported as such to the caller.
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ _HEADER = struct.Struct("!i?i")  # MultiHeader: type, done, err
 _INT = struct.Struct("!i")
 _STAT = struct.Struct("!qqqqiiiqiiq")  # czxid mzxid ctime mtime version cversion aversion
 # ephemeralOwner dataLength numChildren pzxid
+_DELETE = 2
 _GET_DATA = 4
 _ERROR = -1
 _END = _HEADER.pack(-1, True, -1)
+MULTI = 14
 MULTI_READ = 22
 
 
@@ -109,6 +119,96 @@ def _parse(raw: bytes) -> list[Versioned | int]:
             stat = _STAT.unpack_from(raw, offset)
             offset += _STAT.size
             results.append(Versioned(data, stat[4], stat[2], stat[3], stat[0], stat[1]))
+        elif op == _ERROR:
+            (code,) = _INT.unpack_from(raw, offset)
+            offset += _INT.size
+            results.append(code)
+        else:
+            raise ValueError(f"unexpected result type {op}")
+        op, done, _err = _HEADER.unpack_from(raw, offset)
+        offset += _HEADER.size
+    return results
+
+
+class MultiDeleteRequest(Request):  # type: ignore[misc]
+    """ZooKeeper's `multi` (14) of conditional deletes: all are applied, or none."""
+
+    # aiozk picks a reply's decoder by the request's `opcode` attribute only (`serialize`
+    # writes the wire opcode). A key of our own leaves aiozk's decoder of opcode 14, used by
+    # its own transactions, in place.
+    opcode = "multi-delete"
+    writes_data = True  # never resent after a connection loss (see zk_store)
+
+    def __init__(self, deletes: Sequence[tuple[str, int]]) -> None:
+        super().__init__()
+        self.deletes = list(deletes)
+
+    def serialize(self, xid: int | None = None) -> bytes:
+        parts = [] if xid is None else [_INT.pack(xid)]
+        parts.append(_INT.pack(MULTI))
+        header = _HEADER.pack(_DELETE, False, -1)
+        for path, version in self.deletes:
+            encoded = path.encode("utf-8")
+            parts += (header, _INT.pack(len(encoded)), encoded, _INT.pack(version))
+        parts.append(_END)
+        return b"".join(parts)
+
+    def __str__(self) -> str:
+        return f"MultiDelete[{len(self.deletes)} paths]"
+
+
+class MultiDeleteResponse(Response):  # type: ignore[misc]
+    """Per delete, in request order: None when it was applied, else its error code (0 when
+    it was rolled back because another op failed).
+
+    `malformed` is set (and `results` incomplete) when the reply could not be decoded.
+    """
+
+    opcode = MultiDeleteRequest.opcode
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.results: list[int | None] = []
+        self.malformed: str | None = None
+
+    @classmethod
+    def deserialize(cls, raw_bytes: bytes) -> MultiDeleteResponse:
+        instance = cls()
+        try:
+            instance.results = _parse_multi_delete(raw_bytes)
+        except (struct.error, ValueError) as e:
+            instance.malformed = f"undecodable multi reply: {e}"
+        return instance
+
+    def failure(self, sent: int) -> tuple[int, int] | None:
+        """None when each of the `sent` deletes was applied; else (position, error code) of
+        the delete that failed the multi (then none was applied). `ValueError` when the reply
+        does not say which: undecodable, a wrong count, or not what ZooKeeper sends."""
+        results = self.results
+        if self.malformed is not None:
+            raise ValueError(self.malformed)
+        if len(results) != sent:
+            raise ValueError(f"{len(results)} results for {sent} deletes")
+        if all(result is None for result in results):
+            return None
+        # A failed multi has an error result for every op; the first nonzero is the cause.
+        codes = [result for result in results if result is not None]
+        cause = next((n for n, code in enumerate(codes) if code != 0), None)
+        if len(codes) != sent or cause is None:
+            raise ValueError(f"inconsistent multi reply {results}")
+        return cause, codes[cause]
+
+    def __str__(self) -> str:
+        return f"MultiDeleteResponse[{len(self.results)} results]"
+
+
+def _parse_multi_delete(raw: bytes) -> list[int | None]:
+    results: list[int | None] = []
+    op, done, _err = _HEADER.unpack_from(raw, 0)
+    offset = _HEADER.size
+    while not done:
+        if op == _DELETE:
+            results.append(None)  # applied; a delete's result has no body
         elif op == _ERROR:
             (code,) = _INT.unpack_from(raw, offset)
             offset += _INT.size

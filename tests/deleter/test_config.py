@@ -12,14 +12,16 @@ from services.deleter.config import DeleterConfig, Limits
 
 
 def test_defaults_without_variables() -> None:
-    """With nothing set: port 50053, the ZooKeeper backend, 10 retries, no filesystem root."""
+    """With nothing set: port 50053, the ZooKeeper backend with batches of 256 deletes, 10
+    retries, no filesystem root."""
     config = DeleterConfig.from_env({})
     assert (
         config.grpc.port,
         config.bookkeeper_backend,
+        config.zookeeper_delete_batch,
         config.retry.max_retries,
         config.filesystem_root,
-    ) == (50053, "zookeeper", 10, None)
+    ) == (50053, "zookeeper", 256, 10, None)
 
 
 def test_values_are_read() -> None:
@@ -34,6 +36,7 @@ def test_values_are_read() -> None:
             "TOMBSTONE_DELETER_S3_CONCURRENCY": "2",
             "TOMBSTONE_DELETER_FILESYSTEM_ROOT": "/data/offload",
             "TOMBSTONE_DELETER_RECEIVER_QUEUE_SIZE": "100",
+            "TOMBSTONE_DELETER_ZOOKEEPER_DELETE_BATCH": "32",
         }
     )
     assert (
@@ -45,6 +48,7 @@ def test_values_are_read() -> None:
         2,
         Path("/data/offload"),
         100,
+        32,
     ) == (
         config.deleter_id,
         config.bookkeeper_backend,
@@ -54,6 +58,7 @@ def test_values_are_read() -> None:
         config.s3_limits.concurrency,
         config.filesystem_root,
         config.receiver_queue_size,
+        config.zookeeper_delete_batch,
     )
 
 
@@ -64,6 +69,7 @@ def test_values_are_read() -> None:
         ("TOMBSTONE_DELETER_RETRY_INITIAL_DELAY", "0s"),
         ("TOMBSTONE_DELETER_S3_BATCH_KEYS", "1001"),
         ("TOMBSTONE_DELETER_MAX_IN_FLIGHT", "0"),
+        ("TOMBSTONE_DELETER_ZOOKEEPER_DELETE_BATCH", "0"),
     ],
 )
 def test_bad_values_are_refused(name: str, value: str) -> None:

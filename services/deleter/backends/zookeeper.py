@@ -2,25 +2,41 @@
 
 This is what BookKeeper's own ledger manager does (`removeLedgerMetadata` then removal of
 empty parents), except that the delete is conditional: if the metadata changed since the
-verifier read it, nothing is deleted and the PDLI is retried. Empty parents are swept a
-moment later for many ledgers at once: thousands of ledgers share one parent, and trying it
-after every delete would double the load on ZooKeeper for nothing.
+verifier read it, nothing is deleted and the PDLI is retried. Concurrent deletes are
+coalesced into `delete_many` calls (ZooKeeper multi); each delete still counts once against
+the rate limit, and each caller gets its own outcome. A server that refuses multi gets one
+delete per request from then on. Empty parents are swept a moment later for many ledgers at
+once: thousands of ledgers share one parent, and trying it after every delete would double
+the load on ZooKeeper for nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+
+import structlog
 
 from services.core.errors import InvalidArgument
 from services.deleter.backends.limits import BackendLimits
+from services.deleter.batching import Batcher, BatcherClosed
 from services.deleter.ports import DeleteFailed, DeleteResult, Tier
-from services.metadata.errors import MetadataError, NoNode, NotEmpty, VersionConflict
+from services.metadata.errors import (
+    MetadataError,
+    NoNode,
+    NotEmpty,
+    Unsupported,
+    VersionConflict,
+)
 from services.metadata.paths import LedgerPaths
 from services.metadata.store import ANY_VERSION, MetadataStore
 
+_log = structlog.get_logger(__name__)
+
 MAX_PENDING_PARENTS = 100_000
 """Parents waiting for a sweep; beyond that an empty parent may stay (harmless)."""
+DEFAULT_DELETE_BATCH = 256
 
 
 class ZooKeeperLedgerDeleter:
@@ -33,6 +49,8 @@ class ZooKeeperLedgerDeleter:
         paths: LedgerPaths,
         limits: BackendLimits,
         parent_sweep_delay: float = 1.0,
+        batch_max: int = DEFAULT_DELETE_BATCH,
+        batch_concurrency: int = 4,
     ) -> None:
         self._store = store
         self._paths = paths
@@ -40,20 +58,50 @@ class ZooKeeperLedgerDeleter:
         self._sweep_delay = parent_sweep_delay
         self._pending_parents: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
+        self._batcher: Batcher[tuple[str, int], MetadataError | None] = Batcher(
+            self._delete_batch, max_batch=batch_max, max_concurrency=batch_concurrency
+        )
+        self._multi = True
 
     async def delete_ledger(self, *, ledger_id: int, path: str, version: int) -> DeleteResult:
         self._check(ledger_id, path, version)
+        await self._limits.pace()  # each delete counts once against the rate, batched or not
         try:
-            async with self._limits.operation():
-                await self._store.delete(path, version=version)
-        except NoNode:
+            outcome = await self._delete(path, version)
+        except BatcherClosed as exc:
+            raise DeleteFailed(Tier.BOOKKEEPER, f"{path}: not sent, deleter closing") from exc
+        if outcome is None:
+            self._schedule_parent_sweep(path)
+            return _result(path, version, removed=True)
+        if isinstance(outcome, NoNode):
             return _result(path, version, removed=False)
-        except VersionConflict as exc:
-            raise DeleteFailed(Tier.BOOKKEEPER, f"metadata changed since verified: {exc}") from exc
-        except MetadataError as exc:  # StoreUnavailable and the rest: the outcome is unknown
-            raise DeleteFailed(Tier.BOOKKEEPER, str(exc)) from exc
-        self._schedule_parent_sweep(path)
-        return _result(path, version, removed=True)
+        if isinstance(outcome, VersionConflict):
+            reason = f"metadata changed since verified: {outcome}"
+            raise DeleteFailed(Tier.BOOKKEEPER, reason) from outcome
+        # StoreUnavailable and the rest: the outcome is unknown, or the delete failed.
+        raise DeleteFailed(Tier.BOOKKEEPER, str(outcome)) from outcome
+
+    async def _delete(self, path: str, version: int) -> MetadataError | None:
+        """None when deleted now, else why not: in a multi with concurrent deletes, or alone
+        where the server refuses multi (a refused multi applied nothing)."""
+        if self._multi:
+            outcome = await self._batcher.submit((path, version))
+            if not isinstance(outcome, Unsupported):
+                return outcome
+        async with self._limits.slot():
+            try:
+                await self._store.delete(path, version=version)
+            except MetadataError as exc:
+                return exc
+        return None
+
+    async def _delete_batch(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
+        async with self._limits.slot():  # one request, whatever its size (already paced)
+            outcomes = await self._store.delete_many(items)
+        if self._multi and any(isinstance(outcome, Unsupported) for outcome in outcomes):
+            self._multi = False
+            _log.warning("zookeeper_multi_unsupported", fallback="one delete per request")
+        return outcomes
 
     def _check(self, ledger_id: int, path: str, version: int) -> None:
         """The evidence must name this ledger under our root, at a real version."""
@@ -100,7 +148,9 @@ class ZooKeeperLedgerDeleter:
             parent = parent.rsplit("/", 1)[0]
 
     async def aclose(self) -> None:
-        """Run the last sweep (bounded by the store's timeouts) and stop the sweeper."""
+        """Stop batching, run the last sweep (bounded by the store's timeouts) and stop the
+        sweeper."""
+        await self._batcher.aclose()
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,115 @@
+"""How `zk_store` uses an aiozk session (part of the ZooKeeper adapter): which failures mean
+"no answer", the retry policy (reads resent, writes never), prompt notice of a closed
+connection, and watches as futures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import aiozk
+from aiozk import exc as zk_exc
+from aiozk import protocol as zk_protocol
+from aiozk.states import States
+
+from services.metadata.store import WatchEvent
+
+UNAVAILABLE = (
+    zk_exc.ConnectError,
+    zk_exc.SessionLost,
+    zk_exc.SessionExpired,
+    zk_exc.ConnectionLoss,
+    zk_exc.OperationTimeout,
+    zk_exc.FailedRetry,
+    zk_exc.TimeoutError,
+    zk_exc.UnfinishedRead,
+    zk_exc.UnknownSession,
+    zk_exc.SessionMoved,
+    zk_exc.InvalidStateTransition,
+    zk_exc.NotReadOnly,
+    OSError,
+)
+DATA_EVENTS = {
+    zk_protocol.WatchEvent.DATA_CHANGED: WatchEvent.CHANGED,
+    zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
+}
+EXISTS_EVENTS = {**DATA_EVENTS, zk_protocol.WatchEvent.CREATED: WatchEvent.CREATED}
+
+
+class NoWriteResend(aiozk.RetryPolicy):  # type: ignore[misc]
+    """Retry reads after a connection loss; fail writes at once (their outcome is unknown)."""
+
+    def __init__(self) -> None:
+        super().__init__(try_limit=None, sleep_func=lambda _timings: 0.05)
+
+    async def enforce(self, request: Any = None) -> None:
+        if getattr(request, "writes_data", False) and self.timings.get(id(request)):
+            self.clear(request)
+            raise zk_exc.FailedRetry
+        await super().enforce(request)
+
+
+class ConnectionGuard:
+    """Fails in-flight requests as soon as the server closes the socket.
+
+    aiozk's read loop ends silently when the socket closes; the loss would only be noticed
+    by the next heartbeat. Aborting the connection fails pending requests with ConnectError,
+    which moves the session to SUSPENDED and starts its repair.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._hooked: object = None
+
+    def hook(self) -> None:
+        """Watch the session's current connection (once per connection)."""
+        conn = self._session.conn
+        if conn is None or conn is self._hooked or conn.read_loop_task is None:
+            return
+        self._hooked = conn
+        conn.read_loop_task.add_done_callback(lambda _task: self.drop(conn))
+
+    def drop(self, conn: Any) -> None:
+        """Fail `conn`'s pending requests; if the session still uses it, start the repair (a
+        connection already replaced must not suspend its successor)."""
+        if conn.closing:
+            return
+        conn.abort()
+        if self._session.conn is conn and self._session.state == States.CONNECTED:
+            self._session.state.transition_to(States.SUSPENDED)
+
+
+def register_watch(
+    session: Any, full: str, events: dict[int, WatchEvent]
+) -> tuple[asyncio.Future[WatchEvent], Callable[[], None]]:
+    """A future fired once by the first matching ZK event or by a connection/session loss,
+    and the (idempotent) function that removes its callbacks."""
+    fired: asyncio.Future[WatchEvent] = asyncio.get_running_loop().create_future()
+
+    def fire(event: WatchEvent) -> None:
+        if not fired.done():
+            fired.set_result(event)
+
+    callbacks: list[tuple[int, Callable[[str], None]]] = []
+    for zk_type, event in events.items():
+        callback = _bind(fire, event)
+        session.add_watch_callback(zk_type, full, callback)
+        callbacks.append((zk_type, callback))
+    lost = session.state.wait_for(States.SUSPENDED, States.LOST)
+    lost.add_done_callback(lambda _f: fire(WatchEvent.CONNECTION_LOST))
+
+    def unregister() -> None:
+        for zk_type, callback in callbacks:
+            if callback in session.watch_callbacks.get((zk_type, full), ()):
+                session.remove_watch_callback(zk_type, full, callback)
+        for state in (States.SUSPENDED, States.LOST):
+            session.state.futures[state].discard(lost)
+        lost.cancel()
+
+    fired.add_done_callback(lambda _f: unregister())
+    return fired, unregister
+
+
+def _bind(fire: Callable[[WatchEvent], None], event: WatchEvent) -> Callable[[str], None]:
+    return lambda _path: fire(event)
