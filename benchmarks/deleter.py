@@ -118,6 +118,10 @@ async def run_deleter(p: Parts, name: str, target: int) -> float:
         dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
         if dead:
             print(f"  warning: {dead:.0f} dead letters in the {name} run")
+        # The rate counts acknowledgements; check that they were deletions, not skips.
+        deleted = await asyncio.to_thread(metric, port, "tombstone_deleter_deleted_total")
+        if deleted < target:
+            print(f"  warning: only {deleted:.0f} of {target} deleted in the {name} run")
         return rate
     finally:
         await child.stop()
@@ -129,7 +133,28 @@ async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
     raw = await raw_zookeeper(p.zk, range(n + 1, 2 * n + 1))
     await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
     e2e = await run_deleter(p, "bookkeeper", n)
+    left = await ledgers_left(p.zk, range(1, n + 1))
+    if left:
+        print(f"  warning: {left} of the {n} ledger znodes the deleter had are still there")
     return e2e, raw
+
+
+async def ledgers_left(zk: ZooKeeperServer, ids: range) -> int:
+    """How many of these ledger znodes still exist."""
+    paths = LedgerPaths()
+    client = aiozk.ZKClient(zk.address)
+    await client.start()
+    try:
+        found = 0
+
+        async def check(ledger_id: int) -> None:
+            nonlocal found
+            found += bool(await client.exists(paths.ledger_path(ledger_id)))
+
+        await bounded(ids, check, CONCURRENCY)
+        return found
+    finally:
+        await client.close()
 
 
 async def offload(p: Parts, n: int) -> tuple[float, float, float]:

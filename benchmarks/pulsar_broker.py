@@ -2,9 +2,11 @@
 
 Run: .venv/bin/python -m benchmarks.pulsar_broker [--messages N] [--unbatched N]
 
-The broker runs in a child process (in memory); the client runs here. Four figures:
+The broker runs in a child process (in memory); the client runs here. Six figures:
 batched produce, consume+ack of those messages, then the same without batching (one message
-per SEND, as delayed messages always are). Every loop is bounded by a count and a deadline.
+per SEND, as delayed messages always are), then batched produce with no per-message
+callback (one flush per 1,000 messages, as `services.systopic` sends) and the consume+ack
+that proves every message was stored. Every loop is bounded by a count and a deadline.
 
 Beside each wall-clock rate it prints the CPU seconds the broker and the client used, and
 messages per broker CPU second: on a shared 2-core machine the wall-clock rate depends on
@@ -65,6 +67,31 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batching: bool) ->
     return count / elapsed
 
 
+def produce_flushed(client: pulsar.Client, topic: str, count: int) -> float:
+    """Send `count` batched messages with no per-message callback, flushing every 1,000:
+    the client's cost without the GIL hand-off each receipt callback costs."""
+    import _pulsar
+
+    producer = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_messages=1001,
+        batching_max_publish_delay_ms=1000,
+        max_pending_messages=50_000,
+        block_if_queue_full=True,
+    )
+    send = producer._producer.send_async
+    payload = b"x" * 100
+    start = time.perf_counter()
+    for sent in range(1, count + 1):
+        send(_pulsar.MessageBuilder().content(payload).build(), None)
+        if sent % 1000 == 0 or sent == count:
+            producer.flush()  # raises if the batch was not stored
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return count / elapsed
+
+
 def consume(consumer: pulsar.Consumer, count: int) -> float:
     """Receive and acknowledge `count` messages; messages per second."""
     deadline = time.monotonic() + DEADLINE_SECONDS
@@ -94,9 +121,14 @@ def measure(broker_pid: int, step: Callable[[], float]) -> tuple[float, float, f
     return rate, _cpu_seconds(broker_pid) - broker_before, _client_cpu() - client_before
 
 
-def run(client: pulsar.Client, broker_pid: int, count: int, *, batching: bool) -> list[Figures]:
+def run(
+    client: pulsar.Client, broker_pid: int, count: int, *, batching: bool, flushed: bool = False
+) -> list[Figures]:
     topic = f"persistent://public/default/bench-{uuid.uuid4().hex[:8]}"
-    produced = measure(broker_pid, lambda: produce(client, topic, count, batching=batching))
+    if flushed:
+        produced = measure(broker_pid, lambda: produce_flushed(client, topic, count))
+    else:
+        produced = measure(broker_pid, lambda: produce(client, topic, count, batching=batching))
     # Subscribed afterwards (from the earliest entry) so the two phases do not compete.
     consumer = client.subscribe(
         topic, "bench", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=5000
@@ -118,13 +150,21 @@ def main() -> None:
         try:
             batched = run(client, broker.pid, args.messages, batching=True)
             unbatched = run(client, broker.pid, args.unbatched, batching=False)
+            flushed = run(client, broker.pid, args.messages, batching=True, flushed=True)
         finally:
             client.close()
     print(f"load average before: {load[0]:.1f} (2 cores; other work competes for them)")
-    names = ["batched produce", "batched consume+ack", "unbatched produce", "unbatched consume+ack"]
-    sizes = [args.messages, args.messages, args.unbatched, args.unbatched]
+    names = [
+        "batched produce",
+        "batched consume+ack",
+        "unbatched produce",
+        "unbatched consume+ack",
+        "batched, no callback",
+        "its consume+ack",
+    ]
+    sizes = [args.messages] * 2 + [args.unbatched] * 2 + [args.messages] * 2
     for name, size, (rate, broker_cpu, client_cpu) in zip(
-        names, sizes, batched + unbatched, strict=True
+        names, sizes, batched + unbatched + flushed, strict=True
     ):
         broker_rate = size / broker_cpu if broker_cpu else float("inf")
         client_rate = size / client_cpu if client_cpu else float("inf")
