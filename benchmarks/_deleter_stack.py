@@ -4,10 +4,6 @@ ledgers and objects to delete, PDLIs on the system topic."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import re
-import sys
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
@@ -17,6 +13,7 @@ from typing import Any, TypeVar
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
+from devstack.services import ServiceProcess
 from devstack.simulator._factory import pulsar_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
@@ -35,7 +32,6 @@ from services.systopic import ProducerSettings, encode_intent, open_intent_publi
 from services.systopic.ports import OutgoingMessage
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 2
 BUCKET = "bench-offload"
@@ -128,63 +124,18 @@ def offload_keys(uuid: str, ledger_id: int) -> list[str]:
     return [data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)]
 
 
-class Child:
-    """`python -m <module>` logging JSON lines into a file."""
-
-    def __init__(self, module: str, env: dict[str, str], log: Path) -> None:
-        self.module, self.env, self.log = module, env, log
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> dict[str, Any]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
-        with self.log.open("wb") as out:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                self.module,
-                cwd=ROOT,
-                env={**base, "TOMBSTONE_LOG_FORMAT": "json", **self.env},
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-        return await self.wait_for("service_ready")
-
-    async def wait_for(self, event: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.log.read_text().splitlines():
-                if f'"{event}"' in line:
-                    return dict(json.loads(line))
-            await asyncio.sleep(0.1)
-        raise RuntimeError(f"{self.module}: no {event}; log tail: {self.log.read_text()[-2000:]}")
-
-    def peak_rss_mb(self) -> float:
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        match = re.search(r"VmHWM:\s+(\d+) kB", status)
-        return int(match.group(1)) / 1024 if match else float("nan")
-
-    async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.terminate()
-            try:
-                await asyncio.wait_for(self.process.wait(), 20)
-            except TimeoutError:
-                self.process.kill()
-                await self.process.wait()
-
-
-async def start_verifier(zk: ZooKeeperServer, s3: S3Server, workdir: Path) -> tuple[Child, str]:
+async def start_verifier(
+    zk: ZooKeeperServer, s3: S3Server, workdir: Path
+) -> tuple[ServiceProcess, str]:
     env = {
-        "TOMBSTONE_GRPC_PORT": "0",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
         "TOMBSTONE_VERIFIER_CLUSTER_NAME": "standalone",
         **s3.service_env(allowed_buckets=[BUCKET]),
     }
-    child = Child("services.verifier", env, workdir / "verifier.log")
-    ready = await child.start()
-    return child, f"127.0.0.1:{ready['port']}"
+    child = ServiceProcess("services.verifier", workdir / "verifier.log", env=env)
+    await child.start()
+    return child, child.address
 
 
 def deleter_child(
@@ -194,10 +145,9 @@ def deleter_child(
     verifier: str,
     log: Path,
     **extra: str,
-) -> tuple[Child, int]:
+) -> tuple[ServiceProcess, int]:
     metrics_port = free_port()
     env = {
-        "TOMBSTONE_GRPC_PORT": "0",
         "TOMBSTONE_METRICS_PORT": str(metrics_port),
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
@@ -209,7 +159,7 @@ def deleter_child(
         **s3.service_env(allowed_buckets=[BUCKET]),
         **extra,
     }
-    return Child("services.deleter", env, log), metrics_port
+    return ServiceProcess("services.deleter", log, env=env), metrics_port
 
 
 def metric(port: int, name: str) -> float:

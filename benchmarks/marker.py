@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import statistics
@@ -35,6 +34,7 @@ import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
 from devstack.pulsar import PulsarBrokerProcess
+from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
 from services.marker.owners import LedgerRef, resolve_owner
@@ -49,7 +49,6 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
 SPAN = 1_000_000  # ledger ids of owner i start at i * SPAN
-ROOT = Path(__file__).resolve().parents[1]
 _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
@@ -215,16 +214,21 @@ async def mark_load(
     return sent / (time.perf_counter() - started), latencies
 
 
+def py_spy(profile: Path) -> tuple[str, ...]:
+    """The command prefix that records the marker into `profile`; py-spy samples every thread
+    (the client's I/O threads too) without pausing them."""
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    options = ("--threads", "--nonblocking", "--rate", "100", "--format", "raw")
+    return (spy, "record", *options, "-o", str(profile), "--")
+
+
 async def start_marker(
     zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, profile: Path | None = None
-) -> tuple[asyncio.subprocess.Process, int]:
-    """The marker as its own process; its log goes to a file (a pipe nobody drains would
-    block it)."""
+) -> ServiceProcess:
+    """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
+    would block it)."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
     env = {
-        **os.environ,
-        "TOMBSTONE_GRPC_PORT": "0",
-        "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -232,36 +236,18 @@ async def start_marker(
         "TOMBSTONE_MARKER_JOURNAL_DIR": str(workdir),
         "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
     }
-    log = workdir / "marker.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "services.marker"]
-        if profile is not None:
-            # py-spy samples every thread (the client's I/O threads too) without pausing them.
-            spy = Path(sys.executable).with_name("py-spy")
-            command = [
-                str(spy),
-                "record",
-                "--threads",
-                "--nonblocking",
-                "--rate",
-                "100",
-                "--format",
-                "raw",
-                "-o",
-                str(profile),
-                "--",
-                *command,
-            ]
-        process = await asyncio.create_subprocess_exec(*command, cwd=ROOT, env=env, stdout=out)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.returncode is None:
-        for line in log.read_text().splitlines():
-            if '"service_ready"' in line:
-                return process, int(json.loads(line)["port"])
-        await asyncio.sleep(0.2)
-    process.kill()
-    await process.wait()
-    raise RuntimeError(f"marker not ready; see {log}")
+    marker = ServiceProcess(
+        "services.marker",
+        workdir / "marker.log",
+        env=env,
+        prefix=py_spy(profile) if profile is not None else (),
+        # py-spy writes its file on SIGINT and passes the signal on to the marker; writing
+        # takes a while after a long run, hence the long wait before SIGKILL.
+        stop_signal=signal.SIGINT if profile is not None else signal.SIGTERM,
+        stop_timeout=120.0,
+    )
+    await marker.start()
+    return marker
 
 
 def ms(seconds: float) -> str:
@@ -320,9 +306,9 @@ async def marker_figures(
     await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
-    process, port = await start_marker(zookeeper, broker, args.profile)
+    marker = await start_marker(zookeeper, broker, args.profile)
     try:
-        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with aio.insecure_channel(marker.address) as channel:
             stub = _mk_grpc.MarkerStub(channel)
             alone = []
             for i in alone_owners:
@@ -338,9 +324,7 @@ async def marker_figures(
             raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
     finally:
-        # py-spy writes its file on SIGINT and passes the signal on to the marker.
-        process.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
-        await process.wait()
+        await marker.stop()
     return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
 
 

@@ -19,7 +19,13 @@ class ChildProcess:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def spawn(self, command: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def spawn(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(
                 list(command),
@@ -27,6 +33,7 @@ class ChildProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=dict(env) if env is not None else None,
+                cwd=cwd,
             )
 
     @property
@@ -44,13 +51,13 @@ class ChildProcess:
     def log_tail(self, size: int = 2000) -> str:
         return self.log_path.read_text(errors="replace")[-size:]
 
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait up to `timeout`, then SIGKILL. Returns the exit code (None if never
-        started)."""
+    def stop(self, timeout: float = 10.0, *, sig: signal.Signals = signal.SIGTERM) -> int | None:
+        """`sig` (SIGTERM by default), wait up to `timeout`, then SIGKILL. Returns the exit
+        code (None if never started)."""
         if self._proc is None:
             return None
         if self._proc.poll() is None:
-            self._proc.terminate()
+            self._proc.send_signal(sig)
             try:
                 self._proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -14,22 +14,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
-import os
-import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from grpc import aio
 
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
+from devstack.services import ServiceProcess
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import read_cluster
 from devstack.simulator.run import simulate_into
@@ -44,7 +41,6 @@ from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-ROOT = Path(__file__).resolve().parents[1]
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 2
 Echo = Callable[[str], None]
@@ -88,53 +84,11 @@ class Summary:
         )
 
 
-class Service:
-    """`python -m services.<name>` with JSON logs in a file; stopped with SIGTERM."""
-
-    def __init__(self, name: str, env: dict[str, str], workdir: Path) -> None:
-        self.name = name
-        self.env = env
-        self.log = workdir / f"{name}.log"
-        self.process: asyncio.subprocess.Process | None = None
-        self.port = 0
-
-    async def start(self) -> Service:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
-        env = {**base, "TOMBSTONE_LOG_FORMAT": "json", "TOMBSTONE_GRPC_PORT": "0", **self.env}
-        with self.log.open("wb") as out:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                f"services.{self.name}",
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-        self.port = int((await self._ready())["port"])
-        return self
-
-    async def _ready(self, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.log.read_text(errors="replace").splitlines():
-                if '"service_ready"' in line:
-                    return dict(json.loads(line))
-            if self.process is not None and self.process.returncode is not None:
-                break
-            await asyncio.sleep(0.1)
-        tail = self.log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"{self.name} did not become ready; log tail:\n{tail}")
-
-    async def stop(self) -> None:
-        if self.process is None or self.process.returncode is not None:
-            return
-        self.process.terminate()
-        try:
-            await asyncio.wait_for(self.process.wait(), 20)
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
+async def _start(name: str, env: dict[str, str], workdir: Path) -> ServiceProcess:
+    """`python -m services.<name>` with its log in `workdir`, once it is ready."""
+    service = ServiceProcess(f"services.{name}", workdir / f"{name}.log", env=env)
+    await service.start()
+    return service
 
 
 def _common_env(
@@ -154,11 +108,11 @@ async def start_services(
     s3: S3Server,
     broker: PulsarBrokerProcess,
     workdir: Path,
-) -> tuple[Service, Service, Service, int]:
+) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
     common = _common_env(zookeeper, s3, broker)
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
-    verifier = await Service(
+    verifier = await _start(
         "verifier",
         {
             **common,
@@ -166,9 +120,9 @@ async def start_services(
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": model.spec.cluster_name,
         },
         workdir,
-    ).start()
+    )
     address = f"127.0.0.1:{verifier.port}"
-    marker = await Service(
+    marker = await _start(
         "marker",
         {
             **common,
@@ -178,9 +132,9 @@ async def start_services(
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
         },
         workdir,
-    ).start()
+    )
     metrics_port = free_port()
-    deleter = await Service(
+    deleter = await _start(
         "deleter",
         {
             **common,
@@ -193,7 +147,7 @@ async def start_services(
             "TOMBSTONE_DELETER_MAX_RETRIES": "6",
         },
         workdir,
-    ).start()
+    )
     return verifier, marker, deleter, metrics_port
 
 
@@ -270,7 +224,7 @@ async def trim_and_delete(
         echo(f"Pulsar (devstack broker) on {broker.service_url}")
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             broker.control.create_partitioned_topic(topic, PARTITIONS)
-        services: list[Service] = []
+        services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(
                 model, zookeeper, s3, broker, Path(tmp)

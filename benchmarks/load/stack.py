@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -16,10 +13,9 @@ from pathlib import Path
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
+from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
-from services.healthcheck import check_health
 
-ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
 
@@ -40,68 +36,6 @@ class Endpoints:
     """Marker `host:port`."""
     marker_token: str | None = field(default=None, repr=False)
     """Bearer token with the broker role, when the marker requires one."""
-
-
-class ServiceProcess:
-    """`python -m services.<name>` with its own environment, logging to a file."""
-
-    def __init__(
-        self,
-        name: str,
-        env: Mapping[str, str],
-        port: int,
-        log_dir: Path,
-        args: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.args = args or ("-m", f"services.{name}")
-        """Arguments after the interpreter (default `-m services.<name>`)."""
-        self.env = dict(env)
-        self.port = port
-        self.log = log_dir / f"{name}.log"
-        self.process: asyncio.subprocess.Process | None = None
-        self.restarts = 0
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self, timeout: float = 60.0) -> None:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
-        with self.log.open("ab") as out:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable, *self.args,
-                cwd=ROOT, env={**base, **self.env}, stdout=out, stderr=asyncio.subprocess.STDOUT,
-            )  # fmt: skip
-        await self._wait_serving(timeout)
-
-    async def _wait_serving(self, timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            if self.process is not None and self.process.returncode is not None:
-                raise RuntimeError(f"{self.name} exited: see {self.log}")
-            if await check_health(self.address, timeout=1.0) == "SERVING":
-                return
-            await asyncio.sleep(0.2)
-        raise RuntimeError(f"{self.name} not serving within {timeout}s: see {self.log}")
-
-    async def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int | None:
-        """Signal the process and wait for it (SIGKILL after `timeout`); its exit code."""
-        process = self.process
-        if process is None or process.returncode is not None:
-            return None if process is None else process.returncode
-        process.send_signal(sig)
-        try:
-            return await asyncio.wait_for(process.wait(), timeout)
-        except TimeoutError:
-            process.kill()
-            return await process.wait()
-
-    async def restart(self, sig: signal.Signals = signal.SIGTERM) -> None:
-        await self.stop(sig)
-        self.restarts += 1
-        await self.start()
 
 
 @dataclass
@@ -182,7 +116,9 @@ async def local_stack() -> AsyncIterator[LocalStack]:
         ports = {name: free_port() for name in ("verifier", "marker", "deleter")}
         envs = service_envs(zk, s3, broker, ports)
         services = {
-            name: ServiceProcess(name, envs[name], ports[name], log_dir)
+            name: ServiceProcess(
+                f"services.{name}", log_dir / f"{name}.log", env=envs[name], stop_timeout=30.0
+            )
             for name in ("verifier", "marker", "deleter")
         }
         try:

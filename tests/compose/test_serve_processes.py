@@ -6,10 +6,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from benchmarks.load.stack import PARTITIONS, SYSTEM_TOPIC, ServiceProcess, service_envs
+from benchmarks.load.stack import PARTITIONS, SYSTEM_TOPIC, service_envs
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
+from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.healthcheck import check_health
 from tests.compose.stack_files import TOMBSTONE_SERVICES, compose
@@ -27,7 +28,7 @@ async def test_serve_commands_start_and_stop_cleanly(
     order = ("verifier", "marker", "deleter")
     processes = [
         ServiceProcess(
-            name, envs[name], ports[name], tmp_path, args=("-m", "services.cli", *_command(name))
+            "services.cli", tmp_path / f"{name}.log", env=envs[name], args=_command(name)
         )
         for name in order
     ]
