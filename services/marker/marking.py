@@ -76,15 +76,19 @@ class MarkResult:
     request_id: str
 
 
-@dataclass
 class _Sent:
-    """Per ledger: its PDLI messages, the tiers accepted, and the oldest acceptance time."""
+    """Per ledger: its PDLI messages, the tiers accepted, and the oldest acceptance time.
 
-    accepted_at_ms: int
-    messages: list[OutgoingMessage] = field(default_factory=list)
-    tiers: list[_pd.LedgerType.ValueType] = field(default_factory=list)
-    accepted: list[_pd.LedgerType.ValueType] = field(default_factory=list)
-    error: str | None = None
+    A plain class with slots: one is built per ledger on the hot path."""
+
+    __slots__ = ("accepted", "accepted_at_ms", "error", "messages", "tiers")
+
+    def __init__(self, accepted_at_ms: int) -> None:
+        self.accepted_at_ms = accepted_at_ms
+        self.messages: list[OutgoingMessage] = []
+        self.tiers: list[_pd.LedgerType.ValueType] = []
+        self.accepted: list[_pd.LedgerType.ValueType] = []
+        self.error: str | None = None
 
 
 class Marker:
@@ -198,9 +202,9 @@ class Marker:
         # uploads of one ledger at one owner version, which the journal cannot tell apart.
         journal_knows = not request.reconciler and self._journal.knows(path, version)
         sent: dict[int, _Sent] = {}
-        outgoing: list[tuple[_Sent, _pd.LedgerType.ValueType, OutgoingMessage]] = []
+        outgoing: list[tuple[_Sent, int, _pd.LedgerType.ValueType, OutgoingMessage]] = []
         for ref in plan.refs:
-            entry = sent[ref.ledger_id] = _Sent(accepted_at_ms=now)
+            entry = sent[ref.ledger_id] = _Sent(now)
             for tier in ref.tiers:
                 message = encoder.encode(own_fields(ref, tier))
                 entry.messages.append(message)
@@ -211,7 +215,7 @@ class Marker:
                         IntentKey(path, version, ref.ledger_id, tier)
                     )
                 if earlier is None:
-                    outgoing.append((entry, tier, message))
+                    outgoing.append((entry, ref.ledger_id, tier, message))
                 else:
                     entry.accepted.append(tier)
                     entry.accepted_at_ms = min(entry.accepted_at_ms, earlier)
@@ -230,23 +234,25 @@ class Marker:
         )
 
     async def _publish(
-        self, outgoing: Sequence[tuple[_Sent, _pd.LedgerType.ValueType, OutgoingMessage]]
+        self, outgoing: Sequence[tuple[_Sent, int, _pd.LedgerType.ValueType, OutgoingMessage]]
     ) -> list[tuple[int, int]]:
         """Send; record each outcome on its ledger; return the accepted (ledger, tier)s."""
         if not outgoing:
             return []
-        results = await self._publisher.publish([message for _, _, message in outgoing])
+        results = await self._publisher.publish([message for *_, message in outgoing])
         accepted: list[tuple[int, int]] = []
-        counts: Counter[tuple[bool, _pd.LedgerType.ValueType]] = Counter()
-        for (entry, tier, message), result in zip(outgoing, results, strict=True):
-            counts[(result.ok, tier)] += 1
-            if result.ok:
+        failed: Counter[_pd.LedgerType.ValueType] = Counter()
+        for (entry, ledger_id, tier, _), result in zip(outgoing, results, strict=True):
+            if result.error is None:
                 entry.accepted.append(tier)
-                accepted.append((int(message.partition_key), tier))
+                accepted.append((ledger_id, tier))
             else:
                 entry.error = f"{tier_label(tier)} PDLI not accepted: {result.error}"
-        for (ok, tier), count in counts.items():
-            (self._sent_by_tier if ok else self._failed_by_tier)[tier].inc(count)
+                failed[tier] += 1
+        for sent_tier, count in Counter(tier for _, tier in accepted).items():
+            self._sent_by_tier[_pd.LedgerType.ValueType(sent_tier)].inc(count)
+        for failed_tier, count in failed.items():
+            self._failed_by_tier[failed_tier].inc(count)
         return accepted
 
     async def _pause_after_send(self, request: MarkRequest, fully: list[int]) -> None:
@@ -285,7 +291,8 @@ class Marker:
         self, request: MarkRequest, fully: list[int], sent: dict[int, _Sent]
     ) -> None:
         window_ms = int(self._settings.retry_window.total_seconds() * 1000)
-        late = [i for i in fully if now_ms() - sent[i].accepted_at_ms >= window_ms]
+        horizon = now_ms() - window_ms  # accepted at or before this: the write came late
+        late = [i for i in fully if sent[i].accepted_at_ms <= horizon]
         if late:
             await self._resend_late(request, late, sent)
         if self._believer is not None:
