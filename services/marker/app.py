@@ -30,7 +30,7 @@ def producer_settings(config: MarkerConfig) -> ProducerSettings:
     return ProducerSettings(
         producer_name=config.marker_id,
         max_in_flight=config.max_in_flight,
-        batching_max_messages=config.max_round,
+        max_round=config.max_round,
         send_timeout=config.send_timeout,
     )
 

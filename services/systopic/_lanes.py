@@ -8,10 +8,9 @@ about 160k/s when no callback is passed (`benchmarks/marker.py`).
 So a lane hands the messages queued for its producer to the client back to back on the event
 loop thread, passes a callback only with the last one (the tail), and asks the client to send
 the batch now (`flush`, on a thread of the lane's own, because it blocks until the batch is
-stored).
-The tail's receipt decides the round (`rounds.round_outcomes`). A lane has at most one round
-in flight, so rounds of one producer never share a batch; what queues up meanwhile forms the
-next round, which makes rounds grow with the load. Rounds are capped below the producer's
+stored). The tail's receipt decides the round (`rounds.round_outcomes`). A lane has at most
+one round in flight, so rounds of one producer never share a batch; what queues up meanwhile
+forms the next round, which makes rounds grow with the load. Rounds are capped below the producer's
 batch limits so that the client never cuts a batch by size.
 """
 

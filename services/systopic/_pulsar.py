@@ -187,7 +187,7 @@ def _create_producer(
             producer_name=settings.producer_name,
             batching_enabled=True,
             # Rounds decide the batches: the limits sit above any round.
-            batching_max_messages=settings.batching_max_messages + 1,
+            batching_max_messages=settings.max_round + 1,
             batching_max_allowed_size_in_bytes=_BATCH_MAX_BYTES,
             batching_max_publish_delay_ms=int(_BATCH_BACKSTOP.total_seconds() * 1000),
             # A lane counts on the client never refusing one message of a round on its own,
@@ -223,7 +223,7 @@ async def open_intent_publisher(
         publisher = PulsarIntentPublisher(
             producers,
             InflightWindow(settings.max_in_flight),
-            max_round=settings.batching_max_messages,
+            max_round=settings.max_round,
             receipt_timeout=_receipt_timeout(settings),
         )
         _log.info("producer_ready", topic=target, producer=publisher.producer_name)

@@ -46,7 +46,7 @@ class ProducerSettings:
     """Stable per marker instance: the broker deduplicates resent messages by it (PIP-6)."""
     max_in_flight: int = 10_000
     """Messages sent but not yet acknowledged, across all callers."""
-    batching_max_messages: int = 1000
+    max_round: int = 1000
     """Largest round, i.e. batch, per partition: the messages queued for a partition while
     its previous round is in flight are sent as one batch, up to this many."""
     send_timeout: timedelta = timedelta(seconds=30)
