@@ -41,6 +41,14 @@ class ReasonCode(enum.StrEnum):
     """A delete failed in a way retrying cannot fix (access denied, bad evidence...)."""
     REDELIVERY_EXHAUSTED = "redelivery_exhausted"
     """Moved by the client's backstop after the handler failed on it repeatedly."""
+    INVALID = "invalid"
+    """The verifier found the PDLI malformed (a field is missing or not canonical)."""
+    MISMATCH = "mismatch"
+    """The artifact's metadata names another owner, or its location is not allowed."""
+    FORGED = "forged"
+    """Unsigned or badly signed where signatures are required."""
+    UNSUPPORTED = "unsupported"
+    """Well-formed, but nothing this deployment can decide or act on."""
     UNKNOWN = "unknown"
 
 

@@ -32,6 +32,8 @@ class Source(enum.Enum):
     BROKER = "broker"
     RECONCILER = "reconciler"
     OPERATOR = "operator"
+    OBSERVED = "observed"
+    """The marker's follower saw an unmodified broker unlink the ledger."""
     UNSPECIFIED = "unspecified"
 
 
@@ -64,6 +66,8 @@ class Target:
     cluster: str = ""
     believed_key: int = 0
     """Identity of this (ledger, tier, owner) in the believed set (see `believed.identity_key`)."""
+    signed: bool = False
+    """A valid signature of a trusted marker key covers this PDLI (DESIGN "Signed intents")."""
 
 
 class Decision(enum.Enum):
@@ -77,6 +81,10 @@ class SkipReason(enum.Enum):
     MISMATCH = "mismatch"
     NOT_FOUND = "not_found"
     INVALID = "invalid"
+    FORGED = "forged"
+    """Unsigned or badly signed where signatures are required."""
+    UNSUPPORTED = "unsupported"
+    """Well-formed, but nothing this verifier can decide or act on."""
 
 
 @dataclass(frozen=True, slots=True)

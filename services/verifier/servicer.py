@@ -32,6 +32,8 @@ _SKIPS = {
     SkipReason.MISMATCH: _pb.MISMATCH,
     SkipReason.NOT_FOUND: _pb.NOT_FOUND,
     SkipReason.INVALID: _pb.INVALID,
+    SkipReason.FORGED: _pb.FORGED,
+    SkipReason.UNSUPPORTED: _pb.UNSUPPORTED,
 }
 
 

@@ -37,6 +37,7 @@ _SOURCES: dict[int, Source] = {
     _pb.BROKER: Source.BROKER,
     _pb.RECONCILER: Source.RECONCILER,
     _pb.OPERATOR: Source.OPERATOR,
+    _pb.OBSERVED: Source.OBSERVED,
 }
 _MAX_LEDGER_ID = 2**63 - 1
 E = TypeVar("E")

@@ -80,6 +80,10 @@ class _SourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Source.ValueTy
     BROKER: _Source.ValueType  # 1
     RECONCILER: _Source.ValueType  # 2
     OPERATOR: _Source.ValueType  # 3
+    OBSERVED: _Source.ValueType  # 4
+    """The marker's follower saw the owner unlink the ledger (an unmodified broker
+    trimmed it): the intent is recorded right after the unlink, not before.
+    """
 
 class Source(_Source, metaclass=_SourceEnumTypeWrapper):
     """Who asked for the deletion. The verifier is stricter with RECONCILER."""
@@ -88,6 +92,10 @@ SOURCE_UNSPECIFIED: Source.ValueType  # 0
 BROKER: Source.ValueType  # 1
 RECONCILER: Source.ValueType  # 2
 OPERATOR: Source.ValueType  # 3
+OBSERVED: Source.ValueType  # 4
+"""The marker's follower saw the owner unlink the ledger (an unmodified broker
+trimmed it): the intent is recorded right after the unlink, not before.
+"""
 Global___Source: _TypeAlias = Source  # noqa: Y015
 
 @_typing.final
@@ -173,6 +181,8 @@ class PendingDeleteLedgerInfo(_message.Message):
     MARKER_ID_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SIGNING_KEY_ID_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
     ledger_id: _builtins.int
     """BookKeeper ledger id. Optional because 0 is a valid id and absence is an error."""
     ledger_type: Global___LedgerType.ValueType
@@ -203,6 +213,12 @@ class PendingDeleteLedgerInfo(_message.Message):
     """Pulsar cluster name, checked against offloaded objects' metadata."""
     request_id: _builtins.str
     """The Mark call that produced this PDLI, for tracing."""
+    signing_key_id: _builtins.str
+    """Signed intents (DESIGN "Signed intents"): the id of the marker key that
+    signed this PDLI, and the Ed25519 signature over its signed fields
+    (everything but not_before_ms and these two). Empty when unsigned.
+    """
+    signature: _builtins.bytes
     @_builtins.property
     def offload_context(self) -> Global___OffloadContext:
         """Present for every tier of an offloaded ledger; required for OFFLOAD_LEDGER."""
@@ -225,10 +241,12 @@ class PendingDeleteLedgerInfo(_message.Message):
         marker_id: _builtins.str = ...,
         cluster: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        signing_key_id: _builtins.str = ...,
+        signature: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "offload_context", b"offload_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "cluster", b"cluster", "component", b"component", "cursor_name", b"cursor_name", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "ledger_type", b"ledger_type", "managed_ledger_name", b"managed_ledger_name", "marked_at_ms", b"marked_at_ms", "marker_id", b"marker_id", "not_before_ms", b"not_before_ms", "offload_context", b"offload_context", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "cluster", b"cluster", "component", b"component", "cursor_name", b"cursor_name", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "ledger_type", b"ledger_type", "managed_ledger_name", b"managed_ledger_name", "marked_at_ms", b"marked_at_ms", "marker_id", b"marker_id", "not_before_ms", b"not_before_ms", "offload_context", b"offload_context", "request_id", b"request_id", "schema_id", b"schema_id", "signature", b"signature", "signing_key_id", b"signing_key_id", "source", b"source", "topic_name", b"topic_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__fence_token: _TypeAlias = _typing.Literal["fence_token"]  # noqa: Y015
     _WhichOneofArgType__fence_token: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token"]  # noqa: Y015

@@ -50,6 +50,12 @@ class _SkipReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SkipReason
     MISMATCH: _SkipReason.ValueType  # 2
     NOT_FOUND: _SkipReason.ValueType  # 3
     INVALID: _SkipReason.ValueType  # 4
+    FORGED: _SkipReason.ValueType  # 5
+    """Unsigned or badly signed where signatures are required."""
+    UNSUPPORTED: _SkipReason.ValueType  # 6
+    """Well-formed but not something this verifier can decide or act on (a
+    driver it does not support, a tier with no configured location).
+    """
 
 class SkipReason(_SkipReason, metaclass=_SkipReasonEnumTypeWrapper): ...
 
@@ -58,6 +64,12 @@ IN_USE: SkipReason.ValueType  # 1
 MISMATCH: SkipReason.ValueType  # 2
 NOT_FOUND: SkipReason.ValueType  # 3
 INVALID: SkipReason.ValueType  # 4
+FORGED: SkipReason.ValueType  # 5
+"""Unsigned or badly signed where signatures are required."""
+UNSUPPORTED: SkipReason.ValueType  # 6
+"""Well-formed but not something this verifier can decide or act on (a
+driver it does not support, a tier with no configured location).
+"""
 Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
 
 @_typing.final
