@@ -40,6 +40,17 @@ from tombstone.v1 import verifier_pb2 as _vf
 _log = structlog.get_logger(__name__)
 _B = TypeVar("_B")
 
+# SKIP verdicts that settle nothing. Only IN_USE (still referenced after the fence) and
+# NOT_FOUND (proved gone under a confirmed root, layout or bucket) are acknowledged; the rest
+# would leave an artifact behind unseen, so they go to the dead-letter topic with their reason.
+_UNSETTLED_SKIPS: dict[_vf.SkipReason.ValueType, ReasonCode] = {
+    _vf.INVALID: ReasonCode.INVALID,
+    _vf.MISMATCH: ReasonCode.MISMATCH,
+    _vf.FORGED: ReasonCode.FORGED,
+    _vf.UNSUPPORTED: ReasonCode.UNSUPPORTED,
+    _vf.SKIP_REASON_UNSPECIFIED: ReasonCode.UNKNOWN,
+}
+
 
 class Action(enum.Enum):
     ACK = "ack"
@@ -147,6 +158,13 @@ class Handler:
             _log.info(
                 "pdli_skipped", ledger_id=pdli.ledger_id, reason=reason, detail=verdict.reason
             )
+            unsettled = _UNSETTLED_SKIPS.get(verdict.skip_reason)
+            if unsettled is not None:
+                # Not proof that nothing is left to delete: an operator must see it (DESIGN §2.3).
+                detail = verdict.reason or reason
+                return Settlement(
+                    Action.DEAD_LETTER, f"{reason}: {detail}", unsettled, pdli, attempt
+                )
             return Settlement(Action.ACK)
         if verdict.decision != _vf.DELETE:
             why = verdict.reason or "verifier gave no decision"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from structlog.testing import capture_logs
 
 from services.deleter.handling import Handler, Tracker
@@ -75,6 +76,48 @@ async def test_skip_acknowledges_without_deleting(
     verifier.answer = lambda p: skip(_vf.IN_USE)
     message = incoming(pdli(7))
     source = await process(handler, message)
+    assert ([], [message.message_id]) == (bookkeeper.deleted, source.acked)
+
+
+@pytest.mark.parametrize("reason", [_vf.NOT_FOUND, _vf.IN_USE])
+async def test_settled_skips_are_acknowledged(
+    handler: Handler,
+    verifier: FakeVerifier,
+    dlq_sink: FakePublisher,
+    reason: _vf.SkipReason.ValueType,
+) -> None:
+    """Proved gone (NOT_FOUND) and still referenced after the fence (IN_USE) are settled."""
+    verifier.answer = lambda p: skip(reason)
+    message = incoming(pdli(7))
+    source = await process(handler, message)
+    assert ([message.message_id], []) == (source.acked, dlq_sink.sent)
+
+
+@pytest.mark.parametrize(
+    ("reason", "code"),
+    [
+        (_vf.INVALID, "invalid"),
+        (_vf.MISMATCH, "mismatch"),
+        (_vf.FORGED, "forged"),
+        (_vf.UNSUPPORTED, "unsupported"),
+        (_vf.SKIP_REASON_UNSPECIFIED, "unknown"),
+    ],
+)
+async def test_unsettled_skips_are_dead_lettered_with_their_reason(
+    handler: Handler,
+    verifier: FakeVerifier,
+    bookkeeper: FakeBookKeeper,
+    dlq_sink: FakePublisher,
+    reason: _vf.SkipReason.ValueType,
+    code: str,
+) -> None:
+    """A SKIP that proves nothing gone is never acknowledged and left behind (DESIGN §2.3):
+    it goes to the dead-letter topic with its reason code, and nothing is deleted."""
+    verifier.answer = lambda p: skip(reason)
+    message = incoming(pdli(7))
+    source = await process(handler, message)
+    [letter] = dlq_sink.sent
+    assert letter.properties[PROP_REASON_CODE] == code
     assert ([], [message.message_id]) == (bookkeeper.deleted, source.acked)
 
 
