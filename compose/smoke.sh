@@ -10,8 +10,9 @@
 #   offload     `topics offload -s 0` moves every closed ledger to MinIO; waits for
 #               `offload-status` to report success, then every closed ledger is offloaded and
 #               both its objects (<uuid>-ledger-<id> and -index) are in the bucket
-#   trim        the subscription moves past the first half of the ledgers; `trim-topic`
-#               (and the broker's own retention check) drops them from the topic's list
+#   trim        the subscription moves into the middle ledger; `trim-topic`
+#               (and the broker's own retention check) drops the ledgers before it from the
+#               topic's list
 #   bookkeeper  ZooKeeper's /ledgers: every trimmed ledger is gone, every listed one is there
 #   objects     MinIO: no object of a trimmed ledger is left, every offloaded listed ledger
 #               still has both objects
@@ -357,8 +358,11 @@ step_trim() {
     ledgers="$(stats "$TOPIC" | stats_ledgers)"
     cut=$(($(ids_count "$ledgers") / 2))
     keep_from="$(printf '%s\n' "$ledgers" | sed -n "$((cut + 1))p")"
-    if ! admin topics reset-cursor -s "$SMOKE_SUBSCRIPTION" -m "$keep_from:0" "$TOPIC" >/dev/null; then
-        report FAIL trim "cannot move the subscription to $keep_from:0"
+    # Mark-delete lands on keep_from:0 (-e: the reset position counts as consumed), so every
+    # ledger before keep_from is fully consumed and keep_from is the slowest reader's ledger,
+    # which the broker keeps (ManagedLedgerImpl trims the ledgers before that one only).
+    if ! admin topics reset-cursor -s "$SMOKE_SUBSCRIPTION" -m "$keep_from:0" -e "$TOPIC" >/dev/null; then
+        report FAIL trim "cannot move the subscription past $keep_from:0"
         return 1
     fi
     admin topics trim-topic "$TOPIC" >/dev/null 2>&1 || true # retention's own check also trims

@@ -153,7 +153,7 @@ def _stack(fake: FakeDocker, *, zk_after_trim: list[int], objects_after_trim: li
     fake.rule(
         r"topics offload-status ", "Offload is currently running\n", "Offload was a success\n"
     )
-    fake.rule(rf"topics reset-cursor -s smoke -m 12:0 {TOPIC_RE}$")
+    fake.rule(rf"topics reset-cursor -s smoke -m 12:0 -e {TOPIC_RE}$")
     fake.rule(r"topics trim-topic ")
     fake.rule(
         r"exec -T -e PULSAR_MEM=.* zookeeper bin/pulsar zookeeper-shell -server localhost:2181 "
