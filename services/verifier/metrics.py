@@ -142,18 +142,26 @@ class CountingZnodeStore:
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         return await self._inner.watch_node(path, watch)
 
-    async def children(self, path: str) -> list[str] | None:
+    async def children(
+        self, path: str, *, watch: WatchCallback | None = None
+    ) -> list[str] | None:
         self._count("children")
-        return await self._inner.children(path)
+        return await self._inner.children(path, watch=watch)
 
     async def create(self, path: str, data: bytes) -> str:
         return await self._inner.create(path, data)
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        return await self._inner.create_sequential(prefix, data)
 
     async def touch(self, path: str) -> None:
         await self._inner.touch(path)
 
     async def delete(self, path: str) -> None:
         await self._inner.delete(path)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        await self._inner.delete_all(paths)
 
     def epoch(self) -> int:
         return self._inner.epoch()
