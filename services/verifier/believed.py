@@ -7,15 +7,16 @@ znodes and bounded children lists (`<root>` is `TOMBSTONE_VERIFIER_BELIEVED_PATH
 
 - **Batches.** A batch znode holds a compact encoding (16 bytes per entry: the ledger id and a
   64-bit digest of the rest of the identity), at most `max_batch_entries` entries.
-- **Group commit.** `add` queues the call's keys and waits; one committer takes whatever queued
-  while the previous write was in flight (after `commit_delay`), writes it as ONE sequential
-  znode, and only then answers every call it carried. So N concurrent single-key calls cost
-  about one create per write latency, not N creates; a failed write fails exactly the calls
-  it carried, and nothing of it enters memory (memory only ever holds durable batches).
+- **Group commit.** `add` queues the call's keys and waits; a committer (at most
+  `writes_in_flight` at once) takes whatever queued while the other writes were in flight
+  (after `commit_delay`), writes it as ONE sequential znode, and only then answers every call
+  it carried. So N concurrent single-key calls cost a few creates per write latency, not N
+  creates; a failed write fails exactly the calls it carried, and nothing of it enters memory
+  (memory only ever holds durable batches).
 - **Buckets.** Batches go under a bucket named by the writer's time slot (`bucket_span`, 13-digit
   ms of the slot start) and a roll number. A writer rolls to the next roll number when the
   bucket reached `bucket_batches` batches or a quarter of `max_entries` entries. So a bucket's
-  children list is bounded (plus one per replica writing at the same moment), and the list of
+  children list is bounded (plus the writes in flight when it filled), and the list of
   buckets is bounded by age (`max_age / bucket_span` slots) and count (each kept bucket holds
   at least `bucket_batches` batches or a quarter of the entries, or is one of the slots).
 - **Incremental followers.** Batches are PERSISTENT_SEQUENTIAL, so within a bucket their
@@ -170,7 +171,9 @@ class BelievedConfig:
     bucket_batches: int = 1_000
     """Batches per bucket before writers roll to the next (bounds a children list)."""
     commit_delay: timedelta = timedelta(milliseconds=2)
-    """How long the committer waits for more calls before a write."""
+    """How long a committer waits for more calls before a write."""
+    writes_in_flight: int = 4
+    """Batch writes in flight at once (each carries what queued while the others ran)."""
 
     @property
     def bucket_entries(self) -> int:
@@ -246,7 +249,7 @@ class BelievedSet:
         self._relist_wanted = False
         self._dirty: set[str] = set()
         self._expiring: set[str] = set()
-        self._committer: asyncio.Task[None] | None = None
+        self._committers: set[asyncio.Task[None]] = set()
         self._follower: asyncio.Task[None] | None = None
         self._expirer: asyncio.Task[None] | None = None
         self.loaded = False
@@ -277,10 +280,13 @@ class BelievedSet:
         """
         if not keys:
             return 0
-        call = _Call(keys, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        call = _Call(keys, loop.create_future())
         self._queue.append(call)
-        if self._committer is None or self._committer.done():
-            self._committer = asyncio.get_running_loop().create_task(self._commit())
+        if len(self._committers) < self._config.writes_in_flight:
+            committer = loop.create_task(self._commit())
+            self._committers.add(committer)
+            committer.add_done_callback(self._committers.discard)
         await call.done
         return len(keys)
 
@@ -632,6 +638,6 @@ class BelievedSet:
 
     def close(self) -> None:
         """Cancel the background work (the service is stopping)."""
-        for task in (self._committer, self._follower, self._expirer):
+        for task in (*self._committers, self._follower, self._expirer):
             if task is not None:
                 task.cancel()

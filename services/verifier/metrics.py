@@ -142,9 +142,7 @@ class CountingZnodeStore:
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         return await self._inner.watch_node(path, watch)
 
-    async def children(
-        self, path: str, *, watch: WatchCallback | None = None
-    ) -> list[str] | None:
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         self._count("children")
         return await self._inner.children(path, watch=watch)
 

@@ -57,9 +57,7 @@ class ZnodeStore(Protocol):
         """Watch `path` itself (create, data change, delete); True when it exists now."""
         ...
 
-    async def children(
-        self, path: str, *, watch: WatchCallback | None = None
-    ) -> list[str] | None:
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         """Child names, or None when the znode is absent.
 
         With `watch`, a one-shot children watch is set by the same read: `watch(path)` runs
