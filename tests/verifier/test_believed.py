@@ -317,3 +317,63 @@ async def test_zookeeper_down_fails_the_call_and_holds_nothing(
 
     await assert_eventually(recovered, timeout=30, interval=0.5)
     assert (held_during, key(pdli(3)) in believed) == ((1, False), True)
+
+
+async def test_followers_drop_the_buckets_another_replica_expired(
+    store: ZkMetadataStore,
+) -> None:
+    """When one replica deletes expired buckets, a follower drops them through its watch on
+    the bucket list, and keeps what is still in the store."""
+    now = [time.time()]
+    config = BelievedConfig(
+        root=ROOT, max_age=timedelta(hours=1), bucket_span=timedelta(minutes=10)
+    )
+    writer = BelievedSet(MetadataZnodeStore(store), config, clock=lambda: now[0])
+    follower = BelievedSet(MetadataZnodeStore(store), BelievedConfig(root=ROOT))
+    await writer.add([key(pdli(1))])
+    await follower.refresh()
+    now[0] += 7200
+    await writer.add([key(pdli(2))])
+    await writer.apply_bounds()
+
+    async def followed() -> None:
+        assert (key(pdli(1)) in follower, key(pdli(2)) in follower) == (False, True)
+
+    await assert_eventually(followed)
+
+
+async def test_a_follower_resumes_after_zookeeper_restarts(
+    store: ZkMetadataStore, zk: ZooKeeperServer
+) -> None:
+    """Watches may be lost with the connection: the maintenance loop catches up after the
+    reconnection and the follower sees batches written afterwards."""
+    writer = believed_set(store)
+    follower = believed_set(store)
+    await writer.add([key(pdli(1))])
+    loop = asyncio.create_task(
+        follower.maintain(interval=timedelta(milliseconds=100), resync=timedelta(hours=1))
+    )
+    try:
+
+        async def loaded() -> None:
+            assert key(pdli(1)) in follower
+
+        await assert_eventually(loaded)
+        zk.stop()
+        zk.start()
+
+        async def written() -> None:
+            try:
+                await writer.add([key(pdli(2))])
+            except TombstoneError as e:
+                raise AssertionError(f"still failing: {e}") from e
+
+        await assert_eventually(written, timeout=30, interval=0.5)
+
+        async def followed() -> None:
+            assert key(pdli(2)) in follower
+
+        await assert_eventually(followed, timeout=30)
+    finally:
+        loop.cancel()
+        follower.close()
