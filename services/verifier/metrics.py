@@ -8,7 +8,8 @@ Metric names (Prometheus adds `_total` to counters):
   and object HEADs (`object_head`);
 - `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
   `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
-- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`.
+- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
+  `tombstone_verifier_believed_buckets`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class VerifierMetrics:
         self.cache_entries = metrics.gauge("verifier_owner_cache_entries", "Cached owners.")
         self.believed_entries = metrics.gauge("verifier_believed_entries", "Believed-set size.")
         self.believed_batches = metrics.gauge("verifier_believed_batches", "Batch znodes held.")
+        self.believed_buckets = metrics.gauge(
+            "verifier_believed_buckets", "Bucket znodes of the believed set held."
+        )
         self._hit = self.cache.labels("hit")
         self._miss = self.cache.labels("miss")
         # Label children looked up once: `labels()` takes a lock and builds a key each call.
