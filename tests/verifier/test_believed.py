@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.core.errors import TombstoneError
 from services.metadata.ledger_metadata import LedgerState
@@ -377,3 +378,35 @@ async def test_a_follower_resumes_after_zookeeper_restarts(
     finally:
         loop.cancel()
         follower.close()
+
+
+GET_CHILDREN, GET_CHILDREN2, PING = 8, 12, 11
+
+
+async def test_following_costs_a_constant_number_of_requests_per_batch(
+    store: ZkMetadataStore, zk: ZooKeeperServer
+) -> None:
+    """Counted on the wire (a proxy in front of the follower's ZooKeeper): after its load, a
+    follower spends at most three requests per batch another replica writes (the bucket's
+    stat, the batch, the watch on the next name) and never lists children."""
+    writer = believed_set(store)
+    await writer.add([key(pdli(0))])
+    async with (
+        ZooKeeperFaultProxy(zk.host, zk.port) as proxy,
+        ZkMetadataStore.connect(proxy.address, session_timeout=4.0) as proxied,
+    ):
+        follower = believed_set(proxied)
+        await follower.refresh()
+        proxy.requests.clear()
+        keys = [key(pdli(n)) for n in range(1, 31)]
+        for k in keys:
+            await writer.add([k])
+
+        async def caught_up() -> None:
+            assert all(k in follower for k in keys)
+
+        await assert_eventually(caught_up)
+        follower.close()
+        requests = {op: n for op, n in proxy.requests.items() if op != PING}
+    listed = requests.get(GET_CHILDREN, 0) + requests.get(GET_CHILDREN2, 0)
+    assert (listed, sum(requests.values()) <= 3 * len(keys)) == (0, True), requests
