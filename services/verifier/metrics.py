@@ -156,9 +156,6 @@ class CountingZnodeStore:
     async def create_sequential(self, prefix: str, data: bytes) -> str:
         return await self._inner.create_sequential(prefix, data)
 
-    async def touch(self, path: str) -> None:
-        await self._inner.touch(path)
-
     async def delete(self, path: str) -> None:
         await self._inner.delete(path)
 

@@ -74,10 +74,6 @@ class ZnodeStore(Protocol):
         An unanswered create is not resent: `Unavailable` (it may or may not exist)."""
         ...
 
-    async def touch(self, path: str) -> None:
-        """Rewrite `path`'s data (creating it if needed) so that its watchers wake up."""
-        ...
-
     async def delete(self, path: str) -> None:
         """Delete unconditionally; an absent znode is not an error."""
         ...

@@ -94,13 +94,6 @@ class MetadataZnodeStore:
         await self._store.create(path, data, make_parents=True)
         return path
 
-    async def touch(self, path: str) -> None:
-        """Rewrite `path`'s data (any version) so that watchers of it wake up."""
-        try:
-            await self._store.set(path, b"", version=ANY_VERSION)
-        except NoNode:
-            await self._store.create(path, b"", make_parents=True)
-
     async def delete(self, path: str) -> None:
         with contextlib.suppress(NoNode):
             await self._store.delete(path, version=ANY_VERSION)

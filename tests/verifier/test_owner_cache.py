@@ -129,9 +129,6 @@ class _LateNotificationStore:
     async def delete_all(self, paths: Sequence[str]) -> None:
         raise NotImplementedError
 
-    async def touch(self, path: str) -> None:
-        raise NotImplementedError
-
     async def delete(self, path: str) -> None:
         raise NotImplementedError
 
