@@ -8,7 +8,8 @@ Metric names (Prometheus adds `_total` to counters):
   and object HEADs (`object_head`);
 - `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
   `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
-- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`.
+- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
+  `tombstone_verifier_believed_buckets`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class VerifierMetrics:
         self.cache_entries = metrics.gauge("verifier_owner_cache_entries", "Cached owners.")
         self.believed_entries = metrics.gauge("verifier_believed_entries", "Believed-set size.")
         self.believed_batches = metrics.gauge("verifier_believed_batches", "Batch znodes held.")
+        self.believed_buckets = metrics.gauge(
+            "verifier_believed_buckets", "Bucket znodes of the believed set held."
+        )
         self._hit = self.cache.labels("hit")
         self._miss = self.cache.labels("miss")
         # Label children looked up once: `labels()` takes a lock and builds a key each call.
@@ -142,18 +146,21 @@ class CountingZnodeStore:
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         return await self._inner.watch_node(path, watch)
 
-    async def children(self, path: str) -> list[str] | None:
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         self._count("children")
-        return await self._inner.children(path)
+        return await self._inner.children(path, watch=watch)
 
     async def create(self, path: str, data: bytes) -> str:
         return await self._inner.create(path, data)
 
-    async def touch(self, path: str) -> None:
-        await self._inner.touch(path)
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        return await self._inner.create_sequential(prefix, data)
 
     async def delete(self, path: str) -> None:
         await self._inner.delete(path)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        await self._inner.delete_all(paths)
 
     def epoch(self) -> int:
         return self._inner.epoch()

@@ -36,12 +36,14 @@ class MetadataZnodeStore:
                 self._arm(path, watch, fired)
         except NoNode:
             return None
-        return Znode(node.data, node.version, node.ctime_ms)
+        return Znode(node.data, node.version, node.ctime_ms, node.cversion)
 
     async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
         """One `get_many` (multiRead) for all paths; absence and errors stay per path."""
         return [
-            Znode(got.data, got.version, got.ctime_ms) if isinstance(got, Versioned) else got
+            Znode(got.data, got.version, got.ctime_ms, got.cversion)
+            if isinstance(got, Versioned)
+            else got
             for got in await self._store.get_many(paths)
         ]
 
@@ -76,21 +78,28 @@ class MetadataZnodeStore:
 
     async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         try:
-            return await self._store.get_children(path)
+            if watch is None:
+                return await self._store.get_children(path)
+            names, fired = await self._store.get_children_and_watch(path)
         except NoNode:
             return None
+        self._arm(path, watch, fired)
+        return names
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        path, _stat = await self._store.create_sequential(prefix, data, make_parents=True)
+        return path
 
     async def create(self, path: str, data: bytes) -> str:
         await self._store.create(path, data, make_parents=True)
         return path
 
-    async def touch(self, path: str) -> None:
-        """Rewrite `path`'s data (any version) so that watchers of it wake up."""
-        try:
-            await self._store.set(path, b"", version=ANY_VERSION)
-        except NoNode:
-            await self._store.create(path, b"", make_parents=True)
-
     async def delete(self, path: str) -> None:
         with contextlib.suppress(NoNode):
             await self._store.delete(path, version=ANY_VERSION)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        outcomes = await self._store.delete_many([(path, ANY_VERSION) for path in paths])
+        for outcome in outcomes:
+            if outcome is not None and not isinstance(outcome, NoNode):
+                raise outcome
