@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.core.client import rpc_errors
 from services.core.errors import TombstoneError, Unavailable
@@ -20,6 +21,7 @@ class GrpcVerdictSource:
         self, channel: grpc.aio.Channel, *, batch_max: int = 256, max_concurrency: int = 4
     ) -> None:
         self._stub = _vf_grpc.VerifierStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
         self._batcher: Batcher[_pd.PendingDeleteLedgerInfo, _vf.VerifyResponse] = Batcher(
             self._verify_batch, max_batch=batch_max, max_concurrency=max_concurrency
         )
@@ -49,6 +51,14 @@ class GrpcVerdictSource:
                 f"verifier answered {len(response.verdicts)} verdicts for {len(pdlis)} PDLIs"
             )
         return list(response.verdicts)
+
+    async def probe(self) -> None:
+        """The verifier's health check: returns once it answers SERVING (outage probe)."""
+        with rpc_errors("verifier"):
+            response = await self._health.Check(health_pb2.HealthCheckRequest(service=""))
+        if response.status != health_pb2.HealthCheckResponse.SERVING:
+            status = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+            raise Unavailable(f"verifier health: {status}")
 
     async def aclose(self) -> None:
         await self._batcher.aclose()

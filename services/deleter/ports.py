@@ -24,13 +24,18 @@ class Tier(enum.StrEnum):
 
 
 class DeleteFailed(TombstoneError):
-    """A delete did not complete. `permanent` means retrying cannot help (an operator must)."""
+    """A delete did not complete. `permanent` means retrying cannot help (an operator must);
+    `outage` that the store did not answer (connection lost, 5xx): the deleter pauses and
+    decides the PDLI again once the store is back, spending no retry."""
 
-    def __init__(self, tier: Tier, reason: str, *, permanent: bool = False) -> None:
+    def __init__(
+        self, tier: Tier, reason: str, *, permanent: bool = False, outage: bool = False
+    ) -> None:
         super().__init__(f"{tier} delete failed: {reason}")
         self.tier = tier
         self.reason = reason
         self.permanent = permanent
+        self.outage = outage and not permanent
 
 
 @dataclass(frozen=True)
