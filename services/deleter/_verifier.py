@@ -31,6 +31,8 @@ class GrpcVerdictSource:
             return await self._batcher.submit(pdli)
         except BatcherClosed as exc:
             raise Unavailable("the verifier client is closed") from exc
+        except Unavailable:
+            raise  # no answer in time: asking again PDLI by PDLI would only wait longer
         except TombstoneError:
             # One PDLI that breaks the verifier must not fail the others of its batch (nor a
             # verifier without VerifyBatch): each asks once more on its own.

@@ -148,14 +148,24 @@ def _probes(
     bookkeeper: BookKeeperDeleter | None,
     s3: OffloadDeleter | None,
 ) -> dict[Dependency, Probe]:
-    """How each dependency is checked while it is out: the verifier's health, a read of the
-    ledgers root, a HEAD of an allowed bucket. A backend this deleter lacks (bookie HTTP, no
-    bucket) has no probe: its outage, seen through the verifier, is retried after an interval."""
-    probes: dict[Dependency, Probe] = {Dependency.VERIFIER: verdicts.probe}
+    """How each dependency is checked while it is out: a read of the ledgers root, a HEAD of
+    an allowed bucket, and for the verifier its health plus both of those: a verifier that does
+    not answer in time mostly waits on ZooKeeper or S3 itself (its health stays SERVING).
+    A backend this deleter lacks (bookie HTTP, no bucket) has no probe: its outage, seen
+    through the verifier, is tried again after an interval."""
+    probes: dict[Dependency, Probe] = {}
     if isinstance(bookkeeper, ZooKeeperLedgerDeleter):
         probes[Dependency.ZOOKEEPER] = bookkeeper.probe
     if isinstance(s3, S3OffloadDeleter):
         probes[Dependency.S3] = s3.probe
+    behind = list(probes.values())
+
+    async def verifier() -> None:
+        await verdicts.probe()
+        for probe in behind:
+            await probe()
+
+    probes[Dependency.VERIFIER] = verifier
     return probes
 
 
