@@ -3,7 +3,8 @@ calls (one round trip for many), through the core client helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -11,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.core.client import rpc_errors
 from services.core.errors import TombstoneError, Unavailable
 from services.deleter.batching import Batcher, BatcherClosed
+from services.deleter.ports import VerifierUnreachable
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
 from tombstone.v1 import verifier_pb2_grpc as _vf_grpc
@@ -31,22 +33,22 @@ class GrpcVerdictSource:
             return await self._batcher.submit(pdli)
         except BatcherClosed as exc:
             raise Unavailable("the verifier client is closed") from exc
-        except Unavailable:
-            raise  # no answer in time: asking again PDLI by PDLI would only wait longer
+        except VerifierUnreachable:
+            raise  # no answer: asking again PDLI by PDLI would only wait longer
         except TombstoneError:
             # One PDLI that breaks the verifier must not fail the others of its batch (nor a
             # verifier without VerifyBatch): each asks once more on its own.
             return await self._verify_one(pdli)
 
     async def _verify_one(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
-        with rpc_errors("verifier"):
+        with _verifier_errors():
             response: _vf.VerifyResponse = await self._stub.Verify(_vf.VerifyRequest(pdli=pdli))
         return response
 
     async def _verify_batch(
         self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]
     ) -> Sequence[_vf.VerifyResponse]:
-        with rpc_errors("verifier"):
+        with _verifier_errors():
             response = await self._stub.VerifyBatch(_vf.VerifyBatchRequest(pdlis=pdlis))
         if len(response.verdicts) != len(pdlis):
             raise Unavailable(
@@ -64,3 +66,20 @@ class GrpcVerdictSource:
 
     async def aclose(self) -> None:
         await self._batcher.aclose()
+
+
+# Statuses that mean the verifier gave no answer. INTERNAL and UNKNOWN (a verifier bug on one
+# PDLI) are answers: they stay ordinary errors, so one poison PDLI cannot pause the deleter.
+_NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+@contextmanager
+def _verifier_errors() -> Iterator[None]:
+    try:
+        with rpc_errors("verifier"):
+            yield
+    except Unavailable as exc:
+        cause = exc.__cause__
+        if isinstance(cause, grpc.aio.AioRpcError) and cause.code() in _NO_ANSWER:
+            raise VerifierUnreachable(str(exc)) from cause
+        raise

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import structlog
 
-from services.core.errors import CorruptData, TombstoneError, Unavailable
+from services.core.errors import CorruptData, TombstoneError
 from services.core.logging import audit
 from services.deleter.forged import ForgedLimiter
 from services.deleter.metrics import DeleterMetrics
@@ -34,6 +34,7 @@ from services.deleter.ports import (
     OffloadDeleter,
     Tier,
     VerdictSource,
+    VerifierUnreachable,
 )
 from services.systopic.consumer import IncomingMessage, MessageSource
 from services.systopic.dead_letter import ReasonCode, dead_letter_message
@@ -176,7 +177,7 @@ class Handler:
     ) -> Settlement:
         try:
             verdict = await self._verdicts.verify(pdli)
-        except Unavailable as exc:
+        except VerifierUnreachable as exc:
             # No answer from the verifier (down, unreachable, timed out): an outage.
             return Settlement(
                 Action.RETRY,

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.core.errors import TombstoneError
+from services.core.errors import TombstoneError, Unavailable
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
 
@@ -36,6 +36,11 @@ class DeleteFailed(TombstoneError):
         self.reason = reason
         self.permanent = permanent
         self.outage = outage and not permanent
+
+
+class VerifierUnreachable(Unavailable):
+    """The verifier gave no answer (down, unreachable, timed out): an outage, unlike an error
+    it answered with (a bug on one PDLI), which is retried like any RETRY."""
 
 
 @dataclass(frozen=True)

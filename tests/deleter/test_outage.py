@@ -15,7 +15,7 @@ from services.deleter.handling import Backends, Handler
 from services.deleter.metrics import DeleterMetrics
 from services.deleter.outage import Dependency, GateSettings, OutageGate, Probe, verdict_outage
 from services.deleter.pool import DeleterPool, PoolSettings
-from services.deleter.ports import DeleteFailed, Tier
+from services.deleter.ports import DeleteFailed, Tier, VerifierUnreachable
 from services.systopic.retry import RetryPolicy
 from tests.deleter.fakes import (
     FakeBookKeeper,
@@ -183,7 +183,7 @@ async def test_verifier_down_pauses_then_deletes_with_no_retry_spent(
 
     def answer(p: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
         if Dependency.VERIFIER in deps.down:
-            raise Unavailable("verifier: UNAVAILABLE: connection refused")
+            raise VerifierUnreachable("verifier: UNAVAILABLE: connection refused")
         return delete_verdict(p.ledger_id)
 
     verifier.answer = answer
@@ -336,13 +336,37 @@ async def test_refusal_is_not_an_outage(
     assert gate.paused == frozenset()
 
 
+async def test_an_error_the_verifier_answered_is_not_an_outage(
+    gated: Handler, gate: OutageGate, verifier: FakeVerifier, retry_sink: FakePublisher
+) -> None:
+    """An error status from the verifier (a bug on one PDLI) is retried, pausing nothing: one
+    poison PDLI cannot stall the deleter."""
+
+    def crash(_: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        raise Unavailable("verifier: INTERNAL: internal error")
+
+    verifier.answer = crash
+    source = FakeSource([incoming(pdli(6))])
+    pool = run_pool(gated, source, gate)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+
+    async def retried() -> None:
+        assert len(retry_sink.sent) == 1
+
+    await assert_eventually(retried)
+    stop.set()
+    await task
+    assert gate.paused == frozenset()
+
+
 async def test_drain_while_paused_gives_the_messages_back_unsettled(
     gated: Handler, gate: OutageGate, deps: Dependencies, verifier: FakeVerifier
 ) -> None:
     """Stopping during an outage settles nothing: held messages are neither acknowledged nor
     released (closing the consumer gives them back without counting a release)."""
     deps.down.add(Dependency.VERIFIER)
-    verifier.answer = lambda p: (_ for _ in ()).throw(Unavailable("verifier down"))
+    verifier.answer = lambda p: (_ for _ in ()).throw(VerifierUnreachable("verifier down"))
     source = FakeSource([incoming(pdli(i)) for i in range(3)])
     pool = run_pool(gated, source, gate)
     stop = asyncio.Event()

@@ -91,7 +91,8 @@ async def test_zookeeper_stopped_is_retry_never_not_found(
         verdicts = await parts.engine.verify_batch([pdli(1), pdli(2)])
     finally:
         zk.start()
-    assert [(v.decision, v.code) for v in verdicts] == [(Decision.RETRY, "unavailable_zookeeper")] * 2
+    expected = [(Decision.RETRY, "unavailable_zookeeper")] * 2
+    assert [(v.decision, v.code) for v in verdicts] == expected
 
 
 class _BrokenBatchReads(MetadataZnodeStore):
