@@ -152,6 +152,7 @@ class Handler:
         waits = 0
         while True:
             await self._pass_gate(tracker)
+            started = self._outage.now() if self._outage is not None else 0.0
             settlement = await self._decide_once(message, pdli, attempt)
             dependency = settlement.outage
             if dependency is None or self._outage is None:
@@ -160,7 +161,7 @@ class Handler:
                 break  # the dependency answers the deleter's probe, not this PDLI: a RETRY
             waits += 1
             self._metrics.outage_waits.labels(dependency.value).inc()
-            self._outage.report(dependency, settlement.reason)
+            self._outage.report(dependency, settlement.reason, since=started)
         if settlement.reason_code is ReasonCode.FORGED:
             await self._pace_forged(tracker, pdli)
         return settlement

@@ -84,6 +84,7 @@ class OutageGate:
         self.settings = settings or GateSettings()
         self._clock = clock
         self._out: dict[Dependency, float] = {}
+        self._resumed_at: dict[Dependency, float] = {}
         self._open = asyncio.Event()
         self._open.set()
         self._changed = asyncio.Event()
@@ -97,9 +98,19 @@ class OutageGate:
         """The dependencies out now (empty: the gate is open)."""
         return frozenset(self._out)
 
-    def report(self, dependency: Dependency, detail: str) -> None:
-        """A message met an outage of `dependency`: pause (once) and probe until it is back."""
+    def now(self) -> float:
+        """The gate's clock: what `report(..., since=)` compares with."""
+        return self._clock()
+
+    def report(self, dependency: Dependency, detail: str, *, since: float | None = None) -> None:
+        """A message met an outage of `dependency`: pause (once) and probe until it is back.
+
+        `since`: when the failed attempt began (`now()`). A probe that found the dependency
+        back after that time already answered this report: the message is simply tried again,
+        and a late answer from before the resume does not pause everything once more."""
         if dependency in self._out:
+            return
+        if since is not None and self._resumed_at.get(dependency, float("-inf")) > since:
             return
         self._out[dependency] = self._clock()
         self._metrics.paused.labels(dependency.value).set(1)
@@ -161,6 +172,7 @@ class OutageGate:
 
     def _resume(self, dependency: Dependency, probes: int) -> None:
         since = self._out.pop(dependency)
+        self._resumed_at[dependency] = self._clock()
         self._probing.pop(dependency, None)
         self._metrics.paused.labels(dependency.value).set(0)
         _log.warning(

@@ -150,6 +150,24 @@ async def test_open_only_when_every_dependency_is_back(
     await gate.aclose()
 
 
+async def test_a_report_older_than_the_resume_does_not_pause_again(
+    gate: OutageGate, deps: Dependencies
+) -> None:
+    """An attempt that began before the probe found ZooKeeper back and failed late (a slow
+    answer from the outage) does not close the gate again; a new failure does."""
+    deps.down.add(Dependency.ZOOKEEPER)
+    started = gate.now()
+    gate.report(Dependency.ZOOKEEPER, "no answer", since=started)
+    deps.down.clear()
+    await asyncio.wait_for(gate.wait_open(), 5)
+    gate.report(Dependency.ZOOKEEPER, "late answer from the outage", since=started)
+    assert gate.paused == frozenset()
+    gate.report(Dependency.ZOOKEEPER, "a new outage", since=gate.now())
+    assert gate.paused == {Dependency.ZOOKEEPER}
+    await asyncio.wait_for(gate.wait_open(), 5)
+    await gate.aclose()
+
+
 def test_verdict_outage_reads_the_verifier_code() -> None:
     """Only a RETRY that names ZooKeeper or S3 is an outage; a bare `unavailable` (an answer
     that refused) and every other verdict are not."""
