@@ -64,8 +64,9 @@ class GateSettings:
     max_waits: int = 10
     """Outage waits of one delivery of a message before an outage verdict counts as an
     ordinary RETRY. A real outage costs a message one wait however long it lasts; only a
-    dependency the deleter reaches and the verifier does not (a misconfigured bucket, say)
-    makes a message come back here repeatedly, and this bounds that."""
+    dependency the deleter reaches and the verifier does not (the verifier's session not back
+    yet, a 5xx on one object, a verifier slow for its own reasons) makes a message come back
+    here repeatedly, and this bounds that."""
 
 
 class OutageGate:
