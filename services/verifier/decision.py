@@ -151,7 +151,11 @@ class DecisionEngine:
         except CorruptData as e:
             verdict = retry("corrupt", f"unreadable metadata: {e}")
         except Unavailable as e:
-            verdict = retry("unavailable", f"unknown state: {e}")
+            # Name the dependency that did not answer (the ZooKeeper and S3 adapters tag their
+            # errors) at the start of the reason: the deleter pauses on it, spending no retry.
+            dependency = getattr(e, "dependency", "")
+            code = f"unavailable_{dependency}" if dependency else "unavailable"
+            verdict = retry(code, f"{code}: unknown state: {e}")
         except BaseException as e:
             if is_cancelled(e) or not isinstance(e, Exception):
                 raise

@@ -99,11 +99,15 @@ async def write_cluster(
 
 @asynccontextmanager
 async def running_verifier(
-    zk: ZooKeeperServer, s3: S3Server, filesystem_bases: frozenset[str] = frozenset()
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    filesystem_bases: frozenset[str] = frozenset(),
+    *,
+    port: int = 0,
 ) -> AsyncIterator[str]:
-    """A verifier on a free port; yields its address."""
+    """A verifier on `port` (0: a free one); yields its address."""
     config = VerifierConfig(
-        grpc=GrpcServerConfig(port=0),
+        grpc=GrpcServerConfig(port=port),
         zookeeper=ZooKeeperConfig(servers=zk.address),
         s3=s3_config(s3),
         offload=OffloadPolicy(

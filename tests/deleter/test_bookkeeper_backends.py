@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 
 from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import Unavailable
 from services.deleter.backends.bookie_http import BookieHttpDeleter
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
@@ -114,7 +115,8 @@ async def test_evidence_path_of_another_ledger_is_refused(
 
 
 async def test_store_outage_is_transient(ledgers: BookKeeperLedgers, zk: ZooKeeperServer) -> None:
-    """With ZooKeeper paused the outcome is unknown: a transient failure, never success."""
+    """With ZooKeeper paused the outcome is unknown: a transient failure, never success, and an
+    outage (the deleter pauses instead of spending a retry); the probe fails meanwhile."""
     await ledgers.create(ledger(1))
     async with ZkMetadataStore.connect(zk.address, session_timeout=5, request_timeout=1) as s:
         deleter = ZooKeeperLedgerDeleter(s, paths=LedgerPaths(), limits=limits())
@@ -122,9 +124,12 @@ async def test_store_outage_is_transient(ledgers: BookKeeperLedgers, zk: ZooKeep
         try:
             with pytest.raises(DeleteFailed) as failure:
                 await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
+            with pytest.raises(Unavailable):
+                await deleter.probe()
         finally:
             zk.resume()
-    assert False is failure.value.permanent
+        await deleter.probe()  # ZooKeeper answers again
+    assert (failure.value.permanent, failure.value.outage) == (False, True)
 
 
 class FakeBookie:

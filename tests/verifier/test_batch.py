@@ -84,14 +84,15 @@ async def test_zookeeper_stopped_is_retry_never_not_found(
     world: World, parts: Any, zk: ZooKeeperServer
 ) -> None:
     """With ZooKeeper down, the batch's BookKeeper verdicts (present and absent ledgers) are
-    RETRY unavailable: a failed batch read is never taken as absence."""
+    RETRY unavailable_zookeeper: a failed batch read is never taken as absence."""
     await world.ledger(1)
     zk.stop()
     try:
         verdicts = await parts.engine.verify_batch([pdli(1), pdli(2)])
     finally:
         zk.start()
-    assert [(v.decision, v.code) for v in verdicts] == [(Decision.RETRY, "unavailable")] * 2
+    expected = [(Decision.RETRY, "unavailable_zookeeper")] * 2
+    assert [(v.decision, v.code) for v in verdicts] == expected
 
 
 class _BrokenBatchReads(MetadataZnodeStore):

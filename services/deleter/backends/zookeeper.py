@@ -26,6 +26,7 @@ from services.metadata.errors import (
     MetadataError,
     NoNode,
     NotEmpty,
+    StoreUnavailable,
     Unsupported,
     VersionConflict,
 )
@@ -78,8 +79,14 @@ class ZooKeeperLedgerDeleter:
         if isinstance(outcome, VersionConflict):
             reason = f"metadata changed since verified: {outcome}"
             raise DeleteFailed(Tier.BOOKKEEPER, reason) from outcome
-        # StoreUnavailable and the rest: the outcome is unknown, or the delete failed.
-        raise DeleteFailed(Tier.BOOKKEEPER, str(outcome)) from outcome
+        # StoreUnavailable (ZooKeeper did not answer: an outage, the outcome is unknown) and
+        # the rest (the delete failed).
+        outage = isinstance(outcome, StoreUnavailable)
+        raise DeleteFailed(Tier.BOOKKEEPER, str(outcome), outage=outage) from outcome
+
+    async def probe(self) -> None:
+        """One read of the ledgers root: returns once ZooKeeper answers (outage probe)."""
+        await self._store.exists(self._paths.root)
 
     async def _delete(self, path: str, version: int) -> MetadataError | None:
         """None when deleted now, else why not: in a multi with concurrent deletes, or alone
