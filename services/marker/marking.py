@@ -21,6 +21,7 @@ from datetime import timedelta
 import structlog
 
 from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
 from services.marker.metrics import MarkerMetrics, tier_label
@@ -101,8 +102,11 @@ class Marker:
         settings: MarkingSettings,
         believer: Believer | None = None,
         metrics: MarkerMetrics | None = None,
+        signer: IntentSigner | None = None,
     ) -> None:
         self._store = store
+        self._signer = signer
+        """Signs every PDLI this marker sends (the encoders apply it: `systopic.messages`)."""
         self._publisher = publisher
         self._journal = journal
         self._settings = settings
@@ -196,7 +200,7 @@ class Marker:
         """Publish what the journal does not already know; returns the per-ledger outcome and
         the journal handle of the receipts (already in its file, settled by the caller)."""
         now = now_ms()
-        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)))
+        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)), self._signer)
         path = request.owner.path
         # Reconciler PDLIs unlink nothing and never reuse receipts: two scans may name two
         # uploads of one ledger at one owner version, which the journal cannot tell apart.
@@ -311,9 +315,11 @@ class Marker:
             for message in sent[ledger_id].messages:
                 copy = decode_intent(message.payload)
                 copy.marked_at_ms, copy.not_before_ms = now, now + delay
+                copy.ClearField("signing_key_id")
+                copy.ClearField("signature")  # marked_at_ms changed: signed afresh below
                 fresh.append(copy)
         try:
-            results = await self._publisher.publish([encode_intent(p) for p in fresh])
+            results = await self._publisher.publish([encode_intent(p, self._signer) for p in fresh])
         except Exception:
             _log.exception("late_resend_failed", owner=request.owner.path, ledgers=late)
             return

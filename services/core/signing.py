@@ -1,0 +1,364 @@
+"""Signed intents (DESIGN "Signed intents"): Ed25519 over a canonical encoding of a PDLI.
+
+The marker signs every PDLI it sends with its active key; the verifier holds public keys only
+and checks the signature before deciding. What is signed is our own byte encoding, defined
+below field by field, never the protobuf serialization (which is not canonical: field order,
+map order and unknown fields may differ between encoders, and the retry path re-encodes).
+
+Canonical encoding, version 1:
+
+    b"tombstone/pdli-signature\\x00" || 0x01
+    ledger_id          presence byte (0/1), then int64
+    ledger_type        int32
+    component          int32
+    topic_name, managed_ledger_name, cursor_name, schema_id      string each
+    offload_context    presence byte, then: uuid_msb int64, uuid_lsb int64, driver_name
+                       string, driver_metadata (uint32 count, then key and value strings
+                       sorted by key bytes), complete byte, bookkeeper_deleted byte,
+                       timestamp_ms int64
+    fence_token        presence byte, then int64
+    marked_at_ms       int64
+    source             int32
+    marker_id, cluster, request_id                                string each
+
+Integers are big-endian two's complement; a string is a uint32 byte length and its UTF-8
+bytes. Every field of `PendingDeleteLedgerInfo` is covered except `not_before_ms` (the retry
+path and the DLQ replay rewrite it), `signing_key_id` and `signature`. A field added to the
+PDLI that the verifier must trust needs a new version of this encoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+DOMAIN = b"tombstone/pdli-signature\x00"
+"""Domain separation: these bytes are never a valid message of another protocol."""
+VERSION = 1
+_PREFIX = DOMAIN + bytes([VERSION])
+SIGNATURE_BYTES = 64
+INLINE_PREFIX = "base64:"
+"""A key entry starting with this holds the raw key itself (for secrets in the environment)."""
+_KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_ABSENT = b"\x00"
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return _U32.pack(len(raw)) + raw
+
+
+def _optional_int64(present: bool, value: int) -> bytes:
+    return b"\x01" + _I64.pack(value) if present else _ABSENT
+
+
+def _ledger_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return _optional_int64(pdli.HasField("ledger_id"), pdli.ledger_id) + _I32.pack(pdli.ledger_type)
+
+
+def _owner_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return b"".join(
+        (
+            _I32.pack(pdli.component),
+            _string(pdli.topic_name),
+            _string(pdli.managed_ledger_name),
+            _string(pdli.cursor_name),
+            _string(pdli.schema_id),
+        )
+    )
+
+
+def _offload_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    if not pdli.HasField("offload_context"):
+        return _ABSENT
+    ctx = pdli.offload_context
+    entries = sorted((k.encode(), v.encode()) for k, v in ctx.driver_metadata.items())
+    metadata = b"".join(_U32.pack(len(k)) + k + _U32.pack(len(v)) + v for k, v in entries)
+    return b"".join(
+        (
+            b"\x01",
+            _I64.pack(ctx.uuid_msb),
+            _I64.pack(ctx.uuid_lsb),
+            _string(ctx.driver_name),
+            _U32.pack(len(entries)),
+            metadata,
+            bytes([ctx.complete, ctx.bookkeeper_deleted]),
+            _I64.pack(ctx.timestamp_ms),
+        )
+    )
+
+
+def _intent_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return b"".join(
+        (
+            _optional_int64(pdli.HasField("fence_token"), pdli.fence_token),
+            _I64.pack(pdli.marked_at_ms),
+            _I32.pack(pdli.source),
+            _string(pdli.marker_id),
+            _string(pdli.cluster),
+            _string(pdli.request_id),
+        )
+    )
+
+
+def canonical_bytes(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    """The bytes a signature covers (the module docstring defines them)."""
+    return b"".join(
+        (_PREFIX, _ledger_part(pdli), _owner_part(pdli), _offload_part(pdli), _intent_part(pdli))
+    )
+
+
+class CanonicalTemplate:
+    """`canonical_bytes` for many PDLIs sharing every field but the ledger's own (id, type,
+    offload context), with the shared parts encoded once (the marker's hot path)."""
+
+    def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
+        self._owner = _PREFIX, _owner_part(shared)
+        self._intent = _intent_part(shared)
+
+    def bytes_for(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
+        """`canonical_bytes` of `shared` merged with `own`."""
+        prefix, owner = self._owner
+        return b"".join((prefix, _ledger_part(own), owner, _offload_part(own), self._intent))
+
+
+def key_id_of(public_key: Ed25519PublicKey) -> str:
+    """The default key id: the first 8 bytes of SHA-256 of the raw public key, in hex."""
+    return hashlib.sha256(_raw_public(public_key)).hexdigest()[:16]
+
+
+def _raw_public(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def check_key_id(key_id: str) -> str:
+    if not _KEY_ID.match(key_id):
+        raise ValueError(f"key id {key_id!r} must be 1-64 characters of A-Z a-z 0-9 . _ -")
+    return key_id
+
+
+class IntentSigner:
+    """The marker's keyring: private keys by id, one of them active (the one that signs).
+
+    Keeping retired keys lets an operator switch the active id back without a restart of
+    the verifiers; only the active key ever signs.
+    """
+
+    def __init__(self, keys: Mapping[str, Ed25519PrivateKey], active: str) -> None:
+        if active not in keys:
+            raise ValueError(f"active key id {active!r} is not among {sorted(keys)}")
+        self._keys = dict(keys)
+        self.key_id = active
+        self._key = keys[active]
+        self._id_field = _pd.PendingDeleteLedgerInfo(signing_key_id=active).SerializeToString()
+        # Field 17 (`signature`), length-delimited, 64 bytes: its tag and length, encoded once.
+        self._signature_tag = _pd.PendingDeleteLedgerInfo(
+            signature=bytes(SIGNATURE_BYTES)
+        ).SerializeToString()[:-SIGNATURE_BYTES]
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self._keys))
+
+    def signature_fields(self, canonical: bytes) -> bytes:
+        """The serialized `signing_key_id` and `signature` fields for these canonical bytes.
+
+        Appended to a PDLI's serialization they parse as part of it (protobuf merges
+        concatenated encodings, the last value of a field winning)."""
+        return self._id_field + self._signature_tag + self._key.sign(canonical)
+
+    def sign(self, pdli: _pd.PendingDeleteLedgerInfo) -> None:
+        """Set `pdli`'s key id and signature over its current fields."""
+        pdli.signing_key_id = self.key_id
+        pdli.signature = self._key.sign(canonical_bytes(pdli))
+
+
+class SignatureStatus(Enum):
+    """What a PDLI's signature fields say, checked against the trusted keys."""
+
+    VALID = "valid"
+    UNSIGNED = "unsigned"
+    """No key id and no signature."""
+    UNKNOWN_KEY = "unknown_key"
+    """A key id no trusted key has (a retired, foreign or made-up key)."""
+    BAD_SIGNATURE = "bad_signature"
+    """A trusted key id whose signature does not match the fields: tampered or forged."""
+
+
+class TrustedKeys:
+    """The verifier's public keys by id; any of them is accepted (rotation)."""
+
+    def __init__(self, keys: Mapping[str, Ed25519PublicKey] | None = None) -> None:
+        self._keys = dict(keys or {})
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self._keys))
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def check(self, pdli: _pd.PendingDeleteLedgerInfo) -> SignatureStatus:
+        if not pdli.signing_key_id and not pdli.signature:
+            return SignatureStatus.UNSIGNED
+        key = self._keys.get(pdli.signing_key_id)
+        if key is None:
+            return SignatureStatus.UNKNOWN_KEY
+        if len(pdli.signature) != SIGNATURE_BYTES:
+            return SignatureStatus.BAD_SIGNATURE
+        try:
+            key.verify(pdli.signature, canonical_bytes(pdli))
+        except InvalidSignature:
+            return SignatureStatus.BAD_SIGNATURE
+        return SignatureStatus.VALID
+
+
+# --- keys: files, inline material, generation -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    key_id: str
+    private_pem: bytes
+    public_pem: bytes
+
+
+def generate_key_pair() -> KeyPair:
+    """A new Ed25519 key pair: PKCS#8 PEM private key, SubjectPublicKeyInfo PEM public key."""
+    private = Ed25519PrivateKey.generate()
+    public = private.public_key()
+    return KeyPair(
+        key_id=key_id_of(public),
+        private_pem=private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+        public_pem=public.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    )
+
+
+def write_key_pair(directory: Path, pair: KeyPair, name: str | None = None) -> tuple[Path, Path]:
+    """`<name>.key` (owner-only) and `<name>.pub` in `directory`; name defaults to the key id."""
+    stem = check_key_id(name or pair.key_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    private, public = directory / f"{stem}.key", directory / f"{stem}.pub"
+    for path in (private, public):
+        if path.exists():
+            raise FileExistsError(f"{path} exists; keys are never overwritten")
+    private.touch(mode=0o600)
+    private.write_bytes(pair.private_pem)
+    public.write_bytes(pair.public_pem)
+    return private, public
+
+
+def _entries(raw: str) -> Iterable[tuple[str | None, str]]:
+    """`[id=]source` entries of a comma-separated list; a source is a path or inline key."""
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        name, sep, source = entry.partition("=")
+        if sep and not name.startswith(INLINE_PREFIX) and _KEY_ID.match(name):
+            yield check_key_id(name), source.strip()
+        else:
+            yield None, entry
+
+
+def _material(source: str) -> bytes:
+    if source.startswith(INLINE_PREFIX):
+        return source[len(INLINE_PREFIX) :].encode()
+    return Path(source).read_bytes()
+
+
+def _where(source: str) -> str:
+    return "inline key" if source.startswith(INLINE_PREFIX) else source
+
+
+def load_private_key(source: str) -> Ed25519PrivateKey:
+    """A private key from a file or inline `base64:`: PKCS#8 PEM or the base64 32-byte seed."""
+    data = _material(source).strip()
+    if data.startswith(b"-----BEGIN"):
+        key = serialization.load_pem_private_key(data, password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError(f"{_where(source)}: not an Ed25519 private key")
+        return key
+    return Ed25519PrivateKey.from_private_bytes(_raw32(data, source))
+
+
+def load_public_key(source: str) -> Ed25519PublicKey:
+    """A public key from a file or inline `base64:`: SubjectPublicKeyInfo PEM or the base64
+    32 raw bytes. A private key is refused: the verifier must never hold one."""
+    data = _material(source).strip()
+    if b"PRIVATE KEY" in data:
+        raise ValueError(f"{_where(source)} is a private key; give the public key (.pub)")
+    if data.startswith(b"-----BEGIN"):
+        key = serialization.load_pem_public_key(data)
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError(f"{_where(source)}: not an Ed25519 public key")
+        return key
+    return Ed25519PublicKey.from_public_bytes(_raw32(data, source))
+
+
+def _raw32(data: bytes, source: str) -> bytes:
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise ValueError(f"{_where(source)}: expected PEM or the base64 of 32 raw key bytes")
+    return raw
+
+
+def parse_signing_keys(raw: str) -> dict[str, Ed25519PrivateKey]:
+    """`TOMBSTONE_MARKER_SIGNING_KEYS`: comma-separated `[id=]path` (or `[id=]base64:...`)."""
+    keys: dict[str, Ed25519PrivateKey] = {}
+    for name, source in _entries(raw):
+        key = load_private_key(source)
+        key_id = name or key_id_of(key.public_key())
+        if key_id in keys:
+            raise ValueError(f"key id {key_id} is given twice")
+        keys[key_id] = key
+    return keys
+
+
+def parse_trusted_keys(raw: str) -> TrustedKeys:
+    """`TOMBSTONE_VERIFIER_TRUSTED_KEYS`: comma-separated `[id=]path` (or inline) public keys."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    for name, source in _entries(raw):
+        key = load_public_key(source)
+        key_id = name or key_id_of(key)
+        if key_id in keys:
+            raise ValueError(f"key id {key_id} is given twice")
+        keys[key_id] = key
+    return TrustedKeys(keys)
+
+
+def build_signer(keys: Mapping[str, Ed25519PrivateKey], active: str) -> IntentSigner | None:
+    """The marker's signer: None without keys; the only key, or the named active one."""
+    if not keys:
+        if active:
+            raise ValueError("an active key id is set but no signing key is configured")
+        return None
+    if not active:
+        if len(keys) > 1:
+            raise ValueError(f"several signing keys {sorted(keys)}: name the active one")
+        active = next(iter(keys))
+    return IntentSigner(keys, active)
