@@ -99,9 +99,12 @@ async def write_cluster(
 
 @asynccontextmanager
 async def running_verifier(
-    zk: ZooKeeperServer, s3: S3Server, filesystem_bases: frozenset[str] = frozenset()
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    filesystem_bases: frozenset[str] = frozenset(),
+    **overrides: Any,
 ) -> AsyncIterator[str]:
-    """A verifier on a free port; yields its address."""
+    """A verifier on a free port (`overrides` replace config fields); yields its address."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=0),
         zookeeper=ZooKeeperConfig(servers=zk.address),
@@ -113,6 +116,7 @@ async def running_verifier(
         ),
         reconciler_min_age=timedelta(0),
     )
+    config = replace(config, **overrides)
     async with open_verifier(config) as (runner, parts):
         await runner.start()
         serving = asyncio.create_task(runner.run())  # background loops (shadow index...)
