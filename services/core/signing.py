@@ -1,4 +1,4 @@
-"""Signed intents (DESIGN "Signed intents"): Ed25519 over a canonical encoding of a PDLI.
+"""Signed intents (DESIGN "Signed intents"): Ed25519 over a canonical encoding of PDLIs.
 
 The marker signs every PDLI it sends with its active key; the verifier holds public keys only
 and checks the signature before deciding. What is signed is our own byte encoding, defined
@@ -25,6 +25,9 @@ Integers are big-endian two's complement; a string is a uint32 byte length and i
 bytes. Every field of `PendingDeleteLedgerInfo` is covered except `not_before_ms` (the retry
 path and the DLQ replay rewrite it), `signing_key_id` and `signature`. A field added to the
 PDLI that the verifier must trust needs a new version of this encoding.
+
+The signature covers these bytes through a hash tree, so that PDLIs sent together share one
+Ed25519 signature (`signature_tree.py` defines the tree and the `signature` field's layout).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import base64
 import hashlib
 import re
 import struct
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -42,13 +46,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from services.core import signature_tree as tree
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 DOMAIN = b"tombstone/pdli-signature\x00"
 """Domain separation: these bytes are never a valid message of another protocol."""
 VERSION = 1
 _PREFIX = DOMAIN + bytes([VERSION])
-SIGNATURE_BYTES = 64
 INLINE_PREFIX = "base64:"
 """A key entry starting with this holds the raw key itself (for secrets in the environment)."""
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -156,6 +160,8 @@ def check_key_id(key_id: str) -> str:
 class IntentSigner:
     """The marker's keyring: private keys by id, one of them active (the one that signs).
 
+    PDLIs encoded together are signed together: one Ed25519 signature per batch of up to
+    `signature_tree.MAX_LEAVES`, each PDLI carrying its own proof (`signature_tree`).
     Keeping retired keys lets an operator switch the active id back without a restart of
     the verifiers; only the active key ever signs.
     """
@@ -167,26 +173,38 @@ class IntentSigner:
         self.key_id = active
         self._key = keys[active]
         self._id_field = _pd.PendingDeleteLedgerInfo(signing_key_id=active).SerializeToString()
-        # Field 17 (`signature`), length-delimited, 64 bytes: its tag and length, encoded once.
-        self._signature_tag = _pd.PendingDeleteLedgerInfo(
-            signature=bytes(SIGNATURE_BYTES)
-        ).SerializeToString()[:-SIGNATURE_BYTES]
 
     @property
     def key_ids(self) -> tuple[str, ...]:
         return tuple(sorted(self._keys))
 
-    def signature_fields(self, canonical: bytes) -> bytes:
-        """The serialized `signing_key_id` and `signature` fields for these canonical bytes.
+    def signatures(self, canonicals: Sequence[bytes]) -> list[bytes]:
+        """The `signature` field value of each PDLI, given its canonical bytes."""
+        blobs: list[bytes] = []
+        for start in range(0, len(canonicals), tree.MAX_LEAVES):
+            chunk = canonicals[start : start + tree.MAX_LEAVES]
+            root, paths = tree.build([tree.leaf_hash(c) for c in chunk])
+            signature = self._key.sign(tree.root_message(len(chunk), root))
+            count = len(chunk)
+            blobs += [tree.encode(signature, i, count, path) for i, path in enumerate(paths)]
+        return blobs
+
+    def signature_fields(self, canonicals: Sequence[bytes]) -> list[bytes]:
+        """The serialized `signing_key_id` and `signature` fields of each PDLI.
 
         Appended to a PDLI's serialization they parse as part of it (protobuf merges
         concatenated encodings, the last value of a field winning)."""
-        return self._id_field + self._signature_tag + self._key.sign(canonical)
+        return [
+            self._id_field + _pd.PendingDeleteLedgerInfo(signature=blob).SerializeToString()
+            for blob in self.signatures(canonicals)
+        ]
 
-    def sign(self, pdli: _pd.PendingDeleteLedgerInfo) -> None:
-        """Set `pdli`'s key id and signature over its current fields."""
-        pdli.signing_key_id = self.key_id
-        pdli.signature = self._key.sign(canonical_bytes(pdli))
+    def sign(self, *pdlis: _pd.PendingDeleteLedgerInfo) -> None:
+        """Set each PDLI's key id and signature over its current fields (one batch)."""
+        blobs = self.signatures([canonical_bytes(p) for p in pdlis])
+        for pdli, blob in zip(pdlis, blobs, strict=True):
+            pdli.signing_key_id = self.key_id
+            pdli.signature = blob
 
 
 class SignatureStatus(Enum):
@@ -202,10 +220,18 @@ class SignatureStatus(Enum):
 
 
 class TrustedKeys:
-    """The verifier's public keys by id; any of them is accepted (rotation)."""
+    """The verifier's public keys by id; any of them is accepted (rotation).
 
-    def __init__(self, keys: Mapping[str, Ed25519PublicKey] | None = None) -> None:
+    Batch roots already verified are remembered (a bounded set), so the other PDLIs of a
+    batch cost hashing only.
+    """
+
+    def __init__(
+        self, keys: Mapping[str, Ed25519PublicKey] | None = None, *, remember: int = 65_536
+    ) -> None:
         self._keys = dict(keys or {})
+        self._verified: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
+        self._remember = remember
 
     @property
     def key_ids(self) -> tuple[str, ...]:
@@ -220,12 +246,21 @@ class TrustedKeys:
         key = self._keys.get(pdli.signing_key_id)
         if key is None:
             return SignatureStatus.UNKNOWN_KEY
-        if len(pdli.signature) != SIGNATURE_BYTES:
+        claimed = tree.root_of(tree.leaf_hash(canonical_bytes(pdli)), pdli.signature)
+        if claimed is None:
             return SignatureStatus.BAD_SIGNATURE
+        signature, message = claimed
+        seen = (pdli.signing_key_id, message, signature)
+        if seen in self._verified:
+            self._verified.move_to_end(seen)
+            return SignatureStatus.VALID
         try:
-            key.verify(pdli.signature, canonical_bytes(pdli))
+            key.verify(signature, message)
         except InvalidSignature:
             return SignatureStatus.BAD_SIGNATURE
+        self._verified[seen] = None
+        if len(self._verified) > self._remember:
+            self._verified.popitem(last=False)
         return SignatureStatus.VALID
 
 

@@ -42,7 +42,7 @@ from services.systopic import (
     IntentPublisher,
     OutgoingMessage,
     decode_intent,
-    encode_intent,
+    encode_intents,
 )
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -207,10 +207,14 @@ class Marker:
         journal_knows = not request.reconciler and self._journal.knows(path, version)
         sent: dict[int, _Sent] = {}
         outgoing: list[tuple[_Sent, int, _pd.LedgerType.ValueType, OutgoingMessage]] = []
+        # Encoded (and signed) together: one signature covers a batch of them.
+        messages = iter(
+            encoder.encode_many([own_fields(ref, tier) for ref in plan.refs for tier in ref.tiers])
+        )
         for ref in plan.refs:
             entry = sent[ref.ledger_id] = _Sent(now)
             for tier in ref.tiers:
-                message = encoder.encode(own_fields(ref, tier))
+                message = next(messages)
                 entry.messages.append(message)
                 entry.tiers.append(tier)
                 earlier = None
@@ -319,7 +323,7 @@ class Marker:
                 copy.ClearField("signature")  # marked_at_ms changed: signed afresh below
                 fresh.append(copy)
         try:
-            results = await self._publisher.publish([encode_intent(p, self._signer) for p in fresh])
+            results = await self._publisher.publish(encode_intents(fresh, self._signer))
         except Exception:
             _log.exception("late_resend_failed", owner=request.owner.path, ledgers=late)
             return

@@ -13,7 +13,7 @@ are appended to the serialization (concatenated protobuf encodings parse as one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import message as _message
 
@@ -59,8 +59,20 @@ def encode_intent(
     properties[PROP_LEDGER_TYPE] = _TYPE_NAMES[pdli.ledger_type]
     payload = pdli.SerializeToString()
     if signer is not None:
-        payload += signer.signature_fields(canonical_bytes(pdli))
+        [fields] = signer.signature_fields([canonical_bytes(pdli)])
+        payload += fields
     return OutgoingMessage(payload, ledger_id, properties)
+
+
+def encode_intents(
+    pdlis: Sequence[_pd.PendingDeleteLedgerInfo], signer: IntentSigner | None = None
+) -> list[OutgoingMessage]:
+    """`encode_intent` of each PDLI, signed together (one signature per batch)."""
+    if signer is None:
+        return [encode_intent(p) for p in pdlis]
+    messages = [encode_intent(p) for p in pdlis]
+    fields = signer.signature_fields([canonical_bytes(p) for p in pdlis])
+    return [m._replace(payload=m.payload + f) for m, f in zip(messages, fields, strict=True)]
 
 
 class IntentEncoder:
@@ -86,16 +98,26 @@ class IntentEncoder:
 
     def encode(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
         """The message for the PDLI `shared` merged with `own` (which has `ledger_id`)."""
+        [message] = self.encode_many([own])
+        return message
+
+    def encode_many(self, owns: Sequence[_pd.PendingDeleteLedgerInfo]) -> list[OutgoingMessage]:
+        """The messages for `shared` merged with each of `owns`, signed together."""
+        messages = [self._unsigned(own) for own in owns]
+        if self._signer is None or self._canonical is None:
+            return messages
+        template = self._canonical
+        fields = self._signer.signature_fields([template.bytes_for(own) for own in owns])
+        return [m._replace(payload=m.payload + f) for m, f in zip(messages, fields, strict=True)]
+
+    def _unsigned(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
         ledger_id = str(own.ledger_id)
         properties = {
             **self._properties,
             PROP_LEDGER_ID: ledger_id,
             PROP_LEDGER_TYPE: _TYPE_NAMES[own.ledger_type],
         }
-        payload = self._head + own.SerializeToString()
-        if self._signer is not None and self._canonical is not None:
-            payload += self._signer.signature_fields(self._canonical.bytes_for(own))
-        return OutgoingMessage(payload, ledger_id, properties)
+        return OutgoingMessage(self._head + own.SerializeToString(), ledger_id, properties)
 
 
 def decode_intent(

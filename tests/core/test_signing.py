@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -87,9 +88,10 @@ VECTOR = b"".join(
     ]
 )
 VECTOR_SIGNATURE = bytes.fromhex(
-    "cb682123b2253ab4a3d2795fd617dbc957efe95237cc2cb7955b2612fca513f2"
-    "d1138656583d417b6194c7e3ac0bf6f26cb377d04aad428244534f87d337b607"
+    "64801a6fb4e5c07502b2928e0c33327cc3236c6d1e2c8ead726956ab3d3147f2"
+    "9ed14653f122d387923ea44e2acf8642c609b042a7db5fbc49281d1a5207880c"
 )
+"""Ed25519 of the vector's batch root under the fixed seed (a batch of one: root = leaf)."""
 
 
 def signer(key: Ed25519PrivateKey = KEY, key_id: str = "k1") -> IntentSigner:
@@ -113,9 +115,15 @@ def test_canonical_encoding_matches_the_fixed_vector() -> None:
 
 
 def test_signature_of_the_vector_is_fixed() -> None:
-    """Ed25519 is deterministic: the vector's signature under the fixed seed never changes."""
+    """Ed25519 is deterministic: the vector's signature field under the fixed seed never
+    changes. Alone in its batch, it is the signature of the root message (the leaf hash)
+    followed by index 0 and count 1, with no sibling."""
     pdli = signed(vector_pdli(), signer())
-    assert (pdli.signing_key_id, pdli.signature) == ("k1", VECTOR_SIGNATURE)
+    root = hashlib.sha256(b"\x00" + VECTOR).digest()
+    message = b"tombstone/pdli-batch\x00\x01" + (1).to_bytes(4, "big") + root
+    KEY.public_key().verify(VECTOR_SIGNATURE, message)
+    expected = VECTOR_SIGNATURE + (0).to_bytes(4, "big") + (1).to_bytes(4, "big")
+    assert ("k1", expected) == (pdli.signing_key_id, pdli.signature)
     assert key_id_of(KEY.public_key()) == "56475aa75463474c"
 
 
@@ -258,7 +266,8 @@ def test_re_signing_replaces_the_old_signature() -> None:
     """A copy re-encoded with the signer carries only the new signature's values."""
     old = signed(vector_pdli(), signer(Ed25519PrivateKey.generate(), "k0"))
     again = decode_intent(encode_intent(old, signer()).payload)
-    assert (again.signing_key_id, again.signature) == ("k1", VECTOR_SIGNATURE)
+    expected = signed(vector_pdli(), signer())
+    assert (expected.signing_key_id, expected.signature) == (again.signing_key_id, again.signature)
 
 
 def test_keys_from_files_and_inline(tmp_path: Path) -> None:
@@ -304,3 +313,52 @@ def test_cli_generates_a_usable_pair(tmp_path: Path) -> None:
     assert trusted.check(signed(vector_pdli(), ring)) == SignatureStatus.VALID
     again = CliRunner().invoke(cli, ["keys", "generate", "--out", str(tmp_path), "--name", "k7"])
     assert again.exit_code != 0  # never overwrites a key
+
+
+def many(count: int) -> list[_pd.PendingDeleteLedgerInfo]:
+    pdlis = []
+    for i in range(count):
+        pdli = vector_pdli()
+        pdli.ledger_id = 100 + i
+        pdlis.append(pdli)
+    return pdlis
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 9, 63, 64, 65, 130])
+def test_every_pdli_of_a_batch_verifies_alone(count: int) -> None:
+    """PDLIs signed together each carry a proof that verifies on its own, by a fresh
+    verifier (no remembered root), at every batch size and across batch boundaries."""
+    pdlis = many(count)
+    signer().sign(*pdlis)
+    assert [SignatureStatus.VALID] * count == [trusting(("k1", KEY)).check(p) for p in pdlis]
+
+
+def test_a_proof_moved_to_another_pdli_of_the_batch_is_bad() -> None:
+    """Swapping signature fields within a batch, or changing the index or the count, fails."""
+    pdlis = many(5)
+    signer().sign(*pdlis)
+    trusted = trusting(("k1", KEY))
+    assert [trusted.check(p) for p in pdlis] == [SignatureStatus.VALID] * 5
+    first, second = pdlis[0].signature, pdlis[1].signature
+    pdlis[0].signature, pdlis[1].signature = second, first
+    index = bytearray(pdlis[2].signature)
+    index[67] ^= 1  # index 2 -> 3
+    pdlis[2].signature = bytes(index)
+    count = bytearray(pdlis[3].signature)
+    count[71] = 4  # count 5 -> 4
+    pdlis[3].signature = bytes(count)
+    assert [trusted.check(p) for p in pdlis[:4]] == [SignatureStatus.BAD_SIGNATURE] * 4
+
+
+def test_a_tampered_pdli_fails_even_after_its_batch_root_was_verified() -> None:
+    """The remembered root speeds up the batch's other PDLIs; it never vouches for a PDLI
+    whose own fields changed."""
+    pdlis = many(4)
+    signer().sign(*pdlis)
+    trusted = trusting(("k1", KEY))
+    assert trusted.check(pdlis[0]) == SignatureStatus.VALID
+    pdlis[1].marked_at_ms += 1
+    assert [
+        trusted.check(pdlis[1]),
+        trusted.check(pdlis[2]),
+    ] == [SignatureStatus.BAD_SIGNATURE, SignatureStatus.VALID]
