@@ -40,7 +40,7 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
-from services.core.signing import generate_key_pair, write_key_pair
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest, Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info

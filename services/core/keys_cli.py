@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from services.core.signing import generate_key_pair, write_key_pair
+from services.core.signing_keys import generate_key_pair, write_key_pair
 
 
 @click.group()

@@ -31,7 +31,8 @@ from services.core.config import (
     setting,
 )
 from services.core.errors import ConfigError
-from services.core.signing import IntentSigner, build_signer, check_key_id, parse_signing_keys
+from services.core.signing import IntentSigner, check_key_id
+from services.core.signing_keys import build_signer, parse_signing_keys
 from services.marker.owners import EncodingOptions
 from services.metadata import CompressionType
 

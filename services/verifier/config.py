@@ -30,7 +30,8 @@ from services.core.config import (
     ZooKeeperConfig,
 )
 from services.core.errors import ConfigError
-from services.core.signing import TrustedKeys, parse_trusted_keys
+from services.core.signing import TrustedKeys
+from services.core.signing_keys import parse_trusted_keys
 from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 

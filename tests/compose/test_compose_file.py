@@ -19,7 +19,7 @@ import yaml
 from compose_spec import PyOptions
 
 from services.core.config import describe_env, unknown_variables
-from services.core.signing import generate_key_pair, write_key_pair
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from tests.compose.stack_files import (
     COMPOSE_FILE,
     PROMETHEUS,

@@ -16,10 +16,12 @@ from services.core.signing import (
     IntentSigner,
     SignatureStatus,
     TrustedKeys,
-    build_signer,
     canonical_bytes,
-    generate_key_pair,
     key_id_of,
+)
+from services.core.signing_keys import (
+    build_signer,
+    generate_key_pair,
     load_public_key,
     parse_signing_keys,
     parse_trusted_keys,

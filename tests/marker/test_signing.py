@@ -9,13 +9,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.core.errors import ConfigError
-from services.core.signing import (
-    IntentSigner,
-    SignatureStatus,
-    TrustedKeys,
-    generate_key_pair,
-    write_key_pair,
-)
+from services.core.signing import IntentSigner, SignatureStatus, TrustedKeys
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.marker.config import MarkerConfig
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings

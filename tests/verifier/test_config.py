@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.core.errors import ConfigError
-from services.core.signing import generate_key_pair, write_key_pair
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.verifier.config import VerifierConfig
 
 
