@@ -24,7 +24,10 @@ import struct
 from collections.abc import Sequence
 
 MAX_LEAVES = 64
-"""Largest batch one signature covers: at most 6 sibling hashes (192 bytes) per PDLI."""
+"""Largest batch the marker signs at once: at most 6 sibling hashes (192 bytes) per PDLI."""
+ACCEPTED_LEAVES = 4096
+"""Largest batch a verifier accepts (a bound on the work a forged field can ask for), above
+`MAX_LEAVES` so that a marker may sign larger batches without a verifier upgrade."""
 VERSION = 1
 _ROOT_PREFIX = b"tombstone/pdli-batch\x00" + bytes([VERSION])
 _HEAD = struct.Struct(">II")
@@ -73,7 +76,7 @@ def root_of(leaf: bytes, blob: bytes) -> tuple[bytes, bytes] | None:
     if len(blob) < HEADER or (len(blob) - HEADER) % _HASH:
         return None
     index, count = _HEAD.unpack_from(blob, SIGNATURE)
-    if not 0 <= index < count <= MAX_LEAVES:
+    if not 0 <= index < count <= ACCEPTED_LEAVES:
         return None
     path = blob[HEADER:]
     node, used, width, position = leaf, 0, count, index
