@@ -26,7 +26,7 @@ from grpc import aio
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.services import ServiceProcess
+from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import read_cluster
 from devstack.simulator.run import simulate_into
@@ -111,6 +111,7 @@ async def start_services(
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
     common = _common_env(zookeeper, s3, broker)
+    marker_signing, verifier_signing = signing_envs()
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
     verifier = await _start(
         "verifier",
@@ -118,6 +119,7 @@ async def start_services(
             **common,
             "TOMBSTONE_S3_ALLOWED_BUCKETS": buckets,
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": model.spec.cluster_name,
+            **verifier_signing,
         },
         workdir,
     )
@@ -130,6 +132,7 @@ async def start_services(
             "TOMBSTONE_MARKER_CLUSTER": model.spec.cluster_name,
             "TOMBSTONE_MARKER_ID": "demo-marker",
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
+            **marker_signing,
         },
         workdir,
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.services import ServiceProcess
+from devstack.services import ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
@@ -67,6 +67,7 @@ def service_envs(
 ) -> dict[str, dict[str, str]]:
     """Each service's TOMBSTONE_* environment for the local stack."""
     verifier = f"127.0.0.1:{ports['verifier']}"
+    marker_signing, verifier_signing = signing_envs()
     pulsar = {
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -76,6 +77,7 @@ def service_envs(
             **_common_env(zk, ports["verifier"]),
             **s3.service_env(allowed_buckets=[BUCKET]),
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
+            **verifier_signing,
         },
         "marker": {
             **_common_env(zk, ports["marker"]),
@@ -85,6 +87,7 @@ def service_envs(
             # Shorter than the 5 s default so a short run measures deletion, not waiting.
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
             "TOMBSTONE_VERIFIER_ADDRESS": verifier,
+            **marker_signing,
         },
         "deleter": {
             **_common_env(zk, ports["deleter"]),

@@ -78,6 +78,7 @@ async def build_marker(
         settings=marking_settings(config),
         believer=believer,
         metrics=metrics,
+        signer=config.signer,
     )
 
 
@@ -107,5 +108,13 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
         servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
-        _log.info("marker_starting", marker_id=config.marker_id, topic=config.pulsar.topic)
+        signer = config.signer
+        if signer is None:
+            _log.warning("pdlis_unsigned", hint="set TOMBSTONE_MARKER_SIGNING_KEYS")
+        _log.info(
+            "marker_starting",
+            marker_id=config.marker_id,
+            topic=config.pulsar.topic,
+            signing_key_id=signer.key_id if signer is not None else None,
+        )
         await runner.run()

@@ -6,6 +6,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+import structlog
+
 from services.core.grpc_server import ServiceRunner
 from services.metadata.paths import LedgerPaths
 from services.metadata.pulsar_stores import ManagedLedgers
@@ -20,8 +22,11 @@ from services.verifier.owners import OwnerCache
 from services.verifier.ports import ObjectStore, ZnodeStore
 from services.verifier.servicer import METHOD_ROLES, SERVICE_NAME, VerifierServicer
 from services.verifier.shadows import ShadowIndex
+from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from tombstone.v1 import verifier_pb2_grpc as _grpc
+
+_log = structlog.get_logger("tombstone.verifier")
 
 
 @dataclass
@@ -65,6 +70,11 @@ def build(
             reconciler_min_age=config.reconciler_min_age,
         ),
         observe=metrics.observe,
+        signatures=SignatureGate(
+            config.trusted_keys,
+            require_signed=config.require_signed,
+            on_checked=metrics.on_signature,
+        ),
     )
     metrics.believed_entries.set_function(lambda: len(believed))
     metrics.believed_batches.set_function(lambda: believed.batches)
@@ -109,6 +119,11 @@ async def open_verifier(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )
         runner.add_servicer(_grpc.add_VerifierServicer_to_server, servicer, SERVICE_NAME)
+        _log.info(
+            "signature_policy",
+            trusted_keys=list(config.trusted_keys.key_ids),
+            require_signed=config.require_signed,
+        )
         runner.resources.callback(parts.believed.close)
         runner.add_background("believed_set", parts.believed.maintain)
         shadows = parts.shadows

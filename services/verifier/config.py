@@ -30,6 +30,8 @@ from services.core.config import (
     ZooKeeperConfig,
 )
 from services.core.errors import ConfigError
+from services.core.signing import TrustedKeys
+from services.core.signing_keys import parse_trusted_keys
 from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 
@@ -97,6 +99,19 @@ SHADOW_SCAN = setting(
     timedelta(minutes=5),
     "How often the shadow-topic index is rebuilt; 0 turns shadow checks off.",
 )
+TRUSTED_KEYS: Setting[TrustedKeys] = setting(
+    "VERIFIER_TRUSTED_KEYS",
+    parse_trusted_keys,
+    TrustedKeys(),
+    "Marker public keys whose PDLI signatures are trusted: comma-separated [id=]path (PEM or "
+    "base64) or [id=]base64:<key>; the id defaults to the key's fingerprint.",
+)
+REQUIRE_SIGNED = setting(
+    "VERIFIER_REQUIRE_SIGNED",
+    parse_bool,
+    False,
+    "Unsigned PDLIs and PDLIs signed by an untrusted key get SKIP FORGED (dead-lettered).",
+)
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,10 @@ class VerifierConfig:
     """Most PDLIs in one Believe call."""
     shadow_scan_interval: timedelta = timedelta(minutes=5)
     """Rebuild period of the shadow-topic index; zero turns shadow checks off."""
+    trusted_keys: TrustedKeys = field(default_factory=TrustedKeys)
+    """Public keys of the markers (DESIGN "Signed intents"); the verifier holds no private key."""
+    require_signed: bool = False
+    """Unsigned or untrusted-key PDLIs are SKIP FORGED. A bad signature always is."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
@@ -139,6 +158,9 @@ class VerifierConfig:
             )
         if not believed.root.startswith("/") or believed.root.endswith("/"):
             raise ConfigError(BELIEVED_PATH.name, "must be an absolute znode path")
+        trusted, require_signed = TRUSTED_KEYS.read(environ), REQUIRE_SIGNED.read(environ)
+        if require_signed and not trusted:
+            raise ConfigError(TRUSTED_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
         return cls(
             grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
             metrics=MetricsConfig.from_env(environ),
@@ -160,4 +182,6 @@ class VerifierConfig:
             max_batch=MAX_BATCH.read(environ),
             max_believe=MAX_BELIEVE.read(environ),
             shadow_scan_interval=SHADOW_SCAN.read(environ),
+            trusted_keys=trusted,
+            require_signed=require_signed,
         )

@@ -43,6 +43,7 @@ from services.verifier.model import (
 from services.verifier.offload import OffloadInspector
 from services.verifier.owners import DECODERS, Owner, OwnerCache, decode_ml
 from services.verifier.ports import Znode, ZnodeStore
+from services.verifier.signatures import Forged, SignatureGate
 from services.verifier.validation import parse_target
 from tombstone.v1 import pending_delete_pb2 as _pb
 
@@ -92,6 +93,7 @@ class DecisionEngine:
         policy: DecisionPolicy = DecisionPolicy(),
         observe: Observer = lambda verdict, target, pdli: None,
         clock: Callable[[], float] = time.time,
+        signatures: SignatureGate | None = None,
     ) -> None:
         self._store = store
         self._owners = owners
@@ -101,10 +103,11 @@ class DecisionEngine:
         self._policy = policy
         self._observe = observe
         self._clock = clock
+        self._signatures = signatures
 
     async def verify(self, pdli: _pb.PendingDeleteLedgerInfo) -> Verdict:
         """The verdict for one PDLI; never raises except on cancellation."""
-        return await self._verify(pdli, _parse(pdli), None)
+        return await self._verify(pdli, self._parse(pdli), None)
 
     async def verify_batch(self, pdlis: Sequence[_pb.PendingDeleteLedgerInfo]) -> list[Verdict]:
         """The verdicts for many PDLIs, in order: exactly what `verify` gives for each.
@@ -114,7 +117,7 @@ class DecisionEngine:
         Every owner lookup comes after that read, as in `verify`, so the owner view is at
         least as new as the ledger read. Never raises except on cancellation.
         """
-        parsed = [_parse(pdli) for pdli in pdlis]
+        parsed = [self._parse(pdli) for pdli in pdlis]
         paths = list(
             dict.fromkeys(
                 self._policy.ledger_paths.ledger_path(target.ledger_id)
@@ -125,6 +128,11 @@ class DecisionEngine:
         ledgers = dict(zip(paths, await self._read_many(paths), strict=True))
         pairs = zip(pdlis, parsed, strict=True)
         return list(await asyncio.gather(*(self._verify(p, t, ledgers) for p, t in pairs)))
+
+    def _parse(self, pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:
+        """The validated target, then its signature checked (`signatures.py`)."""
+        parsed = _parse(pdli)
+        return parsed if self._signatures is None else self._signatures.apply(pdli, parsed)
 
     async def _read_many(self, paths: list[str]) -> list[Znode | Exception | None]:
         """`read_many`, with an unexpected failure of the whole call given to every path
@@ -146,6 +154,8 @@ class DecisionEngine:
                 raise parsed
             target = parsed
             verdict = await self._decide(target, ledgers)
+        except Forged as e:
+            verdict = e.verdict
         except InvalidArgument as e:
             verdict = skip(SkipReason.INVALID, "invalid", str(e))
         except CorruptData as e:

@@ -9,7 +9,9 @@ Metric names (Prometheus adds `_total` to counters):
 - `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
   `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
 - `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
-  `tombstone_verifier_believed_buckets`.
+  `tombstone_verifier_believed_buckets`;
+- `tombstone_verifier_signatures_total{result}`: signature checks by result (valid, unsigned,
+  unknown_key, bad_signature; `signatures.py` writes the security line of a rejection).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import structlog
 from prometheus_client import Counter
 
 from services.core.metrics import Metrics
+from services.core.signing import SignatureStatus
 from services.verifier.model import SkipReason, Target, Verdict
 from services.verifier.ports import ObjectHead, ObjectStore, WatchCallback, Znode, ZnodeStore
 from tombstone.v1 import pending_delete_pb2 as _pb
@@ -54,10 +57,17 @@ class VerifierMetrics:
         self.believed_buckets = metrics.gauge(
             "verifier_believed_buckets", "Bucket znodes of the believed set held."
         )
+        self.signatures = metrics.counter(
+            "verifier_signatures", "PDLI signature checks by result.", ["result"]
+        )
+        self._signature_children = {s: self.signatures.labels(s.value) for s in SignatureStatus}
         self._hit = self.cache.labels("hit")
         self._miss = self.cache.labels("miss")
         # Label children looked up once: `labels()` takes a lock and builds a key each call.
         self._verdict_children: dict[tuple[str, str], Counter] = {}
+
+    def on_signature(self, status: SignatureStatus, _pdli: _pb.PendingDeleteLedgerInfo) -> None:
+        self._signature_children[status].inc()
 
     def on_cache_lookup(self, _path: str, hit: bool) -> None:
         (self._hit if hit else self._miss).inc()

@@ -104,8 +104,10 @@ async def running_verifier(
     filesystem_bases: frozenset[str] = frozenset(),
     *,
     port: int = 0,
+    **overrides: Any,
 ) -> AsyncIterator[str]:
-    """A verifier on `port` (0: a free one); yields its address."""
+    """A verifier on `port` (0: a free one; `overrides` replace config fields); yields its
+    address."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=port),
         zookeeper=ZooKeeperConfig(servers=zk.address),
@@ -117,6 +119,7 @@ async def running_verifier(
         ),
         reconciler_min_age=timedelta(0),
     )
+    config = replace(config, **overrides)
     async with open_verifier(config) as (runner, parts):
         await runner.start()
         serving = asyncio.create_task(runner.run())  # background loops (shadow index...)

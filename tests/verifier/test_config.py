@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from services.core.errors import ConfigError
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.verifier.config import VerifierConfig
 
 
@@ -73,3 +75,20 @@ def test_bad_values_name_the_variable(variable: str, value: str) -> None:
     with pytest.raises(ConfigError) as err:
         VerifierConfig.from_env({variable: value})
     assert err.value.variable == variable
+
+
+def test_trusted_keys_and_require_signed(tmp_path: Path) -> None:
+    """Public keys load by file; requiring signatures without a key, or giving the verifier a
+    private key, is refused at start naming the variable."""
+    _, public = write_key_pair(tmp_path, generate_key_pair(), "m1")
+    config = VerifierConfig.from_env(
+        {
+            "TOMBSTONE_VERIFIER_TRUSTED_KEYS": f"m1={public}",
+            "TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true",
+        }
+    )
+    assert (config.trusted_keys.key_ids, config.require_signed) == (("m1",), True)
+    with pytest.raises(ConfigError, match="TOMBSTONE_VERIFIER_TRUSTED_KEYS"):
+        VerifierConfig.from_env({"TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true"})
+    with pytest.raises(ConfigError, match="TOMBSTONE_VERIFIER_TRUSTED_KEYS"):
+        VerifierConfig.from_env({"TOMBSTONE_VERIFIER_TRUSTED_KEYS": str(tmp_path / "m1.key")})
