@@ -43,6 +43,8 @@ def marking_settings(config: MarkerConfig) -> MarkingSettings:
         retry_window=config.retry_window,
         encoding=config.encoding,
         pause_after_send=config.pause_after_send,
+        offload_defaults=config.offload_defaults,
+        offload_tier=config.offload_tier,
     )
 
 

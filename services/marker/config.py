@@ -22,6 +22,7 @@ from services.core.config import (
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
+    OffloadDefaults,
     PulsarConfig,
     ZooKeeperConfig,
     client_settings,
@@ -92,6 +93,12 @@ COMPRESSION_THRESHOLD = setting(
     16384,
     "Compress only znodes larger than this many bytes.",
 )
+OFFLOAD_TIER = setting(
+    "MARKER_OFFLOAD_TIER",
+    parse_bool,
+    True,
+    "Send OFFLOAD_LEDGER intents for offloaded ledgers; off refuses to mark offloaded ledgers.",
+)
 PAUSE_AFTER_SEND = setting(
     "MARKER_TEST_PAUSE_AFTER_SEND",
     parse_duration,
@@ -135,6 +142,10 @@ class MarkerConfig:
     """How ML and cursor znodes are re-encoded."""
     pause_after_send: timedelta | None = None
     """Test only (TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND)."""
+    offload_tier: bool = True
+    """Send OFFLOAD_LEDGER intents; the verifier must then allow the buckets (checked at start)."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's offloader for contexts without driver metadata (Pulsar 2.1)."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -162,6 +173,8 @@ class MarkerConfig:
                 CompressionType[COMPRESSION.read(environ)], COMPRESSION_THRESHOLD.read(environ)
             ),
             pause_after_send=PAUSE_AFTER_SEND.read(environ) or None,
+            offload_tier=OFFLOAD_TIER.read(environ),
+            offload_defaults=OffloadDefaults.from_env(environ),
         )
 
 
