@@ -48,12 +48,12 @@ CHECK_INTERVAL = timedelta(seconds=30)
 
 def refuse_on_config_error(service: str, run: Callable[[], None]) -> None:
     """Run a service's `main`; a `ConfigError` (a bad variable, or `UnsafeSettings`) ends the
-    process with one line on stderr and exit status 2 instead of a traceback."""
+    process with one line on stderr and exit status 1 instead of a traceback."""
     try:
         run()
     except ConfigError as e:
         sys.stderr.write(f"{service}: refusing to start: {e}\n")
-        raise SystemExit(2) from None
+        raise SystemExit(1) from None
 
 
 class UnsafeSettings(ConfigError):

@@ -181,7 +181,7 @@ async def test_a_conflicting_peer_published_later_is_reported(
 async def test_a_refused_process_exits_with_one_line(
     zk: ZooKeeperServer, service: str, peer: Published, env: dict[str, str], names: str
 ) -> None:
-    """`python -m services.<service>` beside a running peer it would leak with: exit status 2
+    """`python -m services.<service>` beside a running peer it would leak with: exit status 1
     and one line on stderr (no traceback) that names the variable to change."""
     async with ZkMetadataStore.connect(zk.address) as store:
         await PeerSettings(store, peer).join()
@@ -200,7 +200,7 @@ async def test_a_refused_process_exits_with_one_line(
         _, err = await asyncio.wait_for(process.communicate(), 60)
     text = err.decode()
     refusals = [line for line in text.splitlines() if line.startswith(f"{service}: refusing")]
-    assert process.returncode == 2
+    assert process.returncode == 1
     assert "Traceback" not in text
     assert len(refusals) == 1
     assert names in refusals[0]
