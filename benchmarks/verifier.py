@@ -103,6 +103,9 @@ class _NoObjects:
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         raise AssertionError("no object store in this benchmark")
 
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        raise AssertionError("no object store in this benchmark")
+
 
 async def run_pool(
     items: Sequence[int], concurrency: int, work: Callable[[int], Awaitable[object]]

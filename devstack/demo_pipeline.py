@@ -133,6 +133,9 @@ async def start_services(
             "TOMBSTONE_MARKER_ID": "demo-marker",
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
             **marker_signing,
+            # Shorter than the deleter's retry budget below (17.6 s at least), which the
+            # services check against each other at start (services.core.peer_settings).
+            "TOMBSTONE_MARKER_RETRY_WINDOW": "10s",
         },
         workdir,
     )

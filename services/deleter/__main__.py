@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core.logging import configure_logging
+from services.core.peer_settings import refuse_on_config_error
 from services.deleter.app import run
 from services.deleter.config import DeleterConfig
 
@@ -16,4 +17,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_on_config_error("deleter", main)

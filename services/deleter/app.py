@@ -15,6 +15,7 @@ import structlog
 from services.core.client import open_channel
 from services.core.errors import Conflict
 from services.core.grpc_server import ServiceRunner
+from services.core.peer_settings import PeerSettings, Published, retry_budget
 from services.deleter._pulsar_admin import PulsarTopicStats
 from services.deleter._verifier import GrpcVerdictSource
 from services.deleter.admin import DeleterAdmin, Topics
@@ -59,6 +60,7 @@ async def run(config: DeleterConfig) -> None:
     async with ServiceRunner(
         name="deleter", grpc=config.grpc, metrics=config.metrics, method_roles=METHOD_ROLES
     ) as runner:
+        await _join_peers(runner, config)
         metrics = DeleterMetrics(runner.metrics)
         deleter = await build(runner.resources, config, metrics)
         servicer = DeleterAdminServicer(deleter.admin)
@@ -74,6 +76,41 @@ async def follow_outages(outage: OutageGate, runner: ServiceRunner) -> None:
     while True:
         await runner.set_serving(not outage.paused)
         seen = await outage.wait_change(seen)
+
+
+def published_settings(config: DeleterConfig) -> Published:
+    """What the marker and the verifier must agree with (`services.core.peer_settings`)."""
+    policy = config.retry
+    budget = retry_budget(
+        initial=policy.initial_delay,
+        max_delay=policy.max_delay,
+        multiplier=policy.multiplier,
+        jitter=policy.jitter,
+        retries=policy.max_retries,
+    )
+    return Published(
+        service="deleter",
+        instance=config.deleter_id,
+        allowed_buckets=tuple(sorted(config.s3.allowed_buckets)),
+        retry_budget_s=budget.total_seconds(),
+    )
+
+
+async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
+    """Publish the settings on their own session; refuse to start beside a leaking peer."""
+    zk = config.zookeeper
+    store = await runner.resources.enter_async_context(
+        ZkMetadataStore.connect(
+            zk.servers,
+            chroot=zk.chroot or None,
+            session_timeout=zk.session_timeout.total_seconds(),
+            request_timeout=zk.operation_timeout.total_seconds(),
+        )
+    )
+    board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+    await board.join()
+    runner.resources.push_async_callback(board.leave)
+    runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
 
 
 async def build(

@@ -9,6 +9,7 @@ import structlog
 
 from services.core.client import open_channel
 from services.core.grpc_server import ServiceRunner
+from services.core.peer_settings import PeerSettings, Published
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
@@ -43,6 +44,19 @@ def marking_settings(config: MarkerConfig) -> MarkingSettings:
         retry_window=config.retry_window,
         encoding=config.encoding,
         pause_after_send=config.pause_after_send,
+        offload_defaults=config.offload_defaults,
+        offload_tier=config.offload_tier,
+    )
+
+
+def published_settings(config: MarkerConfig) -> Published:
+    """What the verifier and the deleter must agree with (`services.core.peer_settings`)."""
+    return Published(
+        service="marker",
+        instance=config.marker_id,
+        offload_tier=config.offload_tier,
+        default_bucket=config.offload_defaults.bucket,
+        retry_window_s=config.retry_window.total_seconds(),
     )
 
 
@@ -101,6 +115,10 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+        await board.join()  # refuses to start beside a peer whose settings would leak
+        stack.push_async_callback(board.leave)
+        runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         publisher = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, producer_settings(config))
         )

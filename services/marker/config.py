@@ -25,6 +25,7 @@ from services.core.config import (
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
+    OffloadDefaults,
     PulsarConfig,
     ZooKeeperConfig,
     client_settings,
@@ -97,6 +98,12 @@ COMPRESSION_THRESHOLD = setting(
     16384,
     "Compress only znodes larger than this many bytes.",
 )
+OFFLOAD_TIER = setting(
+    "MARKER_OFFLOAD_TIER",
+    parse_bool,
+    True,
+    "Send OFFLOAD_LEDGER intents for offloaded ledgers; off refuses to mark offloaded ledgers.",
+)
 PAUSE_AFTER_SEND = setting(
     "MARKER_TEST_PAUSE_AFTER_SEND",
     parse_duration,
@@ -162,6 +169,10 @@ class MarkerConfig:
     """Test only (TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND)."""
     signer: IntentSigner | None = None
     """Signs every PDLI sent (DESIGN "Signed intents"); None sends them unsigned."""
+    offload_tier: bool = True
+    """Send OFFLOAD_LEDGER intents; the verifier must then allow the buckets (checked at start)."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's offloader for contexts without driver metadata (Pulsar 2.1)."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -190,6 +201,8 @@ class MarkerConfig:
             ),
             pause_after_send=PAUSE_AFTER_SEND.read(environ) or None,
             signer=_signer(environ),
+            offload_tier=OFFLOAD_TIER.read(environ),
+            offload_defaults=OffloadDefaults.from_env(environ),
         )
 
 

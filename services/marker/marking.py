@@ -20,6 +20,7 @@ from datetime import timedelta
 
 import structlog
 
+from services.core.config import OffloadDefaults
 from services.core.errors import Conflict, NotFound, Unavailable
 from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
@@ -63,6 +64,10 @@ class MarkingSettings:
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
     pause_after_send: timedelta | None = None
     """Test only: sleep between the last receipt and the write (crash-point tests)."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's offloader, filled into the PDLIs of contexts written by Pulsar 2.1."""
+    offload_tier: bool = True
+    """Send OFFLOAD_LEDGER intents; off refuses to mark offloaded ledgers."""
 
 
 @dataclass
@@ -143,7 +148,7 @@ class Marker:
 
     async def _mark_locked(self, request: MarkRequest) -> MarkResult:
         snapshot, version = await self._read(request)
-        plan = plan_marking(request, snapshot, version)
+        plan = plan_marking(request, snapshot, version, offload_tier=self._settings.offload_tier)
         token = fence_token(request, version)
         sent, handle = await self._send(request, plan, version, token)
         unlinked = False
@@ -209,7 +214,13 @@ class Marker:
         outgoing: list[tuple[_Sent, int, _pd.LedgerType.ValueType, OutgoingMessage]] = []
         # Encoded (and signed) together: one signature covers a batch of them.
         messages = iter(
-            encoder.encode_many([own_fields(ref, tier) for ref in plan.refs for tier in ref.tiers])
+            encoder.encode_many(
+                [
+                    own_fields(ref, tier, self._settings.offload_defaults)
+                    for ref in plan.refs
+                    for tier in ref.tiers
+                ]
+            )
         )
         for ref in plan.refs:
             entry = sent[ref.ledger_id] = _Sent(now)

@@ -275,14 +275,16 @@ class ZkMetadataStore:
         *,
         make_parents: bool = False,
         container_parents: bool = False,
+        ephemeral: bool = False,
     ) -> Stat:
+        """`ephemeral`: the znode lives as long as this session (parents never are)."""
         try:
-            return await self._create(path, data, container=False)
+            return await self._create(path, data, container=False, ephemeral=ephemeral)
         except NoNode:
             if not make_parents:
                 raise
         await self._create_parents(path, container=container_parents)
-        return await self._create(path, data, container=False)
+        return await self._create(path, data, container=False, ephemeral=ephemeral)
 
     async def create_sequential(
         self, prefix: str, data: bytes = b"", *, make_parents: bool = False
@@ -389,12 +391,14 @@ class ZkMetadataStore:
             return None
         return _stat(response.stat)
 
-    async def _create(self, path: str, data: bytes, *, container: bool) -> Stat:
+    async def _create(
+        self, path: str, data: bytes, *, container: bool, ephemeral: bool = False
+    ) -> Stat:
         request_class = CreateContainerRequest if container else zk_protocol.Create2Request
         request = request_class(
             path=self._abs(path), data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
         )
-        request.set_flags(ephemeral=False, sequential=False, container=container)
+        request.set_flags(ephemeral=ephemeral, sequential=False, container=container)
         response = await self._send(request, path)
         return _stat(response.stat)
 

@@ -16,8 +16,9 @@ Kinds of a ledger finding:
 - orphans: `topic_gone`, `not_in_list`, `cursor_moved_on`, `schema_not_in_locator`,
   `bk_copy_after_offload`, and, reported only (no PDLI component exists for them),
   `compacted_unreferenced`, `bucket_unreferenced`.
-Kinds of an object finding: `unknown_ownership` (key not Pulsar's), `referenced`,
-`other_cluster`, `too_young`, `offload_no_match`.
+Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
+owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
+`offload_no_match`.
 """
 
 from __future__ import annotations
@@ -307,7 +308,15 @@ def classify_objects(
     """One finding per offloaded object.
 
     An object is referenced only when some ML lists its ledger *with the same uuid*: the
-    objects of an earlier, abandoned upload of a still-listed ledger are orphans.
+    objects of an earlier, abandoned upload of a still-listed ledger are orphans. The match
+    ignores the bucket, as the verifier's in-use check does: a context written by Pulsar 2.1
+    names no bucket (the operator's default applies), and its objects stay referenced in
+    whichever bucket they sit.
+
+    Objects written before Pulsar 2.10 name no owner (`managedledgername`). One whose ledger
+    no ML lists under any uuid has no owner to put in a PDLI, and the verifier would want a
+    proof of ownership that a reconciler intent cannot give: `unknown_ownership`, reported
+    and never proposed.
     """
     listed = (
         ml_ledgers.filter(F.col("offload_uuid").isNotNull())
@@ -323,11 +332,15 @@ def classify_objects(
     foreign = F.col("cluster_name").isNotNull() & (F.col("cluster_name") != cluster)
     age = F.lit(now_ms) - F.col("last_modified_ms")
     young = age.isNull() | (age < min_age_ms)
-    orphan = F.when(parsed & ~matched & ~foreign, "offload_no_match")
+    # Written before 2.10: neither owner key (both arrived together, PR #14907).
+    pre_210 = F.col("managed_ledger_name").isNull() & F.col("cluster_name").isNull()
+    ownerless = pre_210 & F.col("listed_ml").isNull()
+    orphan = F.when(parsed & ~matched & ~foreign & ~ownerless, "offload_no_match")
     kind = (
         F.when(~parsed, "unknown_ownership")
         .when(matched, "referenced")
         .when(foreign, "other_cluster")
+        .when(ownerless, "unknown_ownership")
         .when(young, "too_young")
         .otherwise("offload_no_match")
     )

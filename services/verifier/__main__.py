@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core.logging import configure_logging
+from services.core.peer_settings import refuse_on_config_error
 from services.verifier.app import serve
 from services.verifier.config import VerifierConfig
 
@@ -16,4 +17,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    refuse_on_config_error("verifier", lambda: asyncio.run(main()))

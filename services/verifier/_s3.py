@@ -1,4 +1,4 @@
-"""`ObjectStore` on aiobotocore: HEAD only. The one module of the verifier that imports it.
+"""`ObjectStore` on aiobotocore: HEAD and ranged GET. The one verifier module that imports it.
 
 A 404 on an object of an existing bucket is the only "absent"; every other failure (a missing
 bucket, 403, 5xx, timeouts, connection errors) is `Unavailable`, so the decision answers
@@ -63,6 +63,31 @@ class S3ObjectStore:
         modified_ms = int(modified.timestamp() * 1000) if modified is not None else 0
         return ObjectHead(user_metadata=metadata, last_modified_ms=modified_ms)
 
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        if start < 0 or length <= 0:
+            raise ValueError(f"bad range start={start} length={length}")
+        where = f"GET s3://{bucket}/{key} bytes={start}-{start + length - 1}"
+        try:
+            response = await self._client.get_object(
+                Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
+            )
+            async with response["Body"] as body:
+                data: bytes = await body.read()
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            if code in _NOT_FOUND:
+                await self._require_bucket(bucket)
+                return None
+            if code == "InvalidRange":
+                return b""  # the object is shorter than `start`
+            raise _refused(e, where) from e
+        except (BotoCoreError, OSError, TimeoutError) as e:
+            raise S3Unavailable(f"{where}: {type(e).__name__}: {e}") from e
+        # A server that ignores Range sends the whole object: keep only what was asked.
+        if response.get("ContentRange") is None and len(data) > length:
+            data = data[start : start + length]
+        return data[:length]
+
     async def _require_bucket(self, bucket: str) -> None:
         """Raise `Unavailable` unless the bucket exists (positive answers cached for a TTL)."""
         seen = self._buckets_seen.get(bucket)
@@ -79,6 +104,6 @@ class S3ObjectStore:
 
 @contextlib.asynccontextmanager
 async def open_s3(config: S3Config, *, timeout: float = 10.0) -> AsyncIterator[S3ObjectStore]:
-    """An S3 client for HEADs, closed on exit."""
+    """An S3 client for HEADs and ranged reads, closed on exit."""
     async with open_s3_client(config, timeout=timeout) as client:
         yield S3ObjectStore(client)

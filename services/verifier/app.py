@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import structlog
 
 from services.core.grpc_server import ServiceRunner
+from services.core.peer_settings import PeerSettings, Published
 from services.metadata.paths import LedgerPaths
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.metadata.zk_store import ZkMetadataStore
@@ -86,6 +89,16 @@ def build(
     return VerifierParts(engine, believed, owners, shadows, metrics)
 
 
+def published_settings(config: VerifierConfig) -> Published:
+    """What the marker and the deleter must agree with (`services.core.peer_settings`)."""
+    return Published(
+        service="verifier",
+        instance=f"verifier-{socket.gethostname()}-{os.getpid()}",
+        default_bucket=config.offload.default_bucket,
+        allowed_buckets=tuple(sorted(config.offload.allowed_buckets)),
+    )
+
+
 @contextlib.asynccontextmanager
 async def open_verifier(
     config: VerifierConfig, *, handle_signals: bool = False
@@ -107,6 +120,10 @@ async def open_verifier(
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+        await board.join()  # refuses to start beside a peer whose settings would leak
+        runner.resources.push_async_callback(board.leave)
+        runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         objects = await runner.resources.enter_async_context(open_s3(config.s3))
         parts = build(
             config,

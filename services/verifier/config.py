@@ -1,7 +1,8 @@
 """The verifier's configuration, read from `TOMBSTONE_*` variables in one place.
 
 Besides the shared settings (`TOMBSTONE_GRPC_*`, `TOMBSTONE_METRICS_*`, `TOMBSTONE_LOG_*`,
-`TOMBSTONE_ZOOKEEPER_*`, `TOMBSTONE_S3_*` with `TOMBSTONE_S3_ALLOWED_BUCKETS`), it reads the
+`TOMBSTONE_ZOOKEEPER_*`, `TOMBSTONE_S3_*` with `TOMBSTONE_S3_ALLOWED_BUCKETS`,
+`TOMBSTONE_OFFLOAD_DEFAULT_*`), it reads the
 `TOMBSTONE_VERIFIER_*` settings declared below.
 """
 
@@ -26,6 +27,7 @@ from services.core.config import (
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
+    OffloadDefaults,
     S3Config,
     ZooKeeperConfig,
 )
@@ -59,12 +61,6 @@ ALLOW_NO_META = setting(
     parse_bool,
     False,
     "Opt in to deleting BookKeeper ledgers that carry no Pulsar custom metadata.",
-)
-DEFAULT_BUCKET = setting(
-    "VERIFIER_OFFLOAD_DEFAULT_BUCKET",
-    parse_optional_str,
-    None,
-    "Offload bucket of ledgers whose driver metadata is empty (offloaded by Pulsar 2.1).",
 )
 FS_BASE = setting(
     "VERIFIER_FILESYSTEM_BASE",
@@ -147,6 +143,7 @@ class VerifierConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
         s3 = S3Config.from_env(environ)
+        defaults = OffloadDefaults.from_env(environ)
         believed = BelievedConfig(
             root=BELIEVED_PATH.read(environ),
             max_entries=BELIEVED_MAX.read(environ),
@@ -173,7 +170,8 @@ class VerifierConfig:
             allow_without_pulsar_metadata=ALLOW_NO_META.read(environ),
             offload=OffloadPolicy(
                 allowed_buckets=s3.allowed_buckets,
-                default_bucket=DEFAULT_BUCKET.read(environ),
+                default_bucket=defaults.bucket,
+                default_driver=defaults.driver,
                 allowed_filesystem_bases=frozenset(FS_ALLOWED.read(environ)),
                 filesystem_base=FS_BASE.read(environ),
                 cluster_name=CLUSTER.read(environ),

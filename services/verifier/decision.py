@@ -226,7 +226,7 @@ class DecisionEngine:
         min_age = self._min_age_ms(target)
         if ledger is None:
             return await self._offload.judge(
-                target, believed=believed, min_age_ms=min_age, now_ms=now_ms
+                target, owner=owner, believed=believed, min_age_ms=min_age, now_ms=now_ms
             )
         path, node = ledger
         if node is None:

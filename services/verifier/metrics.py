@@ -180,7 +180,12 @@ class CountingObjectStore:
     def __init__(self, inner: ObjectStore, metrics: VerifierMetrics) -> None:
         self._inner = inner
         self._heads = metrics.reads.labels("object_head")
+        self._ranges = metrics.reads.labels("object_range")
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         self._heads.inc()
         return await self._inner.head(bucket=bucket, key=key)
+
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        self._ranges.inc()
+        return await self._inner.read_range(bucket=bucket, key=key, start=start, length=length)

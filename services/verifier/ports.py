@@ -111,8 +111,13 @@ class ObjectHead:
 
 
 class ObjectStore(Protocol):
-    """HEAD on offloaded objects."""
+    """HEAD and ranged reads on offloaded objects."""
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         """The object's head, or None when S3 answered 404 (and only then)."""
+        ...
+
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        """Up to `length` bytes from offset `start` (fewer at the object's end), or None when
+        S3 answered 404 (and only then). Used for an index object's header and metadata."""
         ...

@@ -33,7 +33,7 @@ def test_variables_are_read() -> None:
             "TOMBSTONE_VERIFIER_BELIEVED_MAX_AGE": "2h",
             "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": "72h",
             "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA": "true",
-            "TOMBSTONE_VERIFIER_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
+            "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": "east",
             "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0",
         }

@@ -164,7 +164,7 @@ CASES = [
          pdli(1, **OFF), DELETE, None, "offload_objects"),
     case("offload/without-object-metadata",
          [lambda w: w.ml([2]), lambda w: w.objects(1, ml=None, cluster=None)],
-         pdli(1, **OFF), DELETE, None, "offload_objects"),
+         pdli(1, **OFF), SKIP, MISMATCH, "no_owner_proof"),
     case("offload/absent", [lambda w: w.ml([2]), lambda w: w.bucket()], pdli(1, **OFF),
          SKIP, NOT_FOUND, "objects_absent"),
     case("offload/bucket-not-allowed",
@@ -175,7 +175,7 @@ CASES = [
     case("offload/another-cluster", [lambda w: w.ml([2]), lambda w: w.objects(1, cluster="east")],
          pdli(1, **OFF), SKIP, MISMATCH, "mismatch"),
     case("offload/no-bucket-no-default", [lambda w: w.ml([2])], pdli(1, bucket=None, **OFF),
-         SKIP, INVALID, "no_bucket"),
+         SKIP, SkipReason.UNSUPPORTED, "no_default_offload"),
     case("offload/filesystem-not-allowed", [lambda w: w.ml([2])],
          pdli(1, driver="filesystem", **OFF), SKIP, MISMATCH, "mismatch"),
     # --- invalid PDLIs ---
