@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from services.core.grpc_server import ServiceRunner
-from services.metadata.paths import LedgerPaths
+from services.metadata.layout import LayoutWatch, confirm_ledgers_root
+from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier._s3 import open_s3
@@ -42,8 +43,15 @@ def build(
     metrics: VerifierMetrics,
     *,
     ml_names: Callable[[], AsyncIterator[str]] | None = None,
+    locations: Callable[[], LedgerLocations] | None = None,
 ) -> VerifierParts:
-    """Wire the decision engine and its collaborators on the given ports."""
+    """Wire the decision engine and its collaborators on the given ports.
+
+    `locations` gives the ledgers root and layout in force (`LayoutWatch.current`); without
+    it, the configured root under the hybrid layout (`LAYOUT` is still confirmed per read).
+    """
+    fixed = LedgerLocations(config.ledgers_root)
+    locations = locations or (lambda: fixed)
     counted = CountingZnodeStore(
         znodes, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
     )
@@ -60,9 +68,9 @@ def build(
         offload=OffloadInspector(CountingObjectStore(objects, metrics), config.offload),
         shadows=shadows,
         policy=DecisionPolicy(
-            ledger_paths=LedgerPaths(root=config.ledgers_root),
-            allow_without_pulsar_metadata=config.allow_without_pulsar_metadata,
+            locations=locations,
             reconciler_min_age=config.reconciler_min_age,
+            open_ledger_age=config.open_ledger_age,
         ),
         observe=metrics.observe,
     )
@@ -96,6 +104,7 @@ async def open_verifier(
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
         objects = await runner.resources.enter_async_context(open_s3(config.s3))
         parts = build(
             config,
@@ -103,7 +112,9 @@ async def open_verifier(
             objects,
             VerifierMetrics(runner.metrics),
             ml_names=ManagedLedgers(store).managed_ledger_names,
+            locations=lambda: layout.current,
         )
+        runner.add_background("ledgers_layout", layout.run)
         servicer = VerifierServicer(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )
