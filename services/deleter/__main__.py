@@ -11,15 +11,19 @@ from services.deleter.config import DeleterConfig
 from services.metadata.layout import StartupRefused
 
 
-def main() -> None:
-    config = DeleterConfig.from_env()
-    configure_logging(config.log)
+async def _serve(config: DeleterConfig) -> None:
     try:
-        asyncio.run(run(config))
+        await run(config)
     except StartupRefused as e:
         # One line, no traceback: the operator's fix is in the message.
         print(f"deleter: refusing to start: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def main() -> None:
+    config = DeleterConfig.from_env()
+    configure_logging(config.log)
+    asyncio.run(_serve(config))
 
 
 if __name__ == "__main__":

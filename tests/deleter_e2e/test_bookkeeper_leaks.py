@@ -55,7 +55,9 @@ async def world(zk: ZooKeeperServer, broker: PulsarBrokerProcess) -> AsyncIterat
         yield World(store)
 
 
-async def mark(marker: Marker, component: int, ledger_ids: tuple[int, ...], **extra: int) -> None:
+async def mark(
+    marker: Marker, component: int, ledger_ids: tuple[int, ...], new_cursor_ledger_id: int = -1
+) -> None:
     owner = resolve_owner(
         component,
         topic_name="",
@@ -63,7 +65,10 @@ async def mark(marker: Marker, component: int, ledger_ids: tuple[int, ...], **ex
         cursor_name=CURSOR if component == _pd.MANAGED_CURSOR else "",
         schema_id="",
     )
-    result = await marker.mark(MarkRequest(owner=owner, ledger_ids=ledger_ids, **extra))
+    request = MarkRequest(
+        owner=owner, ledger_ids=ledger_ids, new_cursor_ledger_id=new_cursor_ledger_id
+    )
+    result = await marker.mark(request)
     assert set(ledger_ids) == {ledger_id for ledger_id, _ in result.marked}
 
 
@@ -165,7 +170,7 @@ async def test_pre_2_2_ledger_without_proof_is_dead_lettered(
             await drained(running.deleter)
             letters, _ = await running.deleter.admin.list_dead_letters(limit=10)
     assert (
-        [letter.pdli.ledger_id for letter in letters],
+        [letter.pdli.ledger_id if letter.pdli else None for letter in letters],
         [letter.reason_code for letter in letters],
         await exists(world, HYBRID.ledger_path(1)),
     ) == ([1], ["mismatch"], True)
