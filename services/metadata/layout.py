@@ -10,12 +10,19 @@ force (formats reference §1.2; `LedgerLayout.serialize` writes `2\\n<factoryCla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import structlog
 
 from services.core.errors import FailedPrecondition, InvalidArgument
-from services.metadata.errors import CorruptMetadata, NoNode, StoreUnavailable
-from services.metadata.paths import LedgerLocations, normalize_root, parse_layout
+from services.metadata.errors import CorruptMetadata, NodeExists, NoNode, StoreUnavailable
+from services.metadata.paths import (
+    LedgerLayout,
+    LedgerLocations,
+    layout_text,
+    normalize_root,
+    parse_layout,
+)
 from services.metadata.pulsar_names import MANAGED_LEDGERS_ROOT
 from services.metadata.store import MetadataStore, WatchEvent
 
@@ -53,6 +60,24 @@ async def confirm_ledgers_root(store: MetadataStore, root: str) -> LedgerLocatio
             "not a Pulsar metadata store)"
         )
     return LedgerLocations(root, layout)
+
+
+async def format_ledgers_root(
+    store: MetadataStore,
+    root: str = "/ledgers",
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL,
+) -> None:
+    """What a new cluster's metadata holds before any topic: the ledgers root with `LAYOUT`
+    (BookKeeper's `initNewCluster`) and `/managed-ledgers` (Pulsar's cluster metadata
+    setup). For test clusters and benchmarks; existing znodes are left as they are."""
+    locations = LedgerLocations(root, layout)
+    for path, data in (
+        (locations.layout_path, layout_text(layout)),
+        (MANAGED_LEDGERS_ROOT, b""),
+    ):
+        if await store.exists(path) is None:
+            with contextlib.suppress(NodeExists):  # created concurrently: fine
+                await store.create(path, data, make_parents=True)
 
 
 class LayoutWatch:
