@@ -94,6 +94,12 @@ class _Undecided(Exception):
 
 
 Observer = Callable[[Verdict, Target | None, _pb.PendingDeleteLedgerInfo], None]
+Authenticate = Callable[[_pb.PendingDeleteLedgerInfo, Target], Target]
+"""Sets `Target.signed` from the PDLI's signature (the signature check); identity by default."""
+
+
+def _unsigned(pdli: _pb.PendingDeleteLedgerInfo, target: Target) -> Target:
+    return target
 
 
 class DecisionEngine:
@@ -108,6 +114,7 @@ class DecisionEngine:
         policy: DecisionPolicy = DecisionPolicy(),
         observe: Observer = lambda verdict, target, pdli: None,
         clock: Callable[[], float] = time.time,
+        authenticate: Authenticate = _unsigned,
     ) -> None:
         self._store = store
         self._owners = owners
@@ -117,10 +124,11 @@ class DecisionEngine:
         self._policy = policy
         self._observe = observe
         self._clock = clock
+        self._authenticate = authenticate
 
     async def verify(self, pdli: _pb.PendingDeleteLedgerInfo) -> Verdict:
         """The verdict for one PDLI; never raises except on cancellation."""
-        return await self._verify(pdli, _parse(pdli), None)
+        return await self._verify(pdli, self._parse(pdli), None)
 
     async def verify_batch(self, pdlis: Sequence[_pb.PendingDeleteLedgerInfo]) -> list[Verdict]:
         """The verdicts for many PDLIs, in order: exactly what `verify` gives for each.
@@ -130,7 +138,7 @@ class DecisionEngine:
         Every owner lookup comes after that read, as in `verify`, so the owner view is at
         least as new as the ledger read. Never raises except on cancellation.
         """
-        parsed = [_parse(pdli) for pdli in pdlis]
+        parsed = [self._parse(pdli) for pdli in pdlis]
         locations = self._policy.locations()
         wanted = [
             path
@@ -142,6 +150,15 @@ class DecisionEngine:
         ledgers = dict(zip(paths, await self._read_many(paths), strict=True))
         pairs = zip(pdlis, parsed, strict=True)
         return list(await asyncio.gather(*(self._verify(p, t, ledgers) for p, t in pairs)))
+
+    def _parse(self, pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:
+        parsed = _parse(pdli)
+        if isinstance(parsed, Exception):
+            return parsed
+        try:
+            return self._authenticate(pdli, parsed)
+        except Exception as e:
+            return e
 
     async def _read_many(self, paths: list[str]) -> list[Znode | Exception | None]:
         """`read_many`, with an unexpected failure of the whole call given to every path
