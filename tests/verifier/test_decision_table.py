@@ -352,3 +352,17 @@ async def test_reconciler_objects_of_another_upload_are_deleted(
         pdli(1, source=pb.RECONCILER, tier=pb.OFFLOAD_LEDGER, uuid=OTHER_UUID)
     )
     assert (abandoned.decision, listed.decision, listed.skip_reason) == (DELETE, SKIP, IN_USE)
+
+
+async def test_open_ledger_past_the_age_window_is_not_in_creation(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """An OPEN ledger nothing shows unlinked, newer than the list, is RETRY while young and
+    DELETE once older than the OPEN-ledger age window (the ledger's `ctime`, stored when the
+    BookKeeper client has `storeSystemtimeAsLedgerCreationTime`; else the znode's)."""
+    await world.ledger(3, state=LedgerState.OPEN, ctime=1_000)
+    await world.ml([2])
+    young = make_parts(replace(config, open_ledger_age=timedelta(days=365_000)), store, s3client)
+    old = make_parts(replace(config, open_ledger_age=timedelta(days=1)), store, s3client)
+    verdicts = (await young.engine.verify(pdli(3)), await old.engine.verify(pdli(3)))
+    assert [(v.decision, v.code) for v in verdicts] == [(RETRY, "open_ledger"), (DELETE, "ledger")]
