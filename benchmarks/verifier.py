@@ -57,6 +57,7 @@ from services.metadata import (
     Segment,
     ZkMetadataStore,
 )
+from services.metadata.layout import format_ledgers_root
 from services.metadata.zk_store import MULTI_READ_CHUNK
 from services.metadata.zk_wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
@@ -126,6 +127,7 @@ async def run_pool(
 
 async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) -> None:
     """n ledgers, ledger i owned by topic i % topics; each topic lists its newest ledger."""
+    await format_ledgers_root(store)
     ledgers = BookKeeperLedgers(store)
     started = time.perf_counter()
     await run_pool(range(n), concurrency, lambda i: ledgers.create(ledger(i, i % topics)))

@@ -15,6 +15,8 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
+from services.metadata.layout import format_ledgers_root
+from services.metadata.zk_store import ZkMetadataStore
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
@@ -119,6 +121,9 @@ async def local_stack() -> AsyncIterator[LocalStack]:
         servers.callback(broker.stop)
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+        # The verifier and the deleter refuse to start without a ledgers root and LAYOUT.
+        async with ZkMetadataStore.connect(zk.address) as store:
+            await format_ledgers_root(store)
         ports = {name: free_port() for name in ("verifier", "marker", "deleter")}
         envs = service_envs(zk, s3, broker, ports)
         services = {

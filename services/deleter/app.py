@@ -32,7 +32,7 @@ from services.deleter.outage import Dependency, OutageGate, Probe
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import BookKeeperDeleter, OffloadDeleter
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
-from services.metadata.paths import LedgerPaths
+from services.deleter.startup import watch_ledgers_layout
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic._consumer import (
     ConsumerSettings,
@@ -236,9 +236,12 @@ async def _bookkeeper(
             request_timeout=zk.operation_timeout.total_seconds(),
         )
     )
-    paths = LedgerPaths(root=config.ledgers_root)
+    layout = await watch_ledgers_layout(stack, store, config.ledgers_root)
     deleter = ZooKeeperLedgerDeleter(
-        store, paths=paths, limits=limits, batch_max=config.zookeeper_delete_batch
+        store,
+        locations=lambda: layout.current,
+        limits=limits,
+        batch_max=config.zookeeper_delete_batch,
     )
     stack.push_async_callback(deleter.aclose)  # the last sweep, before the session closes
     return deleter

@@ -12,7 +12,8 @@ import structlog
 
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published
-from services.metadata.paths import LedgerPaths
+from services.metadata.layout import LayoutWatch, confirm_ledgers_root
+from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier._s3 import open_s3
@@ -50,8 +51,15 @@ def build(
     metrics: VerifierMetrics,
     *,
     ml_names: Callable[[], AsyncIterator[str]] | None = None,
+    locations: Callable[[], LedgerLocations] | None = None,
 ) -> VerifierParts:
-    """Wire the decision engine and its collaborators on the given ports."""
+    """Wire the decision engine and its collaborators on the given ports.
+
+    `locations` gives the ledgers root and layout in force (`LayoutWatch.current`); without
+    it, the configured root under the hybrid layout (`LAYOUT` is still confirmed per read).
+    """
+    fixed = LedgerLocations(config.ledgers_root)
+    locations = locations or (lambda: fixed)
     counted = CountingZnodeStore(
         znodes, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
     )
@@ -68,9 +76,9 @@ def build(
         offload=OffloadInspector(CountingObjectStore(objects, metrics), config.offload),
         shadows=shadows,
         policy=DecisionPolicy(
-            ledger_paths=LedgerPaths(root=config.ledgers_root),
-            allow_without_pulsar_metadata=config.allow_without_pulsar_metadata,
+            locations=locations,
             reconciler_min_age=config.reconciler_min_age,
+            open_ledger_age=config.open_ledger_age,
         ),
         observe=metrics.observe,
         signatures=SignatureGate(
@@ -120,6 +128,7 @@ async def open_verifier(
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         runner.resources.push_async_callback(board.leave)
@@ -131,7 +140,9 @@ async def open_verifier(
             objects,
             VerifierMetrics(runner.metrics),
             ml_names=ManagedLedgers(store).managed_ledger_names,
+            locations=lambda: layout.current,
         )
+        runner.add_background("ledgers_layout", layout.run)
         servicer = VerifierServicer(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )

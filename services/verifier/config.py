@@ -56,11 +56,11 @@ MIN_AGE = setting(
     timedelta(days=3),
     "Age a ledger or object needs before a RECONCILER PDLI may delete it.",
 )
-ALLOW_NO_META = setting(
-    "VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA",
-    parse_bool,
-    False,
-    "Opt in to deleting BookKeeper ledgers that carry no Pulsar custom metadata.",
+OPEN_AGE = setting(
+    "VERIFIER_OPEN_LEDGER_AGE",
+    parse_duration,
+    timedelta(days=3),
+    "Age from which an OPEN ledger nothing shows unlinked is no longer taken as in creation.",
 )
 FS_BASE = setting(
     "VERIFIER_FILESYSTEM_BASE",
@@ -83,6 +83,10 @@ CLUSTER = setting(
 CACHE_SIZE = setting(
     "VERIFIER_OWNER_CACHE_SIZE", parse_int(1), 100_000, "Owner znodes held in the cache."
 )
+REMOVED_ALLOW_NO_META = "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA"
+"""Removed: a ledger without Pulsar metadata needs a signed intent whose owner unlinked it (a
+blanket opt-in would let any PDLI, a reconciler's included, delete DistributedLog ledgers)."""
+
 MAX_BATCH = setting(
     "VERIFIER_MAX_BATCH", parse_int(1, 100_000), 1_000, "Most PDLIs in one VerifyBatch call."
 )
@@ -120,12 +124,12 @@ class VerifierConfig:
     s3: S3Config = field(default_factory=S3Config)
     """Endpoint and credentials for HEADs; `allowed_buckets` is the offload allow-list."""
     ledgers_root: str = "/ledgers"
-    """BookKeeper's ledgers root (hybrid hierarchical layout)."""
+    """BookKeeper's ledgers root; its `LAYOUT` is read at start and followed."""
     believed: BelievedConfig = field(default_factory=BelievedConfig)
     reconciler_min_age: timedelta = timedelta(days=3)
     """RECONCILER PDLIs: minimum age of the ledger (znode ctime) or object at verification."""
-    allow_without_pulsar_metadata: bool = False
-    """Opt-in: approve ledgers without any Pulsar custom metadata."""
+    open_ledger_age: timedelta = timedelta(days=3)
+    """The OPEN rule's age window (ledger ctime, else znode ctime), as the reconciler's."""
     offload: OffloadPolicy = field(default_factory=OffloadPolicy)
     owner_cache_size: int = 100_000
     """Owner znodes (ML lists, cursors, schema locators) cached with watches."""
@@ -142,6 +146,11 @@ class VerifierConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
+        if REMOVED_ALLOW_NO_META in environ:
+            raise ConfigError(
+                REMOVED_ALLOW_NO_META,
+                "removed: ledgers without Pulsar metadata are deleted only with a signed intent",
+            )
         s3 = S3Config.from_env(environ)
         defaults = OffloadDefaults.from_env(environ)
         believed = BelievedConfig(
@@ -167,7 +176,7 @@ class VerifierConfig:
             ledgers_root=LEDGERS_ROOT.read(environ),
             believed=believed,
             reconciler_min_age=MIN_AGE.read(environ),
-            allow_without_pulsar_metadata=ALLOW_NO_META.read(environ),
+            open_ledger_age=OPEN_AGE.read(environ),
             offload=OffloadPolicy(
                 allowed_buckets=s3.allowed_buckets,
                 default_bucket=defaults.bucket,

@@ -17,6 +17,8 @@ from devstack.services import EventNotLogged, ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
 from services.core.signing import SignatureStatus
 from services.healthcheck import check_health
+from services.metadata.layout import format_ledgers_root
+from services.metadata.zk_store import ZkMetadataStore
 
 STUBBORN = "tests.devstack_services.stubborn"
 
@@ -33,7 +35,10 @@ def verifier_env(zk: ZooKeeperServer, s3: S3Server) -> dict[str, str]:
 async def verifier(
     zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
 ) -> AsyncIterator[ServiceProcess]:
-    """A verifier process, not started yet; stopped after the test."""
+    """A verifier process, not started yet, on a cluster with its ledgers root; stopped
+    after the test."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        await format_ledgers_root(store)
     env = verifier_env(zk, s3)
     service = ServiceProcess("services.verifier", tmp_path / "verifier.log", env=env)
     yield service

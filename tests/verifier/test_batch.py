@@ -67,12 +67,13 @@ async def test_batch_verdicts_equal_single_verdicts(world: World, parts: Any) ->
 
 
 async def test_batch_counts_each_ledger_read(world: World, parts: Any) -> None:
-    """The ledger-read metric counts every prefetched path once (duplicates read once)."""
+    """The ledger-read metric counts every prefetched path once (duplicates read once), plus
+    `<root>/LAYOUT`, read once per batch to confirm absences."""
     requests = await mixed_world(world)
     reads = parts.metrics.reads.labels("ledger")
     before = reads._value.get()
     await parts.engine.verify_batch(requests)
-    assert reads._value.get() - before == 8
+    assert reads._value.get() - before == 8 + 1
 
 
 async def test_empty_batch_is_empty(parts: Any) -> None:

@@ -32,7 +32,7 @@ from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
 from tests.helpers import assert_eventually
 from tests.verifier.conftest import make_parts
-from tests.verifier.world import OTHER_ML, World, data_meta, pdli
+from tests.verifier.world import OTHER_ML, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
 
 ROOT = "/tombstone/believed"
@@ -84,10 +84,21 @@ def test_batch_encoding_round_trips() -> None:
 
 async def test_believed_ledger_skips_the_metadata_match(world: World, parts: Any) -> None:
     """A believed identity gets DELETE even where the full check would say MISMATCH."""
-    await world.ledger(1, {})  # a Pulsar 2.2 ledger: no custom metadata at all
+    await world.ledger(1, cursor_meta())  # Pulsar metadata that does not fit the PDLI
     await parts.believed.add([key(pdli(1))])
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)
+
+
+async def test_belief_is_no_proof_for_a_ledger_without_metadata(world: World, parts: Any) -> None:
+    """A ledger created before Pulsar 2.2 (no custom metadata: `ManagedLedgerImpl` passed
+    none to `asyncCreateLedger` before 2.2) needs a signed intent whose owner unlinked it; a
+    best-effort belief is not one: MISMATCH `no_owner_proof` (dead-lettered)."""
+    await world.ledger(1, {})
+    await world.ml([2], version=1)
+    await parts.believed.add([key(pdli(1, fence=1))])
+    verdict = await parts.engine.verify(pdli(1, fence=1))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.MISMATCH, "no_owner_proof")
 
 
 async def test_belief_never_skips_the_in_use_check(world: World, parts: Any) -> None:
@@ -99,13 +110,26 @@ async def test_belief_never_skips_the_in_use_check(world: World, parts: Any) -> 
     assert verdict.skip_reason == SkipReason.IN_USE
 
 
-async def test_belief_never_skips_the_open_ledger_rule(world: World, parts: Any) -> None:
-    """A believed ledger that is still OPEN while its topic exists stays IN_USE."""
-    await world.ledger(1, state=LedgerState.OPEN)
+async def test_belief_proves_an_open_ledger_unlinked(world: World, parts: Any) -> None:
+    """The marker believes only ledgers its write unlinked, so a believed OPEN ledger is not
+    one in creation (Pulsar deletes old cursor ledgers unclosed): DELETE."""
+    await world.ledger(3, data_meta(), state=LedgerState.OPEN)
     await world.ml([2])
-    await parts.believed.add([key(pdli(1))])
-    verdict = await parts.engine.verify(pdli(1))
-    assert (verdict.skip_reason, verdict.code) == (SkipReason.IN_USE, "open_ledger")
+    await parts.believed.add([key(pdli(3))])
+    verdict = await parts.engine.verify(pdli(3))
+    assert verdict.decision == Decision.DELETE
+
+
+async def test_an_unproven_fence_token_never_closes_an_open_ledger(
+    world: World, parts: Any
+) -> None:
+    """An unsigned, unbelieved PDLI whose fence token the owner "reached", for an OPEN ledger
+    newer than every listed one: the ledger may be a rollover in creation, and a fence token
+    alone is anyone's to write. RETRY, never DELETE."""
+    await world.ledger(3, data_meta(), state=LedgerState.OPEN)
+    await world.ml([2], version=5)
+    verdict = await parts.engine.verify(pdli(3, fence=1))
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "open_ledger")
 
 
 async def test_belief_is_for_one_identity_only(world: World, parts: Any) -> None:
@@ -153,7 +177,7 @@ async def test_a_lagging_replica_answers_like_the_others(
 ) -> None:
     """Before answering MISMATCH, a replica re-reads the set: it never contradicts one that
     already holds the belief."""
-    await world.ledger(1, {})
+    await world.ledger(1, cursor_meta())
     await believed_set(store).add([key(pdli(1))])  # another replica's Believe
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)

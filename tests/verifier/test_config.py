@@ -13,15 +13,15 @@ from services.verifier.config import VerifierConfig
 
 
 def test_defaults() -> None:
-    """With nothing set: port 50052, 3-day reconciler window, no opt-in, no buckets allowed."""
+    """With nothing set: port 50052, 3-day reconciler and OPEN-ledger windows, no buckets."""
     config = VerifierConfig.from_env({})
     assert (
         config.grpc.port,
         config.reconciler_min_age,
-        config.allow_without_pulsar_metadata,
+        config.open_ledger_age,
         config.offload.allowed_buckets,
         config.believed.root,
-    ) == (50052, timedelta(days=3), False, frozenset(), "/tombstone/believed")
+    ) == (50052, timedelta(days=3), timedelta(days=3), frozenset(), "/tombstone/believed")
 
 
 def test_variables_are_read() -> None:
@@ -32,7 +32,7 @@ def test_variables_are_read() -> None:
             "TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES": "1000",
             "TOMBSTONE_VERIFIER_BELIEVED_MAX_AGE": "2h",
             "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": "72h",
-            "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA": "true",
+            "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": "24h",
             "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": "east",
             "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0",
@@ -44,7 +44,7 @@ def test_variables_are_read() -> None:
         config.believed.max_batch_entries,
         config.believed.max_age,
         config.reconciler_min_age,
-        config.allow_without_pulsar_metadata,
+        config.open_ledger_age,
         config.offload.default_bucket,
         config.offload.cluster_name,
         config.shadow_scan_interval,
@@ -54,7 +54,7 @@ def test_variables_are_read() -> None:
         1000,
         timedelta(hours=2),
         timedelta(hours=72),
-        True,
+        timedelta(days=1),
         "a-bucket",
         "east",
         timedelta(0),
@@ -66,7 +66,8 @@ def test_variables_are_read() -> None:
     [
         ("TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES", "0"),
         ("TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE", "soon"),
-        ("TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA", "maybe"),
+        ("TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE", "soon"),
+        ("TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA", "true"),
         ("TOMBSTONE_VERIFIER_BELIEVED_PATH", "relative/path"),
     ],
 )
