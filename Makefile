@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
+.PHONY: model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -34,6 +34,10 @@ format: setup
 
 typecheck: setup
 	.venv/bin/mypy
+
+# The protocol model, checked with spin: ours verifies, PIP-186's rule fails (docs/model.md).
+model: setup
+	$(PY) model/check.py
 
 bench: setup
 	$(PY) -m benchmarks list

@@ -142,6 +142,13 @@ def _environment(service: Mapping[str, object], values: Mapping[str, str]) -> di
     return {str(name): interpolate(str(value), dict(values)) for name, value in raw.items()}
 
 
+def _without_keys(environment: dict[str, str]) -> dict[str, str]:
+    """The environment less the signing settings: the key files are mounted into the
+    containers (not here), and keys say nothing about where ledgers live."""
+    signing = ("_TRUSTED_KEYS", "_SIGNING_KEYS", "_REQUIRE_SIGNED")
+    return {k: v for k, v in environment.items() if not k.endswith(signing)}
+
+
 def _command(service: Mapping[str, object], values: Mapping[str, str]) -> list[str]:
     from tests.compose.stack_files import interpolate
 
@@ -160,8 +167,8 @@ def stack_ledgers_paths(compose: Mapping[str, object], values: Mapping[str, str]
 
     services = compose["services"]
     assert isinstance(services, Mapping)
-    verifier = VerifierConfig.from_env(_environment(services["verifier"], values))
-    deleter = DeleterConfig.from_env(_environment(services["deleter"], values))
+    verifier = VerifierConfig.from_env(_without_keys(_environment(services["verifier"], values)))
+    deleter = DeleterConfig.from_env(_without_keys(_environment(services["deleter"], values)))
     return {
         "bookie": bookie_ledgers_path(_environment(services["bookie"], values)),
         "broker": broker_ledgers_path(_environment(services["broker"], values)),
