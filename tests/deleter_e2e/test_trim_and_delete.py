@@ -3,6 +3,8 @@ the verifier and deleted by the deleter."""
 
 from __future__ import annotations
 
+import pytest
+
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
@@ -26,19 +28,26 @@ from tests.deleter_e2e.checks import (
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="OPEN rule (DESIGN §4.4): the verifier still answers SKIP IN_USE for the OPEN cursor "
+    "ledger its owner unlinked (Pulsar deletes old cursor ledgers without closing them)",
+)
 async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
 ) -> None:
     """Data, cursor and schema ledgers trimmed through the marker (offloaded ones with and
     without `bookkeeperDeleted`): every ledger the marker unlinked is gone from ZooKeeper and
-    both its objects from S3; every ledger still referenced and its objects are untouched."""
+    both its objects from S3; every ledger still referenced and its objects are untouched.
+    Cursor ledgers are marked OPEN, as `ManagedCursorImpl.asyncDeleteCursorLedger` leaves
+    them (it deletes by id without closing)."""
     create_topics(broker)
     model = await write_cluster(zk, s3)
     objects_before = objects_in_s3(s3)
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             marked = await mark_trims(marker, model)
-            side = await mark_cursor_and_schema_trims(marker, model, zk)
+            side = await mark_cursor_and_schema_trims(marker, model)
         async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
             status = await drained(running.deleter)
     listed, listed_keys = await listed_now(zk, model)
