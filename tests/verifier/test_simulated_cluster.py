@@ -66,6 +66,11 @@ def objects_pdli(model: ClusterModel, planted: Planted) -> pb.PendingDeleteLedge
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="OPEN rule (DESIGN §4.4): the simulator's stale cursor ledger is OPEN, as "
+    "ManagedCursorImpl.switchToNewLedger leaves it; the verifier still answers SKIP IN_USE",
+)
 @pytest.mark.parametrize("batch", [False, True], ids=["verify", "verify_batch"])
 async def test_planted_orphans_and_look_alikes(
     store: Any, s3: S3Server, s3client: Any, config: VerifierConfig, batch: bool
