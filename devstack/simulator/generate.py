@@ -288,14 +288,11 @@ def build_cursors(f: Factory, ml_name: str, infos: list[LedgerInfo], stale: int)
         custom = pulsar_metadata(ml_name=ml_name, cursor=name)
         for _ in range(stale if j == 0 else 0):
             # `ManagedCursorImpl.switchToNewLedger` persists the new cursorsLedgerId, then
-            # deletes the old ledger by id without closing it: it stays OPEN if that fails.
+            # deletes the old ledger by id without closing it: it stays OPEN (positions were
+            # written to it, none of it is sealed) if that delete fails.
+            written = replace(f.closed_shape(), state=LedgerState.OPEN)
             moved = f.add_ledger(
-                LedgerKind.CURSOR,
-                ml_name,
-                LedgerShape(LedgerState.OPEN),
-                custom,
-                cursor=name,
-                referenced=False,
+                LedgerKind.CURSOR, ml_name, written, custom, cursor=name, referenced=False
             )
             f.model.planted.append(
                 Planted(OrphanKind.STALE_CURSOR, moved.ledger_id, ml_name=ml_name, note=name)
