@@ -9,7 +9,10 @@ Kinds of a ledger finding:
 - `unreadable`: the metadata znode could not be decoded (never deleted).
 - `referenced`.
 - `unknown_ownership`: no Pulsar custom metadata, or a component this code does not know.
-- `in_use_open`: OPEN or IN_RECOVERY and its owner (topic, schema) still exists.
+- `in_use_open`: OPEN or IN_RECOVERY, unreferenced, its owner (topic, schema) still exists,
+  and inside the age window: a rollover or cursor switch may be about to reference it. Older
+  than the window it is an orphan like any other (the OPEN rule, DESIGN §4: Pulsar deletes
+  old cursor ledgers without closing them, so an unlinked ledger is often OPEN).
 - `reference_unknown`: a compacted ledger of a topic whose `__compaction` cursor is active
   and whose live CompactedTopicLedger (in the cursor ledger) was not read.
 - `too_young`: an orphan inside the age window (`orphan_reason` says which).
@@ -203,7 +206,6 @@ def _status_kind() -> Column:
         .when(~F.coalesce(F.col("has_pulsar_metadata"), F.lit(False)), "unknown_ownership")
         .when(F.col("ref_bits").isNotNull(), None)  # listed only as bookkeeperDeleted: orphan
         .when(F.col("role").isNull(), "unknown_ownership")
-        .when(F.col("state").isin(*OPEN_STATES) & F.col("owner_exists"), "in_use_open")
         .when((F.col("role") == "compacted") & F.col("compaction_unknown"), "reference_unknown")
     )
 
@@ -252,9 +254,13 @@ def classify_ledgers(
         .withColumn("created_ms", F.greatest(created, "bk_deleted_mtime_ms"))
         .withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
     )
-    status = _status_kind()
-    orphan = F.when(status.isNull(), _orphan_reason())
     young = F.col("age_ms").isNull() | (F.col("age_ms") < min_age_ms)
+    # The OPEN rule: state matters only inside the age window, where an OPEN ledger of an
+    # existing owner may be a rollover or cursor switch whose reference is not written yet
+    # (not an orphan, not counted as one). Older, it is judged like a closed ledger.
+    opening = young & F.col("state").isin(*OPEN_STATES) & F.col("owner_exists")
+    status = F.coalesce(_status_kind(), F.when(opening, "in_use_open"))
+    orphan = F.when(status.isNull(), _orphan_reason())
     kind = F.coalesce(status, F.when(young, "too_young").otherwise(orphan))
     pdli = F.lit(None).cast("string")
     for role, component in PDLI_COMPONENTS.items():

@@ -233,15 +233,12 @@ async def mark_trims(marker: Marker, model: ClusterModel) -> dict[int, set[int]]
     return marked
 
 
-async def mark_cursor_and_schema_trims(
-    marker: Marker, model: ClusterModel, zk: ZooKeeperServer
-) -> set[int]:
-    """Every cursor gives up its ledger (marked; the cursor keeps none), and every schema
-    with several versions drops its oldest version's ledger. Returns the ledgers marked (all
-    LEDGER tier).
-
-    The cursor ledgers stay OPEN, as Pulsar leaves them: `ManagedCursorImpl` deletes its old
-    ledger without closing it (`switchToNewLedger`, `asyncDeleteCursorLedger`)."""
+async def mark_cursor_and_schema_trims(marker: Marker, model: ClusterModel) -> set[int]:
+    """Every cursor moves its position into its znode and its ledger is marked, left OPEN as
+    Pulsar leaves it: `ManagedCursorImpl.asyncDeleteCursorLedger` (and `switchToNewLedger`
+    for a switch) writes the cursor znode, then deletes the old ledger by id without closing
+    it. Every schema with several versions drops its oldest version's ledger. Returns the
+    ledgers marked (all LEDGER tier)."""
     marked: set[int] = set()
     for cursor in model.cursors.values():
         if cursor.cursors_ledger_id < 0:
