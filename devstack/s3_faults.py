@@ -2,12 +2,13 @@
 
 Requests are forwarded unchanged (the Host header too, so signatures still match) unless a
 fault is armed: then matching requests get an S3 error document with the chosen status and
-code instead. It also counts requests by S3 operation, which lets tests see how deletes
-were batched without mocking the S3 API.
+code instead; `slow()` delays every answer for a while. It also counts requests by S3
+operation, which lets tests see how deletes were batched without mocking the S3 API.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ class S3FaultProxy:
         self.requests: collections.Counter[str] = collections.Counter()
         self.injected: collections.Counter[str] = collections.Counter()
         self._fault: Fault | None = None
+        self._delay = 0.0
+        self._slow_until = 0.0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.port = 0
@@ -89,8 +92,14 @@ class S3FaultProxy:
         until = time.monotonic() + seconds if seconds is not None else None
         self._fault = Fault(status, code, operation, count, until)
 
+    def slow(self, delay: float, *, seconds: float) -> None:
+        """Hold every request `delay` seconds before answering it, for the next `seconds`."""
+        self._delay = delay
+        self._slow_until = time.monotonic() + seconds
+
     def clear(self) -> None:
         self._fault = None
+        self._slow_until = 0.0
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=False)
@@ -121,6 +130,8 @@ class S3FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         operation = operation_of(request)
         self.requests[operation] += 1
+        if time.monotonic() < self._slow_until:
+            await asyncio.sleep(self._delay)
         fault = self._fault
         if fault is not None and fault.applies(operation):
             if fault.remaining is not None:

@@ -8,7 +8,9 @@ through as raw bytes. Frames pass unchanged,
 whole, in both directions. A refused opcode is answered as ZooKeeper answers one it does not
 implement: a reply header (xid, last zxid, UNIMPLEMENTED) and no body, then the connection
 is closed. Counting requests on the wire lets tests see how requests were batched without
-mocking the ZooKeeper client.
+mocking the ZooKeeper client. `cut(seconds)` drops every connection and refuses new ones for
+a while: a cut longer than a client's session timeout expires its session, as a network
+partition would.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import struct
+import time
 from types import TracebackType
 
 _LENGTH = struct.Struct("!i")
@@ -40,6 +43,11 @@ class ZooKeeperFaultProxy:
         """Opcodes answered with UNIMPLEMENTED instead of being forwarded."""
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._refuse_until = 0.0
+        self._open: set[asyncio.StreamWriter] = set()
+        """Both ends of every proxied connection, for `cut`."""
+        self.cuts = 0
+        """How many times `cut()` ran."""
 
     @property
     def address(self) -> str:
@@ -66,14 +74,31 @@ class ZooKeeperFaultProxy:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def cut(self, seconds: float) -> None:
+        """Drop every open connection now and refuse new ones for `seconds` (they are
+        accepted, then closed at once, as through a partition that resets connections)."""
+        self.cuts += 1
+        self._refuse_until = time.monotonic() + seconds
+        for writer in list(self._open):
+            writer.transport.abort()
+
+    def restore(self) -> None:
+        """Accept connections again (ends a `cut` early)."""
+        self._refuse_until = 0.0
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if time.monotonic() < self._refuse_until:
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._open.add(writer)
         try:
             await self._serve(reader, writer)
         finally:
             writer.close()
+            self._open.discard(writer)
             self._tasks.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -81,10 +106,23 @@ class ZooKeeperFaultProxy:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:
             return
+        self._open.add(up_writer)
+        try:
+            await self._serve_pair(reader, writer, up_reader, up_writer)
+        finally:
+            self._open.discard(up_writer)
+            up_writer.close()
+
+    async def _serve_pair(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> None:
         try:
             head = await reader.readexactly(_LENGTH.size)
-        except asyncio.IncompleteReadError:
-            up_writer.close()
+        except (asyncio.IncompleteReadError, ConnectionError):
             return
         up_writer.write(head)
         if head.isalpha():  # a four-letter word
@@ -104,7 +142,6 @@ class ZooKeeperFaultProxy:
             for pump in pumps:
                 pump.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
-            up_writer.close()
 
     async def _requests(
         self,

@@ -69,6 +69,8 @@ class WorkloadOptions:
     offloaded_share: float = 0.3
     bookkeeper_deleted_share: float = 0.5
     seed: int = 1
+    tenant: str = TENANT
+    """The tenant of every topic's ML name (a fresh one per run lets runs share a cluster)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class Workload:
         await self.objects.ensure_bucket(self.bucket)
         for b in range(self.options.brokers):
             for t in range(self.options.topics):
-                ml_name = f"{TENANT}/broker-{b}/persistent/topic-{t}"
+                ml_name = f"{self.options.tenant}/broker-{b}/persistent/topic-{t}"
                 info = ManagedLedgerInfo()
                 await self._add_ledger(ml_name, info, offloaded=False)
                 try:
