@@ -32,6 +32,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.duration <= 0:
         parser.error("--runs and --duration must be positive")
+    if args.record is not None:
+        args.record.parent.mkdir(parents=True, exist_ok=True)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)
     return args
