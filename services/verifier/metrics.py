@@ -104,7 +104,7 @@ def _log_fields(
 ) -> dict[str, object]:
     return {
         "ledger_id": pdli.ledger_id if pdli.HasField("ledger_id") else None,
-        "tier": target.tier.value if target else _pb.LedgerType.Name(pdli.ledger_type),
+        "tier": target.tier.value if target else _tier_name(pdli.ledger_type),
         "owner": target.owner_path if target else None,
         "source": target.source.value if target else None,
         "marker_id": pdli.marker_id,
@@ -114,6 +114,13 @@ def _log_fields(
         "reason": verdict.reason,
         "believed": verdict.believed,
     }
+
+
+def _tier_name(ledger_type: int) -> str:
+    """The PDLI's tier for a log line; proto3 enums are open, so a number may have no name."""
+    if ledger_type in _pb.LedgerType.values():
+        return _pb.LedgerType.Name(ledger_type)  # type: ignore[arg-type]
+    return str(ledger_type)
 
 
 _READ_KINDS = ("ledger", "owner", "believed", "children", "other")

@@ -75,6 +75,20 @@ async def test_malformed_pdli_is_skip_invalid_naming_the_field(service: Any) -> 
     assert (response.skip_reason, response.reason.split(":")[0]) == (pb.INVALID, "ledger_id")
 
 
+async def test_unknown_enum_numbers_are_skip_invalid(service: Any) -> None:
+    """proto3 enums are open: a PDLI with a tier and component no proto names (found by the
+    gRPC fuzz campaign, docs/fuzz.md) is SKIP INVALID, not INTERNAL from logging the verdict."""
+    stub, _ = service
+    bad = pdli(None)
+    bad.ledger_type = pdpb.LedgerType.ValueType(-1)
+    bad.component = pdpb.LedgerComponent.ValueType(99)
+    response = await stub.Verify(pb.VerifyRequest(pdli=bad))
+    assert (response.decision, response.skip_reason) == (pb.SKIP, pb.INVALID)
+    bad.ledger_id = 7
+    batch = await stub.VerifyBatch(pb.VerifyBatchRequest(pdlis=[bad]))
+    assert [(v.decision, v.skip_reason) for v in batch.verdicts] == [(pb.SKIP, pb.INVALID)]
+
+
 @pytest.mark.parametrize(
     ("method", "request_", "field"),
     [
