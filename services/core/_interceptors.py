@@ -130,10 +130,23 @@ class LoggingInterceptor(_WrappingInterceptor):
                 _log.debug("rpc_done", code=code.name, seconds=round(elapsed, 6))
 
 
+MAX_DETAILS = 1024
+
+
+def bounded(details: str) -> str:
+    """`details`, or its start and how long it was when it is longer than `MAX_DETAILS`."""
+    if len(details) <= MAX_DETAILS:
+        return details
+    return f"{details[: MAX_DETAILS - 40]}... ({len(details)} characters)"
+
+
 class ErrorInterceptor(_WrappingInterceptor):
     """`TombstoneError` → its status; anything else → INTERNAL, logged with its traceback.
 
     Cancellation and aborts pass through untouched: the server never crashes on a handler bug.
+    The status message is cut to `MAX_DETAILS` characters: it travels in a trailer, and a
+    message echoing a caller's 70 KB name would exceed grpc's metadata limit, turning the
+    INVALID_ARGUMENT into a RESOURCE_EXHAUSTED. The field name comes first, so it survives.
     """
 
     @asynccontextmanager
@@ -143,8 +156,9 @@ class ErrorInterceptor(_WrappingInterceptor):
         except aio.AbortError:
             raise
         except TombstoneError as err:
-            _log.info("rpc_failed", code=err.grpc_code.name, error=str(err))
-            await context.abort(err.grpc_code, str(err))
+            details = bounded(str(err))
+            _log.info("rpc_failed", code=err.grpc_code.name, error=details)
+            await context.abort(err.grpc_code, details)
         except Exception:
             _log.exception("rpc_internal_error")
             request_id = structlog.contextvars.get_contextvars().get("request_id", "")

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from grpc import aio
 
+from services.core._interceptors import MAX_DETAILS
 from tests.core.conftest import Running
 from tests.core.fake_verifier import verify_request
 
@@ -58,3 +59,18 @@ async def test_bad_bytes_with_auth_off(service: Running) -> None:
     assert error is not None
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert await raw_call(service, verify_request(1).SerializeToString(), None) is None
+
+
+async def test_a_message_echoing_a_huge_value_is_cut(secured: Running) -> None:
+    """INVALID_ARGUMENT whose message echoes a 70 KB name still arrives as INVALID_ARGUMENT
+    naming the field (found by the fuzz campaign: it was RESOURCE_EXHAUSTED, the trailer
+    exceeding grpc's metadata limit), the message cut to a bounded length."""
+    request = verify_request(1)
+    request.pdli.topic_name = "bad" + "x" * 70_000
+    error = await raw_call(secured, request.SerializeToString(), "deleter-token")
+    assert error is not None
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = error.details() or ""
+    assert details.startswith("pdli.topic_name: 'badxxx")
+    assert details.endswith("(70022 characters)")
+    assert len(details) <= MAX_DETAILS
