@@ -64,7 +64,7 @@ PLAUSIBLE_NAMES = st.builds(
     st.sampled_from(["fuzz-tenant", "public", "t"]),
     st.sampled_from(["fuzz-ns", "default", "n"]),
     st.sampled_from(["persistent", "non-persistent", "p"]),
-    st.text(min_size=0, max_size=20),
+    st.text(min_size=0, max_size=20) | st.text(alphabet="abz09-_.:", min_size=1, max_size=12),
 )
 
 NAMES: st.SearchStrategy[str] = st.one_of(
@@ -253,11 +253,48 @@ class Payload:
     data: bytes
 
 
+def _plausible_mark() -> st.SearchStrategy[Message]:
+    """A MarkLedgersRequest that passes validation more often than not, so calls reach the
+    marking flow: a known component and mode, a Pulsar-shaped name the cluster does not have,
+    a few distinct ledger ids."""
+    from tombstone.v1 import marker_pb2, pending_delete_pb2
+
+    def build(component: int, name: str, ids: list[int], mode: int, source: int) -> Message:
+        request = marker_pb2.MarkLedgersRequest(
+            component=pending_delete_pb2.LedgerComponent.ValueType(component),
+            ledger_ids=ids,
+            write_mode=marker_pb2.WriteMode.ValueType(mode),
+            source=pending_delete_pb2.Source.ValueType(source),
+        )
+        if component == pending_delete_pb2.SCHEMA_STORAGE:
+            request.schema_id = name.replace("/persistent", "", 1)
+        else:
+            request.managed_ledger_name = name
+        if component == pending_delete_pb2.MANAGED_CURSOR:
+            request.cursor_name = "fuzz-cursor"
+        return request
+
+    return st.builds(
+        build,
+        st.sampled_from([1, 2, 3]),
+        PLAUSIBLE_NAMES,
+        st.lists(st.integers(0, 2**40), min_size=1, max_size=20, unique=True),
+        st.sampled_from([0, 1, 2]),
+        st.sampled_from([0, 1, 3]),
+    )
+
+
+# Per request type, a strategy of messages shaped to get past validation.
+PLAUSIBLE = {"tombstone.v1.MarkLedgersRequest": _plausible_mark}
+
+
 def payloads(descriptor: Descriptor) -> st.SearchStrategy[Payload]:
+    plausible = PLAUSIBLE.get(descriptor.full_name)
+    shaped = plausible() if plausible is not None else messages(descriptor)
     return st.one_of(
         messages(descriptor).map(lambda m: Payload("message", m.SerializeToString())),
-        messages(descriptor).map(lambda m: Payload("message", m.SerializeToString())),
-        messages(descriptor).map(lambda m: Payload("message", m.SerializeToString())),
+        shaped.map(lambda m: Payload("message", m.SerializeToString())),
+        shaped.map(lambda m: Payload("message", m.SerializeToString())),
         _damaged(descriptor).map(lambda b: Payload("damaged", b)),
         MALFORMED.map(lambda b: Payload("malformed", b)),
     )
