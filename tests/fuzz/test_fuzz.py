@@ -22,6 +22,7 @@ SLICE = 1_000
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # about 2 minutes; room for a machine loaded several times over
 async def test_fuzz_slice(
     zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, tmp_path: Path
 ) -> None:
