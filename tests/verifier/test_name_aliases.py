@@ -19,6 +19,7 @@ read -- may only be approved at that other owner's own path, never at the live o
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -203,8 +204,9 @@ def _escaped_aliases(encoded: str) -> Iterator[str]:
     kept = next((c for c in encoded if c.isalnum() and c.isascii()), None)
     if kept is not None:
         yield encoded.replace(kept, f"%{ord(kept):02X}", 1)
-    if "%" in encoded:
-        yield encoded.lower() if encoded.lower() != encoded else encoded.replace("%", "%25", 1)
+    lowered = re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)
+    if lowered != encoded:
+        yield lowered  # lowercase hex in the escapes only
     if "+" in encoded:
         yield encoded.replace("+", "%20")
 
