@@ -128,11 +128,6 @@ def check_cursor_name(value: str, field: str = "cursor_name") -> str:
     return check_encoded_name(value, field)
 
 
-def check_segment(value: str, field: str) -> str:
-    """A cursor name (kept for callers that check a single segment)."""
-    return check_cursor_name(value, field)
-
-
 def partition_index_of(local_name: str) -> int:
     """`TopicName.getPartitionIndex`: the `-partition-<n>` number, or -1."""
     at = local_name.rfind(PARTITION_SUFFIX)
