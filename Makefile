@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down dist-spark
+.PHONY: model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -35,6 +35,10 @@ format: setup
 typecheck: setup
 	.venv/bin/mypy
 
+# The protocol model, checked with spin: ours verifies, PIP-186's rule fails (docs/model.md).
+model: setup
+	$(PY) model/check.py
+
 bench: setup
 	$(PY) -m benchmarks list
 
@@ -45,6 +49,11 @@ compose-up:
 
 compose-down:
 	docker compose -f compose/compose.yaml down
+
+# After compose-up, on a machine with Docker: one topic through rollover, offload and trim,
+# checked in ZooKeeper, MinIO and `tombstone deleter status` (see docs/compose.md).
+compose-smoke:
+	compose/smoke.sh
 
 # The reconciler for spark-submit: dist/tombstone-spark.zip (--py-files) and the driver script.
 dist-spark: setup

@@ -28,6 +28,7 @@ from services.metadata import (
     index_object_key,
     uuid_to_bits,
 )
+from services.metadata.layout import format_ledgers_root
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
 from services.systopic.ports import OutgoingMessage
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -76,6 +77,7 @@ def ledger(ledger_id: int) -> LedgerMetadata:
 async def write_ledgers(zk: ZooKeeperServer, ids: range) -> None:
     """An ML znode listing none of `ids`, and a closed Pulsar ledger znode for each id."""
     async with ZkMetadataStore.connect(zk.address) as store:
+        await format_ledgers_root(store)
         ledgers = BookKeeperLedgers(store)
         mls = ManagedLedgers(store)
         if await store.exists("/managed-ledgers/" + ML) is None:

@@ -1,6 +1,7 @@
 """Marker throughput and latency against the devstack broker and a real ZooKeeper.
 
     .venv/bin/python -m benchmarks.marker [--owners 500] [--ledgers 100] [--concurrency 32]
+        [--sign]
 
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
@@ -11,7 +12,9 @@ Prints, from one run on one machine:
   call `--ledgers` ledgers of its own topic), with the ratio of each round: the machine is
   shared, so each ratio compares runs made seconds apart;
 - the same with `--big-ledgers`-ledger calls;
-- p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load.
+- p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load;
+- with `--sign`, all the marker figures again from a second marker process that signs every
+  PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest, Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
@@ -223,12 +227,21 @@ def py_spy(profile: Path) -> tuple[str, ...]:
 
 
 async def start_marker(
-    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, profile: Path | None = None
+    zookeeper: ZooKeeperServer,
+    broker: PulsarBrokerProcess,
+    profile: Path | None = None,
+    *,
+    sign: bool = False,
 ) -> ServiceProcess:
     """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
-    would block it)."""
+    would block it). With `sign`, it signs every PDLI with a key made for the run."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    signing = {}
+    if sign:
+        private, _ = write_key_pair(workdir / "keys", generate_key_pair(), "bench")
+        signing = {"TOMBSTONE_MARKER_SIGNING_KEYS": f"bench={private}"}
     env = {
+        **signing,
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -291,22 +304,30 @@ class MarkerFigures:
     """Latencies of Mark calls made one at a time."""
     loaded: list[float]
     """Latencies of the calls of the throughput runs."""
+    next_owner: int
+    """The first owner index this run did not use."""
 
 
 async def marker_figures(
-    zookeeper: ZooKeeperServer, broker: PulsarBrokerProcess, args: argparse.Namespace
+    zookeeper: ZooKeeperServer,
+    broker: PulsarBrokerProcess,
+    args: argparse.Namespace,
+    *,
+    first_owner: int = 0,
+    sign: bool = False,
 ) -> MarkerFigures:
     """Unloaded latency, then rounds of (raw run, marker run) so that each ratio compares
-    runs made seconds apart: the machine is shared and its load drifts."""
-    owners = iter(range(10**6))
+    runs made seconds apart: the machine is shared and its load drifts. Owners from
+    `first_owner` on are written and marked (each marker run needs its own)."""
+    owners = iter(range(first_owner, 10**6))
     rounds = [[next(owners) for _ in range(args.owners)] for _ in range(args.rounds)]
     alone_owners = [next(owners) for _ in range(args.latency_calls)]
     big = [next(owners) for _ in range(args.big_owners)]
-    await populate(zookeeper, range(big[0]), args.ledgers)
+    await populate(zookeeper, range(first_owner, big[0]), args.ledgers)
     await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
-    marker = await start_marker(zookeeper, broker, args.profile)
+    marker = await start_marker(zookeeper, broker, args.profile, sign=sign)
     try:
         async with aio.insecure_channel(marker.address) as channel:
             stub = _mk_grpc.MarkerStub(channel)
@@ -325,7 +346,7 @@ async def marker_figures(
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
     finally:
         await marker.stop()
-    return MarkerFigures(results, Round(raw, big_rate), alone, loaded)
+    return MarkerFigures(results, Round(raw, big_rate), alone, loaded, big[-1] + 1)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -336,17 +357,35 @@ async def run(args: argparse.Namespace) -> None:
             )
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
         client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
-        marker = await marker_figures(zookeeper, broker, args)
-    report(args, client, marker)
-
-
-def report(args: argparse.Namespace, client: dict[str, float], marker: MarkerFigures) -> None:
-    c = client
+        runs = {"unsigned": await marker_figures(zookeeper, broker, args)}
+        if args.sign:
+            first = runs["unsigned"].next_owner
+            runs["signed"] = await marker_figures(
+                zookeeper, broker, args, first_owner=first, sign=True
+            )
     print(f"machine: {os.cpu_count()} cores shared by broker, ZooKeeper, marker and load generator")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    report_clients(client)
+    for name, marker in runs.items():
+        print(f"--- marker, PDLIs {name}")
+        report(args, marker)
+    if args.sign:
+        ratios = {
+            name: statistics.median(r.ratio for r in run.rounds) for name, run in runs.items()
+        }
+        print(
+            f"median ratio to raw: unsigned {ratios['unsigned']:.0%}, signed {ratios['signed']:.0%}"
+        )
+
+
+def report_clients(c: dict[str, float]) -> None:
     print(f"raw pulsar-client send_async, batched:        {c['raw']:7.0f} msg/s")
     print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
     print(f"systopic publisher (one receipt per round):   {c['publisher']:7.0f} msg/s")
     print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
+
+
+def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
     for i, r in enumerate(marker.rounds, 1):
         print(
             f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
@@ -386,6 +425,9 @@ def main() -> None:
     parser.add_argument("--latency-calls", type=int, default=100, help="unloaded Mark calls")
     parser.add_argument("--big-owners", type=int, default=30, help="topics marked in big calls")
     parser.add_argument("--big-ledgers", type=int, default=1000, help="ledgers per big call")
+    parser.add_argument(
+        "--sign", action="store_true", help="also run a marker that signs every PDLI"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

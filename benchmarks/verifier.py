@@ -1,7 +1,7 @@
 """Verdicts per second of one verifier process, beside the raw aiozk read rate of the same run.
 
     .venv/bin/python -m benchmarks.verifier [--ledgers 100000] [--topics 2000]
-        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500]
+        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500] [--sign]
 
 Starts its own ZooKeeper and writes a cluster of `--ledgers` BookKeeper ledgers (v3 format,
 Pulsar custom metadata) spread over `--topics` managed ledgers, each listing only its newest
@@ -18,6 +18,9 @@ measures in turn:
 - gRPC: `VerifyBatch` calls of `--grpc-batch` PDLIs to an in-process server, from a client
   in the same process (so the figure includes both sides of gRPC on one event loop), before
   and after a `Believe` RPC of all of them.
+- with `--sign`: verify_batch and grpc VerifyBatch again with every PDLI signed by the
+  marker key the verifier trusts (the signature is checked before each decision), printed
+  beside the unsigned figures of the same round.
 Batched calls run with as many calls in flight as hold `--concurrency` PDLIs, plus one.
 Every verdict must be DELETE, or the run fails. Verdict log lines are filtered (level
 warning): the figures are those of the decision, not of writing 100,000 log lines.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -36,12 +40,14 @@ from datetime import timedelta
 from statistics import median
 
 import aiozk
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc import aio
 
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
 from services.core.logging import configure_logging
 from services.core.metrics import Metrics
+from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata import (
     BookKeeperLedgers,
     LedgerMetadata,
@@ -51,6 +57,7 @@ from services.metadata import (
     Segment,
     ZkMetadataStore,
 )
+from services.metadata.layout import format_ledgers_root
 from services.metadata.zk_store import MULTI_READ_CHUNK
 from services.metadata.zk_wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
@@ -65,6 +72,8 @@ from tombstone.v1 import verifier_pb2 as vpb
 from tombstone.v1 import verifier_pb2_grpc as vpb_grpc
 
 BENCH_TIMEOUT_S = 900.0
+MARKER_KEY = Ed25519PrivateKey.generate()
+SIGNER = IntentSigner({"bench": MARKER_KEY}, "bench")
 
 
 def ml_name(topic: int) -> str:
@@ -95,6 +104,9 @@ class _NoObjects:
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         raise AssertionError("no object store in this benchmark")
 
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        raise AssertionError("no object store in this benchmark")
+
 
 async def run_pool(
     items: Sequence[int], concurrency: int, work: Callable[[int], Awaitable[object]]
@@ -115,6 +127,7 @@ async def run_pool(
 
 async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) -> None:
     """n ledgers, ledger i owned by topic i % topics; each topic lists its newest ledger."""
+    await format_ledgers_root(store)
     ledgers = BookKeeperLedgers(store)
     started = time.perf_counter()
     await run_pool(range(n), concurrency, lambda i: ledgers.create(ledger(i, i % topics)))
@@ -146,6 +159,23 @@ def pdli(ledger_id: int, topics: int) -> pb.PendingDeleteLedgerInfo:
     )
 
 
+def trusted() -> TrustedKeys:
+    return TrustedKeys({"bench": MARKER_KEY.public_key()})
+
+
+def signed(
+    messages: dict[int, pb.PendingDeleteLedgerInfo],
+) -> dict[int, pb.PendingDeleteLedgerInfo]:
+    """Signed copies, signed together as the marker signs what it sends together (one
+    signature per batch of 64)."""
+    copies = {}
+    for ledger_id, message in messages.items():
+        copies[ledger_id] = copy = pb.PendingDeleteLedgerInfo()
+        copy.CopyFrom(message)
+    SIGNER.sign(*copies.values())
+    return copies
+
+
 def sample(n: int, topics: int, size: int, round_index: int) -> list[int]:
     """Unlisted ledger ids (not the newest of their topic), a different slice each round."""
     unlisted = [i for i in range(n) if i + topics < n]
@@ -163,6 +193,7 @@ class Bench:
             shadow_scan_interval=timedelta(0),
             owner_cache_size=max(100_000, args.topics),
             max_batch=max(1000, args.grpc_batch),
+            trusted_keys=trusted(),
         )
         self.rates: dict[str, list[float]] = {}
 
@@ -210,6 +241,11 @@ class Bench:
         self.record("verify", await run_pool(ids, args.concurrency, verify))
         self.record("verify (warm cache)", await run_pool(ids, args.concurrency, verify))
         self.record("verify_batch", await self.batched(batches, verify_batch))
+        if args.sign:
+            unsigned = dict(requests)
+            requests.update(signed(requests))
+            self.record("verify_batch signed", await self.batched(batches, verify_batch))
+            requests.update(unsigned)
         await parts.believed.add([parse_target(requests[i]).believed_key for i in ids])
         self.record("believed", await run_pool(ids, args.concurrency, verify))
         self.record("believed verify_batch", await self.batched(batches, verify_batch))
@@ -236,7 +272,11 @@ class Bench:
         self, batches: list[list[int]], requests: dict[int, pb.PendingDeleteLedgerInfo]
     ) -> None:
         """VerifyBatch through a real gRPC server and client, before and after a Believe."""
-        config = replace(self.config, believed=replace(self.config.believed, root="/bench-grpc"))
+        config = replace(
+            self.config,
+            believed=replace(self.config.believed, root="/bench-grpc"),
+            trusted_keys=trusted(),  # its own: no batch root remembered from the runs before
+        )
         async with open_verifier(config) as (runner, _parts):
             await runner.start()
             async with aio.insecure_channel(f"127.0.0.1:{runner.port}") as channel:
@@ -249,6 +289,11 @@ class Bench:
                         raise AssertionError("a VerifyBatch verdict was not DELETE")
 
                 self.record("grpc VerifyBatch", await self.batched(batches, call))
+                if self.args.sign:
+                    unsigned = dict(requests)
+                    requests.update(signed(requests))
+                    self.record("grpc VerifyBatch signed", await self.batched(batches, call))
+                    requests.update(unsigned)
                 await stub.Believe(vpb.BelieveRequest(pdlis=list(requests.values())))
                 self.record("believed grpc VerifyBatch", await self.batched(batches, call))
 
@@ -266,6 +311,10 @@ class Bench:
                 f"vs raw {self.ratio(name, 'raw'):5.0%}  "
                 f"vs raw multiRead {self.ratio(name, 'raw multiRead'):4.0%}"
             )
+        for name in ("verify_batch", "grpc VerifyBatch"):
+            if f"{name} signed" in self.rates:
+                print(f"{name}: signed / unsigned {self.ratio(f'{name} signed', name):.0%}")
+        print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
     def ratio(self, name: str, base: str) -> float:
         """Median of the per-round ratios to `base` measured in the same round."""
@@ -281,6 +330,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grpc-batch", type=int, default=500)
+    parser.add_argument("--sign", action="store_true", help="also verify signed PDLIs")
     args = parser.parse_args()
     configure_logging(LogConfig(level="warning", format="json"), stream=sys.stderr)
     logging.getLogger("aiozk").setLevel(logging.ERROR)

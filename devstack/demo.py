@@ -1,7 +1,8 @@
 """`tombstone demo` (`make run`): the local stack end to end, then a clean stop.
 
-It starts ZooKeeper and S3, seeds a simulated cluster with some orphans and prints what it
-created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker and
+It starts ZooKeeper and S3, seeds a simulated cluster with some orphans and, by default
+(`--profile legacy`), every legacy artifact real Pulsar versions leave behind, and prints what
+it created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker and
 the deleter, trims every topic through the marker the way brokers' retention would, follows
 the deleter until everything is settled, and checks the outcome (S1 and L1). Each stage is one
 method of `Demo`, entered on one exit stack, so servers always stop in reverse order.
@@ -98,12 +99,12 @@ async def run_demo(
 
 
 @click.command()
-@spec_options(tenants=2, namespaces=2, topics=5, orphans=2)
+@spec_options(tenants=2, namespaces=2, topics=5, orphans=2, profile="legacy")
 @click.option("--seed-only", is_flag=True, help="Seed and show the cluster; skip the services.")
 def demo(seed_only: bool, **options: Any) -> None:
-    """Run the local stack end to end: seed a simulated cluster, trim it through the marker,
-    delete through the verifier and the deleter pool, check nothing referenced was deleted and
-    nothing unlinked remains."""
+    """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
+    default), trim it through the marker, delete through the verifier and the deleter pool,
+    check nothing referenced was deleted and nothing unlinked remains outside the DLQ."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     # The ZooKeeper client reports every closed connection as a warning; on the console those
     # lines look like failures, so only its errors are shown.

@@ -1,6 +1,7 @@
 """The trim-and-delete stage of the local demo: broker, verifier, marker and deleter as real
-processes; every simulated topic trimmed through the marker; progress until the deleter has
-settled everything; a summary.
+processes; every simulated topic trimmed and every cursor ledger unlinked through the marker
+(left OPEN, as Pulsar leaves it); progress until the deleter has settled everything; the
+dead letters read back; a summary per artifact kind and the S1/L1 check (`demo_outcome`).
 
 `devstack/demo.py` calls `trim_and_delete(...)` after seeding the cluster. On its own:
 
@@ -23,16 +24,18 @@ from pathlib import Path
 
 from grpc import aio
 
+from devstack import demo_outcome
+from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.services import ServiceProcess
+from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.model import ClusterModel
-from devstack.simulator.readback import read_cluster
+from devstack.simulator.readback import ReadBack, read_cluster
 from devstack.simulator.run import simulate_into
 from devstack.simulator.s3 import open_object_store
-from devstack.simulator.spec import ClusterSpec
-from devstack.simulator.trim import TrimmedLedger, trim
+from devstack.simulator.spec import ClusterSpec, legacy_spec
+from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
 from tombstone.v1 import deleter_pb2 as _dl
@@ -57,8 +60,10 @@ class Summary:
     skipped: dict[str, int] = field(default_factory=dict)
     dead_lettered: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
-    unlinked: list[TrimmedLedger] = field(default_factory=list)
-    """The ledgers the marker unlinked, with what the protocol must delete of each."""
+    unlinked: list[Unlinked] = field(default_factory=list)
+    """The (ledger, tier) pairs the marker unlinked, which the protocol must delete."""
+    artifacts: list[str] = field(default_factory=list)
+    """Per artifact kind: deleted / dead-lettered(reason) / kept."""
     problems: list[str] = field(default_factory=list)
     """S1/L1 violations found by the final check; empty when the run was correct."""
 
@@ -66,6 +71,7 @@ class Summary:
         def fmt(counts: dict[str, int]) -> str:
             return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
+        per_artifact = ["per artifact (unlinked ledger tiers):", *self.artifacts]
         return "\n".join(
             [
                 f"marked: {self.ledgers_marked} ledgers ({self.pdlis_sent} PDLIs), "
@@ -73,10 +79,12 @@ class Summary:
                 f"deleted: {fmt(self.deleted)}",
                 f"skipped: {fmt(self.skipped)}",
                 f"dead-lettered: {fmt(self.dead_lettered)}",
+                *(per_artifact if self.artifacts else []),
                 f"time: {self.seconds:.1f}s",
                 "check: "
                 + (
-                    "S1 and L1 hold (what the protocol unlinked is gone, everything else is kept)"
+                    "S1 and L1 hold (what the protocol unlinked is gone or dead-lettered with a "
+                    "reason, everything else is kept)"
                     if not self.problems
                     else f"{len(self.problems)} problems: " + "; ".join(self.problems[:10])
                 ),
@@ -89,6 +97,30 @@ async def _start(name: str, env: dict[str, str], workdir: Path) -> ServiceProces
     service = ServiceProcess(f"services.{name}", workdir / f"{name}.log", env=env)
     await service.start()
     return service
+
+
+def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
+    """Per service, the settings the legacy artifacts and the safety checks need.
+
+    - 2.1 offload contexts carry no driver or bucket: the operator's default offloader
+      applies, the same for the marker, the verifier and the deleter (the services compare
+      it with each other at start, `services.core.peer_settings`).
+    - Signed intents (the marker's signing key, the verifier's trusted key, signatures
+      required) are the proof of ownership of artifacts without owner metadata (pre-2.2
+      ledgers, pre-2.10 objects) and of an unsubscribed cursor's OPEN ledger.
+    - The marker's retry window is shorter than the deleter's retry budget below (17.6 s at
+      least), which the services also check against each other at start.
+    """
+    marker_signing, verifier_signing = signing_envs()
+    offload = {
+        "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET": model.spec.bucket,
+        "TOMBSTONE_OFFLOAD_DEFAULT_DRIVER": "aws-s3",
+    }
+    return {
+        "verifier": {**offload, **verifier_signing},
+        "marker": {**offload, **marker_signing, "TOMBSTONE_MARKER_RETRY_WINDOW": "10s"},
+        "deleter": dict(offload),
+    }
 
 
 def _common_env(
@@ -111,6 +143,7 @@ async def start_services(
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
     common = _common_env(zookeeper, s3, broker)
+    extra = merged_system_env(model)
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
     verifier = await _start(
         "verifier",
@@ -118,6 +151,7 @@ async def start_services(
             **common,
             "TOMBSTONE_S3_ALLOWED_BUCKETS": buckets,
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": model.spec.cluster_name,
+            **extra["verifier"],
         },
         workdir,
     )
@@ -130,6 +164,7 @@ async def start_services(
             "TOMBSTONE_MARKER_CLUSTER": model.spec.cluster_name,
             "TOMBSTONE_MARKER_ID": "demo-marker",
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
+            **extra["marker"],
         },
         workdir,
     )
@@ -145,6 +180,7 @@ async def start_services(
             "TOMBSTONE_DELETER_ID": "demo-deleter",
             "TOMBSTONE_DELETER_RETRY_MAX_DELAY": "5s",
             "TOMBSTONE_DELETER_MAX_RETRIES": "6",
+            **extra["deleter"],
         },
         workdir,
     )
@@ -152,8 +188,9 @@ async def start_services(
 
 
 async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo: Echo) -> None:
-    """What the brokers' retention would do: each topic drops all but its current ledger,
-    through the marker's MarkLedgers. Shadow topics are trimmed by their source."""
+    """What the brokers would do, through the marker's MarkLedgers: retention drops all but
+    each topic's current ledger (shadow topics are trimmed by their source), and every
+    cursor with a ledger moves its position into its znode, its ledger left OPEN."""
     async with aio.insecure_channel(f"127.0.0.1:{marker_port}") as channel:
         stub = _mk_grpc.MarkerStub(channel)
         for ml in model.managed_ledgers.values():
@@ -165,15 +202,56 @@ async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo
                 managed_ledger_name=ml.name,
                 ledger_ids=expected.ledger_ids,
             )
-            response = await stub.MarkLedgers(request, timeout=60)
-            marked = {m.ledger_id for m in response.marked}
-            summary.unlinked += [t for t in expected.trimmed if t.ledger_id in marked]
-            summary.ledgers_marked += len(response.marked)
-            summary.pdlis_sent += response.pdlis_sent
-            summary.not_marked += len(response.not_marked)
+            marked = await _mark(stub, request, summary)
+            done = [t for t in expected.trimmed if t.ledger_id in marked]
+            summary.unlinked += demo_outcome.from_trim(model, done)
+        await unlink_cursor_ledgers(model, stub, summary)
     echo(
         f"trimmed through the marker: {summary.ledgers_marked} ledgers, {summary.pdlis_sent} PDLIs"
     )
+
+
+async def unlink_cursor_ledgers(
+    model: ClusterModel, stub: _mk_grpc.MarkerStub, summary: Summary
+) -> None:
+    """A cursor closing or switching: `ManagedCursorImpl` writes the cursor znode (here: the
+    position kept in it, cursorsLedgerId -1), then deletes the old ledger by id without
+    closing it (`asyncDeleteCursorLedger`, `switchToNewLedger`). The marker records the intent
+    before that write; the ledger stays OPEN."""
+    for cursor in model.cursors.values():
+        if cursor.cursors_ledger_id < 0:
+            continue
+        request = _mk.MarkLedgersRequest(
+            component=_pd.MANAGED_CURSOR,
+            managed_ledger_name=cursor.ml_name,
+            cursor_name=cursor.name,
+            ledger_ids=[cursor.cursors_ledger_id],
+        )
+        if cursor.cursors_ledger_id in await _mark(stub, request, summary):
+            summary.unlinked.append(demo_outcome.cursor_ledger(model, cursor.cursors_ledger_id))
+
+
+async def _mark(
+    stub: _mk_grpc.MarkerStub, request: _mk.MarkLedgersRequest, summary: Summary
+) -> set[int]:
+    response = await stub.MarkLedgers(request, timeout=60)
+    summary.ledgers_marked += len(response.marked)
+    summary.pdlis_sent += response.pdlis_sent
+    summary.not_marked += len(response.not_marked)
+    return {m.ledger_id for m in response.marked}
+
+
+async def dead_letters(deleter_port: int) -> dict[tuple[int, str], str]:
+    """(ledger id, tier) → reason code of every PDLI in the dead-letter topic."""
+    async with aio.insecure_channel(f"127.0.0.1:{deleter_port}") as channel:
+        stub = _dl_grpc.DeleterAdminStub(channel)
+        listed = await stub.ListDeadLetters(_dl.ListDeadLettersRequest(limit=10000), timeout=60)
+    out = {}
+    for letter in listed.dead_letters:
+        if letter.HasField("pdli") and letter.pdli.HasField("ledger_id"):
+            tier = OFFLOAD if letter.pdli.ledger_type == _pd.OFFLOAD_LEDGER else BOOKKEEPER
+            out[(letter.pdli.ledger_id, tier)] = letter.reason_code
+    return out
 
 
 def _counters(port: int) -> dict[str, dict[str, int]]:
@@ -237,46 +315,28 @@ async def trim_and_delete(
             summary.deleted = counts["deleted"]
             summary.skipped = counts["skipped"]
             summary.dead_lettered = counts["dead_lettered"]
+            letters = await dead_letters(deleter.port)
         finally:
             for service in services:
                 await service.stop()
-    summary.problems = await check_outcome(model, summary.unlinked, zookeeper, s3)
+    now = await read_back(model, zookeeper, s3)
+    summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
+    summary.problems = demo_outcome.problems(model, summary.unlinked, now, letters)
     summary.seconds = time.monotonic() - started
     echo(summary.render())
     return summary
 
 
-async def check_outcome(
-    model: ClusterModel, unlinked: list[TrimmedLedger], zookeeper: ZooKeeperServer, s3: S3Server
-) -> list[str]:
-    """Read the cluster back. L1: the tiers the protocol targets for every unlinked ledger are
-    gone. S1: everything else that was there before the run is still there, including the
-    ledgers a shadow topic still lists (the planted orphans are the reconciler's to remove)."""
+async def read_back(model: ClusterModel, zookeeper: ZooKeeperServer, s3: S3Server) -> ReadBack:
+    """The cluster as it is now: ledgers at any path, objects in every bucket used."""
     buckets = tuple(sorted({o.bucket for o in model.objects.values()}))
     async with (
         ZkMetadataStore.connect(zookeeper.address) as store,
         open_object_store(s3.client_config()) as objects,
     ):
-        now = await read_cluster(
+        return await read_cluster(
             store, ledgers_root=model.spec.ledgers_root, s3_client=objects, buckets=buckets
         )
-    gone_ledgers = {
-        t.ledger_id for t in unlinked if t.delete_from_bookkeeper and not t.still_referenced
-    }
-    gone_keys = {key for t in unlinked if not t.still_referenced for key in t.object_keys}
-    problems = [
-        f"L1: unlinked ledger {i} is still in BookKeeper" for i in gone_ledgers & set(now.ledgers)
-    ]
-    problems += [
-        f"L1: object {key} of an unlinked ledger remains" for key in gone_keys & set(now.objects)
-    ]
-    kept = {led.ledger_id for led in model.bookkeeper_ledgers()} - gone_ledgers
-    problems += [f"S1: ledger {i} was deleted" for i in sorted(kept - set(now.ledgers))]
-    problems += [
-        f"S1: object {k} was deleted"
-        for k in sorted(set(model.objects) - gone_keys - set(now.objects))
-    ]
-    return problems
 
 
 async def _standalone(spec: ClusterSpec) -> None:
@@ -291,5 +351,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--topics", type=int, default=5, help="topics per namespace")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", choices=("default", "legacy"), default="legacy")
     args = parser.parse_args()
-    asyncio.run(_standalone(ClusterSpec(seed=args.seed, topics_per_namespace=args.topics)))
+    make = legacy_spec if args.profile == "legacy" else ClusterSpec
+    asyncio.run(_standalone(make(seed=args.seed, topics_per_namespace=args.topics)))

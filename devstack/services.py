@@ -9,6 +9,7 @@ devstack server and service stops the same way.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -19,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from devstack.child import ChildProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +29,21 @@ READY_EVENT = "service_ready"
 DEFAULT_ENV = {"TOMBSTONE_LOG_FORMAT": "json", "TOMBSTONE_GRPC_PORT": "0"}
 """JSON lines so readiness can be read from the log; port 0 so the OS picks a free one."""
 _POLL_SECONDS = 0.1
+
+
+def signing_envs(key_id: str = "devstack") -> tuple[dict[str, str], dict[str, str]]:
+    """(marker, verifier) variables that turn signed intents on with a key made for this run:
+    the marker signs every PDLI, the verifier holds only the public key and dead-letters
+    unsigned or badly signed PDLIs. The keys travel inline (`base64:`), so no file is left."""
+    private = Ed25519PrivateKey.generate()
+    seed = base64.b64encode(private.private_bytes_raw()).decode()
+    public = base64.b64encode(private.public_key().public_bytes_raw()).decode()
+    marker = {"TOMBSTONE_MARKER_SIGNING_KEYS": f"{key_id}=base64:{seed}"}
+    verifier = {
+        "TOMBSTONE_VERIFIER_TRUSTED_KEYS": f"{key_id}=base64:{public}",
+        "TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true",
+    }
+    return marker, verifier
 
 
 class EventNotLogged(RuntimeError):

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 [ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
+command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
+command -v spin >/dev/null 2>&1 || need_apt+=(spin)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "verifier": "services.verifier.cli:verifier",
     "deleter": "services.deleter.cli:deleter",
     "health": "services.healthcheck:health",
+    "keys": "services.core.keys_cli:keys",
     "reconcile": "services.scan.cli:reconcile",
 }
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.services import ServiceProcess
+from devstack.services import ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
+from services.metadata.layout import format_ledgers_root
+from services.metadata.zk_store import ZkMetadataStore
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
@@ -67,6 +69,7 @@ def service_envs(
 ) -> dict[str, dict[str, str]]:
     """Each service's TOMBSTONE_* environment for the local stack."""
     verifier = f"127.0.0.1:{ports['verifier']}"
+    marker_signing, verifier_signing = signing_envs()
     pulsar = {
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -76,6 +79,7 @@ def service_envs(
             **_common_env(zk, ports["verifier"]),
             **s3.service_env(allowed_buckets=[BUCKET]),
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
+            **verifier_signing,
         },
         "marker": {
             **_common_env(zk, ports["marker"]),
@@ -84,7 +88,11 @@ def service_envs(
             "TOMBSTONE_MARKER_CLUSTER": CLUSTER,
             # Shorter than the 5 s default so a short run measures deletion, not waiting.
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
+            # Shorter than the deleter's retry budget below (30 s at least), which the
+            # services check against each other at start (services.core.peer_settings).
+            "TOMBSTONE_MARKER_RETRY_WINDOW": "20s",
             "TOMBSTONE_VERIFIER_ADDRESS": verifier,
+            **marker_signing,
         },
         "deleter": {
             **_common_env(zk, ports["deleter"]),
@@ -113,6 +121,9 @@ async def local_stack() -> AsyncIterator[LocalStack]:
         servers.callback(broker.stop)
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+        # The verifier and the deleter refuse to start without a ledgers root and LAYOUT.
+        async with ZkMetadataStore.connect(zk.address) as store:
+            await format_ledgers_root(store)
         ports = {name: free_port() for name in ("verifier", "marker", "deleter")}
         envs = service_envs(zk, s3, broker, ports)
         services = {

@@ -27,8 +27,11 @@ from devstack.simulator.spec import (
     ClusterSpec,
     Compression,
     IdLayout,
+    LegacyPlan,
     OffloadDriver,
     OrphanPlan,
+    PathWriter,
+    legacy_spec,
 )
 from devstack.simulator.trim import TrimmedLedger, TrimResult, apply_trim, trim
 from devstack.simulator.writer import write_cluster, write_model
@@ -42,6 +45,7 @@ __all__ = [
     "Ledger",
     "LedgerInfo",
     "LedgerKind",
+    "LegacyPlan",
     "ManagedLedger",
     "ObjectStore",
     "Offload",
@@ -50,6 +54,7 @@ __all__ = [
     "OrphanKind",
     "OrphanPlan",
     "PartitionedTopic",
+    "PathWriter",
     "Planted",
     "ReadBack",
     "S3ObjectStore",
@@ -60,6 +65,7 @@ __all__ = [
     "apply_trim",
     "build_model",
     "expected",
+    "legacy_spec",
     "open_object_store",
     "read_cluster",
     "trim",

@@ -46,6 +46,9 @@ from services.metadata.offload import (
 
 # What the offloaded objects say wrote them (user metadata, reference §7.1).
 PULSAR_VERSION = "4.0.4"
+# The versions legacy objects name: 2.1 (`S3ManagedLedgerOffloader`) and 2.9 (before PR #14907).
+PULSAR_2_1_VERSION = "2.1.1-incubating"
+PULSAR_2_9_VERSION = "2.9.5"
 PULSAR_GIT_SHA = "5b3b4b2c5a1d8f0e9c7a6b5d4c3b2a1908f7e6d5"
 # The provider enum name Pulsar writes as `managedLedgerOffloadDriver` for `aws-s3`.
 S3_PROVIDER_ENUM = "AWS_S3"
@@ -217,12 +220,33 @@ class Factory:
             bucket=bucket,
         )
 
+    def offload_2_1(self) -> Offload:
+        """An OffloadContext as Pulsar 2.1 wrote it: uidMsb/uidLsb/complete only (no timestamp,
+        no driverMetadata: `OffloadDriverMetadata` came with 2.2.0)."""
+        return Offload(
+            uuid=self.new_uuid(),
+            complete=True,
+            bookkeeper_deleted=False,
+            timestamp=0,
+            driver_name="",
+            driver_properties=(),
+            bucket="",
+        )
+
     def add_objects(
-        self, source: Ledger, offload_uuid: str, ml_name: str, *, cluster_name: str | None = None
+        self,
+        source: Ledger,
+        offload_uuid: str,
+        ml_name: str,
+        *,
+        cluster_name: str | None = None,
+        written_by: str = PULSAR_VERSION,
     ) -> tuple[str, ...]:
         """Record the data and index objects of an S3 offload; return their keys.
 
-        Filesystem offloads write no objects (the simulator keeps no Hadoop MapFiles).
+        `written_by` is the Pulsar version of the offloader: before 2.10 the objects carry
+        only the `s3managedledgeroffloader*` keys. Filesystem offloads write no objects (the
+        simulator keeps no Hadoop MapFiles).
         """
         if self.spec.offload_driver is not OffloadDriver.S3:
             return ()
@@ -240,19 +264,26 @@ class Factory:
                 uuid=offload_uuid,
                 ml_name=ml_name,
                 cluster_name=cluster,
-                user_metadata=object_user_metadata(cluster, role, ml_name),
+                user_metadata=object_user_metadata(cluster, role, ml_name, written_by),
                 source=source,
             )
         return keys
 
 
-def object_user_metadata(cluster: str, role: str, ml_name: str) -> dict[str, str]:
-    """The user metadata the blob-store offloader puts on both objects (2.10+)."""
-    return {
+def object_user_metadata(
+    cluster: str, role: str, ml_name: str, written_by: str = PULSAR_VERSION
+) -> dict[str, str]:
+    """The user metadata the blob-store offloader puts on both objects.
+
+    The version keys since 2.1 (`S3ManagedLedgerOffloader`, later
+    `BlobStoreManagedLedgerOffloader`); `pulsarclustername`, `role` and `ManagedLedgerName`
+    only since 2.10 (PR #14907).
+    """
+    metadata = {
         "s3managedledgeroffloaderformatversion": "1",
-        "s3managedledgeroffloadersoftwareversion": PULSAR_VERSION,
+        "s3managedledgeroffloadersoftwareversion": written_by,
         "s3managedledgeroffloadersoftwaregitsha": PULSAR_GIT_SHA,
-        "pulsarclustername": cluster,
-        "role": role,
-        "ManagedLedgerName": ml_name,
     }
+    if written_by in (PULSAR_2_1_VERSION, PULSAR_2_9_VERSION):
+        return metadata
+    return {**metadata, "pulsarclustername": cluster, "role": role, "ManagedLedgerName": ml_name}

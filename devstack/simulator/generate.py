@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from devstack.simulator import orphans
 from devstack.simulator._factory import (
     DAY_MS,
+    PULSAR_2_1_VERSION,
+    PULSAR_2_9_VERSION,
     Factory,
     IdAllocator,
     LedgerShape,
@@ -33,8 +35,9 @@ from devstack.simulator.model import (
     Schema,
     SchemaVersion,
 )
-from devstack.simulator.spec import ClusterSpec, IdLayout
+from devstack.simulator.spec import ClusterSpec, IdLayout, PathWriter
 from services.metadata import LedgerState, TopicName
+from services.metadata.paths import LedgerLayout
 from tombstone.formats import schema_pb2 as _schema
 
 # SchemaRegistryFormat.SchemaInfo.SchemaType.AVRO
@@ -60,11 +63,28 @@ class TopicPlan:
 def build_model(spec: ClusterSpec) -> ClusterModel:
     """The model of the cluster `spec` describes; the same spec gives an equal model."""
     if spec.id_layout is not IdLayout.MIXED:
-        return _generate(spec, IdAllocator(spec.id_layout)).model
+        return _assign_paths(_generate(spec, IdAllocator(spec.id_layout)).model)
     # A first pass counts the ledgers so that MIXED ids switch to long ones at the right share.
     count = _generate(spec, IdAllocator(IdLayout.SHORT)).ids.count
     switch_at = round(count * (1.0 - spec.long_id_share))
-    return _generate(spec, IdAllocator(spec.id_layout, switch_at)).model
+    return _assign_paths(_generate(spec, IdAllocator(spec.id_layout, switch_at)).model)
+
+
+def _assign_paths(model: ClusterModel) -> ClusterModel:
+    """Which layout's path each ledger znode sits at (reference §1.1).
+
+    BookKeeper's ZK ledger managers write the path LAYOUT names; Pulsar >= 2.10's default
+    driver (`PulsarLedgerManager.getLedgerPath`) writes the hybrid path whatever LAYOUT says.
+    An upgraded cluster (MIXED) holds the older half at LAYOUT's path, the newer at hybrid ones.
+    """
+    spec = model.spec
+    if spec.path_writer is PathWriter.PULSAR or spec.layout is LedgerLayout.HIERARCHICAL:
+        return model
+    ids = sorted(model.ledgers)
+    cut = len(ids) if spec.path_writer is PathWriter.BOOKKEEPER else len(ids) // 2
+    for ledger_id in ids[:cut]:
+        model.ledgers[ledger_id] = replace(model.ledgers[ledger_id], path_layout=spec.layout)
+    return model
 
 
 def _generate(spec: ClusterSpec, ids: IdAllocator) -> Factory:
@@ -119,10 +139,13 @@ def build_managed_ledger(
         f.model.managed_ledgers[ml_name] = ManagedLedger(ml_name, str(topic), (), empty_znode=True)
         return
     offload_needs = max(kinds[OrphanKind.BK_AFTER_OFFLOAD], kinds[OrphanKind.UNREFERENCED_OFFLOAD])
-    listed = max(f.rng.randint(*f.spec.ledgers_per_topic), offload_needs + 1)
+    legacy = sum(kinds[kind] for kind in LEGACY_LISTED)
+    listed = max(f.rng.randint(*f.spec.ledgers_per_topic), legacy + offload_needs + 1)
     dropped_count = kinds[OrphanKind.UNLISTED_DATA] + kinds[OrphanKind.SHADOW_REFERENCED]
     dropped, infos = _data_ledgers(f, ml_name, dropped_count, listed)
-    infos = _offload_some(f, ml_name, infos, kinds)
+    infos = _legacy_listed(f, ml_name, infos[:legacy], kinds) + _offload_some(
+        f, ml_name, infos[legacy:], kinds
+    )
     f.model.managed_ledgers[ml_name] = ManagedLedger(ml_name, str(topic), tuple(infos))
     unlisted = kinds[OrphanKind.UNLISTED_DATA]
     for info in dropped[:unlisted]:
@@ -132,6 +155,54 @@ def build_managed_ledger(
     if dropped[unlisted:]:
         _shadow(f, topic, dropped[unlisted:], infos)
     build_cursors(f, ml_name, infos, kinds[OrphanKind.STALE_CURSOR])
+    _unsubscribed(f, ml_name, kinds[OrphanKind.OPEN_CURSOR_UNSUBSCRIBED])
+
+
+#: Legacy artifacts that are ledgers of a topic's list, oldest first.
+LEGACY_LISTED = (OrphanKind.OFFLOAD_2_1, OrphanKind.PRE_2_2_LEDGER, OrphanKind.OBJECTS_PRE_2_10)
+
+
+def _legacy_listed(
+    f: Factory, ml_name: str, infos: list[LedgerInfo], kinds: Counter[OrphanKind]
+) -> list[LedgerInfo]:
+    """The oldest listed ledgers as older brokers left them (the table "What real Pulsar
+    leaves behind"): a 2.1 offload, a pre-2.2 ledger, a 2.7-2.9 offload, in that order."""
+    out = []
+    todo = [kind for kind in LEGACY_LISTED for _ in range(kinds[kind])]
+    for info, kind in zip(infos, todo, strict=True):
+        ledger = f.model.ledgers[info.ledger_id]
+        keys: tuple[str, ...] = ()
+        if kind in (OrphanKind.OFFLOAD_2_1, OrphanKind.PRE_2_2_LEDGER):
+            # Custom metadata came with Pulsar 2.3.0 (`LedgerMetadataUtils`, PR #3525).
+            ledger = replace(ledger, metadata=replace(ledger.metadata, custom_metadata={}))
+            f.model.ledgers[info.ledger_id] = ledger
+        if kind is OrphanKind.OFFLOAD_2_1:
+            offload = f.offload_2_1()
+            keys = f.add_objects(ledger, offload.uuid, ml_name, written_by=PULSAR_2_1_VERSION)
+            info = replace(info, offload=offload)
+        elif kind is OrphanKind.OBJECTS_PRE_2_10:
+            offload = f.offload(info.timestamp, bookkeeper_deleted=False)
+            keys = f.add_objects(ledger, offload.uuid, ml_name, written_by=PULSAR_2_9_VERSION)
+            info = replace(info, offload=offload)
+        f.model.planted.append(Planted(kind, info.ledger_id, keys, ml_name))
+        out.append(info)
+    return out
+
+
+def _unsubscribed(f: Factory, ml_name: str, count: int) -> None:
+    """Cursor ledgers of subscriptions removed since: the cursor znode is gone and the ledger,
+    deleted by id without being closed (`ManagedCursorImpl.asyncDeleteCursorLedger`), is still
+    there, OPEN, because that delete failed."""
+    for i in range(count):
+        name = f"unsubscribed-{i}"
+        custom = pulsar_metadata(ml_name=ml_name, cursor=name)
+        shape = LedgerShape(LedgerState.OPEN)
+        ledger = f.add_ledger(
+            LedgerKind.CURSOR, ml_name, shape, custom, cursor=name, referenced=False
+        )
+        f.model.planted.append(
+            Planted(OrphanKind.OPEN_CURSOR_UNSUBSCRIBED, ledger.ledger_id, ml_name=ml_name)
+        )
 
 
 def _data_ledgers(
@@ -216,8 +287,12 @@ def build_cursors(f: Factory, ml_name: str, infos: list[LedgerInfo], stale: int)
         name = f"sub-{j}"
         custom = pulsar_metadata(ml_name=ml_name, cursor=name)
         for _ in range(stale if j == 0 else 0):
+            # `ManagedCursorImpl.switchToNewLedger` persists the new cursorsLedgerId, then
+            # deletes the old ledger by id without closing it: it stays OPEN (positions were
+            # written to it, none of it is sealed) if that delete fails.
+            written = replace(f.closed_shape(), state=LedgerState.OPEN)
             moved = f.add_ledger(
-                LedgerKind.CURSOR, ml_name, f.closed_shape(), custom, cursor=name, referenced=False
+                LedgerKind.CURSOR, ml_name, written, custom, cursor=name, referenced=False
             )
             f.model.planted.append(
                 Planted(OrphanKind.STALE_CURSOR, moved.ledger_id, ml_name=ml_name, note=name)

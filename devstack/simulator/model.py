@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from devstack.simulator.spec import ClusterSpec
 from services.metadata import LedgerMetadata, LedgerState
+from services.metadata.paths import LedgerLayout
 
 # The Pulsar custom-metadata keys (reference §4).
 APPLICATION = "application"
@@ -43,6 +44,12 @@ class OrphanKind(enum.StrEnum):
     NO_PULSAR_METADATA = "no-pulsar-metadata"
     SHADOW_REFERENCED = "shadow-referenced"
     OTHER_CLUSTER_OBJECTS = "other-cluster-objects"
+    # Legacy artifacts (`LegacyPlan`); the listed ones are deletable once their owner unlinks
+    # them, and then only with a proof of ownership.
+    OPEN_CURSOR_UNSUBSCRIBED = "open-cursor-unsubscribed"
+    PRE_2_2_LEDGER = "pre-2.2-ledger"
+    OFFLOAD_2_1 = "offload-2.1"
+    OBJECTS_PRE_2_10 = "objects-pre-2.10"
 
     @property
     def deletable(self) -> bool:
@@ -57,6 +64,7 @@ _DELETABLE = frozenset(
         OrphanKind.UNLISTED_SCHEMA,
         OrphanKind.UNREFERENCED_OFFLOAD,
         OrphanKind.BK_AFTER_OFFLOAD,
+        OrphanKind.OPEN_CURSOR_UNSUBSCRIBED,
     }
 )
 
@@ -72,7 +80,8 @@ class Offload:
     driver_name: str
     driver_properties: tuple[tuple[str, str], ...]
     bucket: str
-    """The bucket (S3) or storage base path (filesystem) the copy was written to."""
+    """The bucket (S3) or storage base path (filesystem) the driverMetadata names; '' for a
+    2.1 context (no driverMetadata: the operator's default bucket holds the objects)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,8 @@ class Ledger:
     """Listed by an ML, a cursor or a schema locator."""
     young: bool = False
     """Written after `ClusterModel.young_since_ms`: too young for any age window."""
+    path_layout: LedgerLayout = LedgerLayout.HIERARCHICAL
+    """The layout whose path the znode sits at (hybrid when Pulsar >= 2.10 wrote it)."""
 
     @property
     def ledger_id(self) -> int:

@@ -7,8 +7,21 @@ from typing import Any, TypeVar
 
 import click
 
-from devstack.simulator.spec import ClusterSpec, Compression, IdLayout, OffloadDriver, OrphanPlan
+from devstack.simulator.spec import (
+    PROFILES,
+    ClusterSpec,
+    Compression,
+    IdLayout,
+    LegacyPlan,
+    OffloadDriver,
+    OrphanPlan,
+    PathWriter,
+)
 from services.core.errors import InvalidArgument
+from services.metadata.paths import LedgerLayout
+
+#: Layouts the simulator writes (the legacy 2-4-4 one is not simulated).
+LAYOUTS = (LedgerLayout.HIERARCHICAL, LedgerLayout.LONG_HIERARCHICAL, LedgerLayout.FLAT)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,10 +35,46 @@ def _range(text: str) -> tuple[int, int]:
 
 
 def spec_options(
-    *, tenants: int = 2, namespaces: int = 2, topics: int = 3, orphans: int = 1
+    *,
+    tenants: int = 2,
+    namespaces: int = 2,
+    topics: int = 3,
+    orphans: int = 1,
+    profile: str = "default",
 ) -> Callable[[F], F]:
-    """Add the spec options to a command, with these defaults for the size."""
+    """Add the spec options to a command, with these defaults for the size.
+
+    `--profile legacy` seeds every artifact of the table "What real Pulsar leaves behind"
+    (`spec.legacy_spec`); its layout, writer, compression and counts can still be overridden.
+    """
     options = [
+        click.option(
+            "--profile",
+            type=click.Choice(PROFILES),
+            default=profile,
+            show_default=True,
+            help="legacy: every artifact real Pulsar versions leave behind",
+        ),
+        click.option(
+            "--layout",
+            type=click.Choice([layout.value for layout in LAYOUTS]),
+            default=None,
+            help="what <ledgers root>/LAYOUT names "
+            "[default: hierarchical; legacy: longhierarchical]",
+        ),
+        click.option(
+            "--path-writer",
+            type=click.Choice([w.value for w in PathWriter]),
+            default=None,
+            help="who wrote the ledger znodes: pulsar (hybrid paths, >= 2.10), bookkeeper "
+            "(LAYOUT's paths) or mixed [default: pulsar; legacy: mixed]",
+        ),
+        click.option(
+            "--legacy",
+            type=int,
+            default=None,
+            help="how many of each legacy artifact to seed [default: 0; legacy: 1]",
+        ),
         click.option("--seed", type=int, default=1, show_default=True),
         click.option("--tenants", type=int, default=tenants, show_default=True),
         click.option("--namespaces", type=int, default=namespaces, show_default=True),
@@ -49,8 +98,8 @@ def spec_options(
         click.option(
             "--compression",
             type=click.Choice([c.value for c in Compression]),
-            default=Compression.NONE.value,
-            show_default=True,
+            default=None,
+            help="ML and cursor znode compression [default: NONE; legacy: LZ4]",
         ),
         click.option("--v2-share", type=float, default=0.0, show_default=True),
         click.option("--cluster-name", default="standalone", show_default=True),
@@ -72,9 +121,31 @@ def spec_options(
     return decorate
 
 
+def _profile_values(options: dict[str, Any]) -> dict[str, Any]:
+    """Layout, writer, compression and legacy counts: the option when given, else the
+    profile's value."""
+    legacy = options.get("profile") == "legacy"
+    defaults: dict[str, Any] = {
+        "layout": LedgerLayout.LONG_HIERARCHICAL.value if legacy else "hierarchical",
+        "path_writer": PathWriter.MIXED.value if legacy else PathWriter.PULSAR.value,
+        "compression": Compression.LZ4.value if legacy else Compression.NONE.value,
+        "legacy": 1 if legacy else 0,
+    }
+    chosen: dict[str, Any] = {
+        k: options.get(k) if options.get(k) is not None else v for k, v in defaults.items()
+    }
+    return {
+        "layout": LedgerLayout(chosen["layout"]),
+        "path_writer": PathWriter(chosen["path_writer"]),
+        "compression": Compression(chosen["compression"]),
+        "legacy": LegacyPlan.some(chosen["legacy"]),
+    }
+
+
 def spec_from_options(options: dict[str, Any], **overrides: Any) -> ClusterSpec:
     """Build the spec from the parsed options; a bad value becomes a click usage error."""
     driver = OffloadDriver(options["offload_driver"])
+    profile = _profile_values(options)
     orphans = OrphanPlan.some(options["orphans"])
     if driver is OffloadDriver.FILESYSTEM:
         # Filesystem offloads write no objects, so object orphans cannot be planted.
@@ -93,7 +164,10 @@ def spec_from_options(options: dict[str, Any], **overrides: Any) -> ClusterSpec:
             offloaded_share=options["offloaded_share"],
             offload_driver=driver,
             id_layout=IdLayout(options["id_layout"]),
-            compression=Compression(options["compression"]),
+            compression=profile["compression"],
+            layout=profile["layout"],
+            path_writer=profile["path_writer"],
+            legacy=profile["legacy"],
             v2_share=options["v2_share"],
             cluster_name=options["cluster_name"],
             bucket=options["bucket"],
@@ -105,6 +179,10 @@ def spec_from_options(options: dict[str, Any], **overrides: Any) -> ClusterSpec:
 
 
 SPEC_OPTION_NAMES = [
+    "profile",
+    "layout",
+    "path_writer",
+    "legacy",
     "seed",
     "tenants",
     "namespaces",

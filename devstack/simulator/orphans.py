@@ -30,14 +30,23 @@ HOSTED = {
     "unreferenced_offload": OrphanKind.UNREFERENCED_OFFLOAD,
     "shadow_referenced": OrphanKind.SHADOW_REFERENCED,
 }
+# LegacyPlan field → the kind it plants; all of them live inside a topic.
+LEGACY_HOSTED = {
+    "open_cursor_unsubscribed": OrphanKind.OPEN_CURSOR_UNSUBSCRIBED,
+    "pre_2_2_ledgers": OrphanKind.PRE_2_2_LEDGER,
+    "offload_2_1": OrphanKind.OFFLOAD_2_1,
+    "objects_pre_2_10": OrphanKind.OBJECTS_PRE_2_10,
+}
 
 
 def assign_hosts(f: Factory, plans: list[TopicPlan]) -> dict[int, Counter[OrphanKind]]:
     """For each hosted orphan, pick a topic that is not new (index into `plans`)."""
     hosts: dict[int, Counter[OrphanKind]] = {}
     eligible = [i for i, plan in enumerate(plans) if not plan.new]
-    for field, kind in HOSTED.items():
-        for _ in range(getattr(f.spec.orphans, field)):
+    wanted = [(getattr(f.spec.orphans, field), kind) for field, kind in HOSTED.items()]
+    wanted += [(getattr(f.spec.legacy, field), kind) for field, kind in LEGACY_HOSTED.items()]
+    for count, kind in wanted:
+        for _ in range(count):
             if not eligible:
                 raise InvalidArgument("orphans", "every topic is new: no topic can host orphans")
             hosts.setdefault(f.rng.choice(eligible), Counter())[kind] += 1

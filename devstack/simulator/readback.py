@@ -7,12 +7,13 @@ tests compare the two with `==`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from devstack.simulator import znodes
-from devstack.simulator.model import ClusterModel, Cursor, ManagedLedger, Schema
+from devstack.simulator.model import ClusterModel, Cursor, Ledger, ManagedLedger, Schema
 from devstack.simulator.s3 import ObjectStore
 from services.metadata import (
     BookKeeperLedgers,
@@ -25,6 +26,7 @@ from services.metadata import (
     java_url_decode,
     topic_from_managed_ledger_name,
 )
+from services.metadata.paths import HYBRID_LONG_THRESHOLD, LedgerLayout
 from services.metadata.pulsar_names import PARTITIONED_TOPICS_ROOT
 
 T = TypeVar("T")
@@ -36,6 +38,8 @@ class ReadBack:
     """What is in the stores, in the model's shapes."""
 
     ledgers: dict[int, LedgerMetadata] = field(default_factory=dict)
+    ledger_layouts: dict[int, LedgerLayout] = field(default_factory=dict)
+    """The layout whose path each ledger znode was found at."""
     managed_ledgers: dict[str, ManagedLedger] = field(default_factory=dict)
     cursors: dict[tuple[str, str], Cursor] = field(default_factory=dict)
     schemas: dict[str, Schema] = field(default_factory=dict)
@@ -49,6 +53,7 @@ def expected(model: ClusterModel) -> ReadBack:
     """What `read_cluster` returns for a freshly written `model`."""
     return ReadBack(
         ledgers={led.ledger_id: led.metadata for led in model.bookkeeper_ledgers()},
+        ledger_layouts={led.ledger_id: _found_as(led) for led in model.bookkeeper_ledgers()},
         managed_ledgers=dict(model.managed_ledgers),
         cursors=dict(model.cursors),
         schemas=dict(model.schemas),
@@ -70,7 +75,7 @@ async def read_cluster(
 ) -> ReadBack:
     slots = asyncio.Semaphore(concurrency)
     out = ReadBack()
-    out.ledgers = await read_ledgers(store, ledgers_root, slots)
+    out.ledgers, out.ledger_layouts = await read_ledgers(store, ledgers_root, slots)
     out.managed_ledgers, out.cursors = await read_managed_ledgers(store, slots)
     out.schemas = await read_schemas(store, slots)
     out.partitioned_topics = await read_partitioned(store, slots)
@@ -90,18 +95,45 @@ async def _gather(
     await asyncio.gather(*(one(item) for item in items))
 
 
+def _found_as(ledger: Ledger) -> LedgerLayout:
+    """Where `read_ledgers` finds a ledger: above Integer.MAX_VALUE the hybrid and the long
+    paths are the same path, reported as hybrid."""
+    layout = ledger.path_layout
+    if layout is LedgerLayout.LONG_HIERARCHICAL and ledger.ledger_id >= HYBRID_LONG_THRESHOLD:
+        return LedgerLayout.HIERARCHICAL
+    return layout
+
+
 async def read_ledgers(
     store: MetadataStore, root: str, slots: asyncio.Semaphore
-) -> dict[int, LedgerMetadata]:
-    bk = BookKeeperLedgers(store, paths=LedgerPaths(root=root))
-    ids = [ledger_id async for ledger_id in bk.iter_ledger_ids()]
+) -> tuple[dict[int, LedgerMetadata], dict[int, LedgerLayout]]:
+    """Every ledger znode under `root` at any path the layouts in play give it (hybrid, long
+    and flat), whatever LAYOUT says; with the layout whose path it was found at."""
+    managers = {
+        layout: BookKeeperLedgers(store, paths=LedgerPaths(root=root, layout=layout))
+        for layout in (LedgerLayout.HIERARCHICAL, LedgerLayout.LONG_HIERARCHICAL)
+    }
+    flat = BookKeeperLedgers(store, paths=LedgerPaths(root=root, layout=LedgerLayout.FLAT))
+    # The hybrid walk visits both 2-digit (short) and 3-digit (long) trees.
+    hybrid = managers[LedgerLayout.HIERARCHICAL]
+    tree_ids = [ledger_id async for ledger_id in hybrid.iter_ledger_ids()]
     found: dict[int, LedgerMetadata] = {}
+    layouts: dict[int, LedgerLayout] = {}
 
-    async def read(ledger_id: int) -> None:
-        found[ledger_id] = (await bk.read(ledger_id)).metadata
+    async def read_tree(ledger_id: int) -> None:
+        for layout, manager in managers.items():
+            with contextlib.suppress(NoNode):
+                found[ledger_id] = (await manager.read(ledger_id)).metadata
+                layouts[ledger_id] = layout
+                return
 
-    await _gather(slots, ids, read)
-    return dict(sorted(found.items()))
+    async def read_flat(ledger_id: int) -> None:
+        found[ledger_id] = (await flat.read(ledger_id)).metadata
+        layouts[ledger_id] = LedgerLayout.FLAT
+
+    await _gather(slots, tree_ids, read_tree)
+    await _gather(slots, [i async for i in flat.iter_ledger_ids()], read_flat)
+    return dict(sorted(found.items())), dict(sorted(layouts.items()))
 
 
 async def _children(store: MetadataStore, path: str) -> list[str]:

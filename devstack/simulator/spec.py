@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 
 from services.core.errors import InvalidArgument
+from services.metadata.paths import LedgerLayout
 
 # A fixed "now" for everything written *inside* the metadata (close times, offload times,
 # cursor activity): wall-clock time would make two runs differ. 2026-01-01T00:00:00Z.
@@ -44,6 +45,20 @@ class OffloadDriver(enum.StrEnum):
     FILESYSTEM = "filesystem"
 
 
+class PathWriter(enum.StrEnum):
+    """Who wrote the ledger znodes, so at which path each one sits (reference §1.1, §1.2)."""
+
+    PULSAR = "pulsar"
+    """Pulsar >= 2.10's default driver (`PulsarLedgerManager`): hybrid paths whatever LAYOUT
+    says."""
+    BOOKKEEPER = "bookkeeper"
+    """BookKeeper's own ZK ledger manager, the one LAYOUT names (older brokers, bookies,
+    brokers configured with `zk+longhierarchical://` or an old flat layout)."""
+    MIXED = "mixed"
+    """The older half by BookKeeper's manager, the newer half by Pulsar >= 2.10: a cluster
+    upgraded in place."""
+
+
 @dataclass(frozen=True)
 class OrphanPlan:
     """How many of each orphan and look-alike to plant. All zero means a clean cluster."""
@@ -73,6 +88,38 @@ class OrphanPlan:
     def some(cls, n: int = 1) -> OrphanPlan:
         """`n` of every kind: the demo's and the tests' default."""
         return cls(*([n] * 10))
+
+    def total(self) -> int:
+        return sum(vars(self).values())
+
+
+@dataclass(frozen=True)
+class LegacyPlan:
+    """How many of each legacy artifact to seed (the table at the end of the formats
+    reference, "What real Pulsar leaves behind"). All zero: artifacts of a current broker only.
+
+    Artifacts already planted by `OrphanPlan` are not repeated here: a broker-style trim whose
+    deletes failed (`unlisted_data`), `bookkeeperDeleted=true` with the BookKeeper copy still
+    present (`bk_after_offload`), shadow topics (`shadow_referenced`); and stale cursor
+    ledgers (`stale_cursor`) are left OPEN, as Pulsar leaves them.
+    """
+
+    open_cursor_unsubscribed: int = 0
+    """Cursor ledgers left OPEN by an unsubscribe: the cursor znode is gone and the ledger
+    deleted by id without closing (`ManagedCursorImpl.asyncDeleteCursorLedger`) failed."""
+    pre_2_2_ledgers: int = 0
+    """Listed, closed data ledgers without Pulsar custom metadata (created by Pulsar <= 2.2;
+    the keys came with `LedgerMetadataUtils`, 2.3.0)."""
+    offload_2_1: int = 0
+    """Listed ledgers offloaded by Pulsar 2.1: no custom metadata, an OffloadContext with only
+    uidMsb/uidLsb/complete (no driverMetadata), objects with only the version keys."""
+    objects_pre_2_10: int = 0
+    """Listed ledgers offloaded by Pulsar 2.7-2.9: driverMetadata present, objects without
+    `managedledgername` / `pulsarclustername` / `role` (PR #14907 came with 2.10)."""
+
+    @classmethod
+    def some(cls, n: int = 1) -> LegacyPlan:
+        return cls(n, n, n, n)
 
     def total(self) -> int:
         return sum(vars(self).values())
@@ -116,6 +163,11 @@ class ClusterSpec:
     ensemble_size: int = 2
     epoch_ms: int = DEFAULT_EPOCH_MS
     orphans: OrphanPlan = field(default_factory=OrphanPlan)
+    legacy: LegacyPlan = field(default_factory=LegacyPlan)
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL
+    """What `<ledgers root>/LAYOUT` names (BookKeeper's `LedgerLayout.serialize`)."""
+    path_writer: PathWriter = PathWriter.PULSAR
+    """Who wrote the ledger znodes: their paths follow `layout` only for BookKeeper's manager."""
     ledgers_root: str = "/ledgers"
     bucket: str = "pulsar-offload"
     region: str = "us-east-1"
@@ -163,5 +215,34 @@ class ClusterSpec:
             raise InvalidArgument(
                 "orphans", "object orphans need the S3 driver (filesystem offloads write none)"
             )
+        if self.layout is LedgerLayout.LEGACY_HIERARCHICAL:
+            raise InvalidArgument("layout", "the legacy 2-4-4 layout is not simulated")
+        if (self.legacy.offload_2_1 or self.legacy.objects_pre_2_10) and (
+            self.offload_driver is not OffloadDriver.S3
+        ):
+            raise InvalidArgument("legacy", "legacy offloads are blob-store (S3) offloads")
         if self.compression_threshold < 0:
             raise InvalidArgument("compression_threshold", "must be >= 0")
+
+
+PROFILES = ("default", "legacy")
+
+
+def legacy_spec(**overrides: object) -> ClusterSpec:
+    """The `legacy` profile: every artifact of the table "What real Pulsar leaves behind".
+
+    One of each orphan and look-alike (OPEN stale cursor ledgers, a broker-style trim whose
+    deletes failed, `bookkeeperDeleted` with the BookKeeper copy left, a shadow topic), one of
+    each legacy artifact (an unsubscribed cursor's OPEN ledger, a pre-2.2 ledger, a 2.1 offload,
+    pre-2.10 objects), LZ4-compressed ML and cursor znodes (the 5.0 default), and a
+    long-hierarchical LAYOUT whose older ledgers BookKeeper's manager wrote at long paths while
+    the newer ones were written by Pulsar >= 2.10 at hybrid paths.
+    """
+    base: dict[str, object] = {
+        "orphans": OrphanPlan.some(1),
+        "legacy": LegacyPlan.some(1),
+        "compression": Compression.LZ4,
+        "layout": LedgerLayout.LONG_HIERARCHICAL,
+        "path_writer": PathWriter.MIXED,
+    }
+    return ClusterSpec(**{**base, **overrides})  # type: ignore[arg-type]

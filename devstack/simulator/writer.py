@@ -96,16 +96,18 @@ class _Writer:
         self.concurrency = concurrency
         self.progress = progress
         self.root = model.spec.ledgers_root
-        self.bk = BookKeeperLedgers(store, paths=LedgerPaths(root=self.root))
+        # One ledger manager per layout in play: each ledger sits where its writer put it.
+        self.bk = {
+            layout: BookKeeperLedgers(store, paths=LedgerPaths(root=self.root, layout=layout))
+            for layout in LedgerLayout
+        }
 
     async def bookkeeper_root(self) -> None:
         """The root and its special znodes, as BookKeeper's format and bookies leave them."""
         if await self.store.exists(self.root) is not None:
             raise FailedPrecondition(f"{self.root} already exists: simulate into an empty tree")
         await self.store.create(self.root, b"", make_parents=True)
-        await self.store.create(
-            f"{self.root}/{LAYOUT_ZNODE}", layout_text(LedgerLayout.HIERARCHICAL)
-        )
+        await self.store.create(f"{self.root}/{LAYOUT_ZNODE}", layout_text(self.model.spec.layout))
         await self.store.create(f"{self.root}/INSTANCEID", self.model.instance_id.encode())
         await self.store.create(f"{self.root}/available")
         await self.store.create(f"{self.root}/available/readonly")
@@ -129,7 +131,7 @@ class _Writer:
     async def _ledger(self, ledger: Ledger) -> None:
         await self._allocate(ledger.ledger_id)
         if ledger.in_bookkeeper:
-            await self.bk.create(
+            await self.bk[ledger.path_layout].create(
                 ledger.metadata,
                 format_version=ledger.metadata.format_version,
                 container_parents=True,

@@ -27,13 +27,17 @@ from tombstone.formats import schema_pb2 as _schema
 
 
 def offload_to_proto(offload: Offload) -> _ml.OffloadContext:
+    """The OffloadContext as `ManagedLedgerImpl` writes it; a 2.1 context (no driver name)
+    has only uidMsb/uidLsb/complete, as Pulsar 2.1's offloadLoop wrote it."""
     msb, lsb = uuid_to_bits(offload.uuid)
-    context = _ml.OffloadContext(
-        uidMsb=msb, uidLsb=lsb, complete=offload.complete, timestamp=offload.timestamp
-    )
+    context = _ml.OffloadContext(uidMsb=msb, uidLsb=lsb, complete=offload.complete)
+    if offload.timestamp:
+        context.timestamp = offload.timestamp
     # Pulsar sets bookkeeperDeleted only once it is true.
     if offload.bookkeeper_deleted:
         context.bookkeeperDeleted = True
+    if not offload.driver_name:
+        return context
     context.driverMetadata.name = offload.driver_name
     for key, value in offload.driver_properties:
         context.driverMetadata.properties.add(key=key, value=value)

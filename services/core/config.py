@@ -40,6 +40,7 @@ __all__ = [
     "GrpcServerConfig",
     "LogConfig",
     "MetricsConfig",
+    "OffloadDefaults",
     "Principal",
     "PulsarConfig",
     "S3Config",
@@ -370,4 +371,50 @@ class S3Config:
             access_key_id=key_id,
             secret_access_key=secret,
             allowed_buckets=frozenset(S3_BUCKETS.read(environ)),
+        )
+
+
+# --- offload defaults (Pulsar 2.1 contexts) ------------------------------------------------
+
+# Offload drivers whose objects live behind the S3 API (the only blob store Tombstone reads);
+# Pulsar 2.1 named its offloader `S3` (matched case-insensitively).
+S3_DRIVERS = ("aws-s3", "s3")
+OFFLOAD_DEFAULT_DRIVER = setting(
+    "OFFLOAD_DEFAULT_DRIVER",
+    parse_choice(*S3_DRIVERS),
+    "aws-s3",
+    "Driver of ledgers offloaded without driver metadata (Pulsar 2.1); used with the bucket.",
+)
+OFFLOAD_DEFAULT_BUCKET = setting(
+    "OFFLOAD_DEFAULT_BUCKET",
+    parse_optional_str,
+    None,
+    "Bucket of ledgers offloaded without driver metadata (Pulsar 2.1); unset: none applies.",
+)
+
+
+@dataclass(frozen=True)
+class OffloadDefaults:
+    """The operator's offloader, for offload contexts written by Pulsar 2.1.
+
+    Pulsar 2.1 wrote only `uidMsb/uidLsb/complete`: no driver name, no bucket. Pulsar itself
+    deletes such objects from the *currently configured* bucket, so the same two settings are
+    read by the marker, the verifier and the reconciler (shared `TOMBSTONE_OFFLOAD_DEFAULT_*`
+    names) and all three resolve such a context to the same place.
+    """
+
+    driver: str = "aws-s3"
+    """Driver name put in place of the missing one (an S3-API driver)."""
+    bucket: str | None = None
+    """Bucket put in place of the missing one; None: no default, such PDLIs are UNSUPPORTED."""
+
+    @property
+    def configured(self) -> bool:
+        return self.bucket is not None
+
+    @classmethod
+    def from_env(cls, environ: Environ = os.environ) -> OffloadDefaults:
+        return cls(
+            driver=OFFLOAD_DEFAULT_DRIVER.read(environ),
+            bucket=OFFLOAD_DEFAULT_BUCKET.read(environ),
         )

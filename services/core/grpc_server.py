@@ -108,6 +108,19 @@ class ServiceRunner:
         """The bound port of `/metrics`, or None when the endpoint is off."""
         return self._metrics_server.port if self._metrics_server else None
 
+    async def set_serving(self, serving: bool) -> None:
+        """Report every service SERVING or NOT_SERVING (a service that paused its work on an
+        outage is alive but not doing its job). Ignored once shutdown has begun."""
+        if self._server is None or self._shut_down:
+            return
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in ["", *self._service_names]:
+            await self._health.set(service, status)
+
     def request_stop(self) -> None:
         self._stop.set()
 

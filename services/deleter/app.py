@@ -15,21 +15,24 @@ import structlog
 from services.core.client import open_channel
 from services.core.errors import Conflict
 from services.core.grpc_server import ServiceRunner
+from services.core.peer_settings import PeerSettings, Published, retry_budget
 from services.deleter._pulsar_admin import PulsarTopicStats
 from services.deleter._verifier import GrpcVerdictSource
 from services.deleter.admin import DeleterAdmin, Topics
 from services.deleter.backends.bookie_http import BookieHttpDeleter
 from services.deleter.backends.filesystem import FilesystemOffloadDeleter
 from services.deleter.backends.limits import BackendLimits
-from services.deleter.backends.s3 import open_s3_deleter
+from services.deleter.backends.s3 import S3OffloadDeleter, open_s3_deleter
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.config import DeleterConfig
+from services.deleter.forged import ForgedLimiter
 from services.deleter.handling import Backends, Handler
 from services.deleter.metrics import DeleterMetrics
+from services.deleter.outage import Dependency, OutageGate, Probe
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import BookKeeperDeleter, OffloadDeleter
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
-from services.metadata.paths import LedgerPaths
+from services.deleter.startup import watch_ledgers_layout
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic._consumer import (
     ConsumerSettings,
@@ -50,18 +53,64 @@ class Deleter:
 
     pool: DeleterPool
     admin: DeleterAdmin
+    outage: OutageGate
 
 
 async def run(config: DeleterConfig) -> None:
     async with ServiceRunner(
         name="deleter", grpc=config.grpc, metrics=config.metrics, method_roles=METHOD_ROLES
     ) as runner:
+        await _join_peers(runner, config)
         metrics = DeleterMetrics(runner.metrics)
         deleter = await build(runner.resources, config, metrics)
         servicer = DeleterAdminServicer(deleter.admin)
         runner.add_servicer(_dl_grpc.add_DeleterAdminServicer_to_server, servicer, SERVICE_NAME)
         runner.add_background("pool", lambda: deleter.pool.run(runner.stopping))
+        runner.add_background("health", lambda: follow_outages(deleter.outage, runner))
         await runner.run()
+
+
+async def follow_outages(outage: OutageGate, runner: ServiceRunner) -> None:
+    """Health NOT_SERVING while work is paused on an outage, SERVING again once it resumes."""
+    seen = outage.version
+    while True:
+        await runner.set_serving(not outage.paused)
+        seen = await outage.wait_change(seen)
+
+
+def published_settings(config: DeleterConfig) -> Published:
+    """What the marker and the verifier must agree with (`services.core.peer_settings`)."""
+    policy = config.retry
+    budget = retry_budget(
+        initial=policy.initial_delay,
+        max_delay=policy.max_delay,
+        multiplier=policy.multiplier,
+        jitter=policy.jitter,
+        retries=policy.max_retries,
+    )
+    return Published(
+        service="deleter",
+        instance=config.deleter_id,
+        allowed_buckets=tuple(sorted(config.s3.allowed_buckets)),
+        retry_budget_s=budget.total_seconds(),
+    )
+
+
+async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
+    """Publish the settings on their own session; refuse to start beside a leaking peer."""
+    zk = config.zookeeper
+    store = await runner.resources.enter_async_context(
+        ZkMetadataStore.connect(
+            zk.servers,
+            chroot=zk.chroot or None,
+            session_timeout=zk.session_timeout.total_seconds(),
+            request_timeout=zk.operation_timeout.total_seconds(),
+        )
+    )
+    board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+    await board.join()
+    runner.resources.push_async_callback(board.leave)
+    runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
 
 
 async def build(
@@ -82,13 +131,17 @@ async def build(
         channel, batch_max=config.verify_batch, max_concurrency=config.verify_concurrency
     )
     stack.push_async_callback(verdicts.aclose)
+    bookkeeper = await _bookkeeper(stack, config, http)
+    s3 = await _s3(stack, config)
     backends = Backends(
-        bookkeeper=await _bookkeeper(stack, config, http),
-        s3=await _s3(stack, config),
+        bookkeeper=bookkeeper,
+        s3=s3,
         filesystem=(
             FilesystemOffloadDeleter(config.filesystem_root) if config.filesystem_root else None
         ),
     )
+    outage = OutageGate(_probes(verdicts, bookkeeper, s3), metrics=metrics, settings=config.outage)
+    stack.push_async_callback(outage.aclose)
     if wrap_backends is not None:
         backends = wrap_backends(backends)
     retry_sink = await _publisher(stack, config, config.pulsar.retry_topic, "retry")
@@ -107,13 +160,15 @@ async def build(
         policy=config.retry,
         max_hold=config.max_hold,
         metrics=metrics,
+        outage=outage,
+        forged=ForgedLimiter(config.forged_pace),
     )
     settings = PoolSettings(
         max_in_flight=config.max_in_flight,
         retry_max_in_flight=config.retry_max_in_flight,
         drain_timeout=config.drain_timeout,
     )
-    pool = DeleterPool(handler, sources, settings=settings, metrics=metrics)
+    pool = DeleterPool(handler, sources, settings=settings, metrics=metrics, outage=outage)
     admin = DeleterAdmin(
         topics=_topics(config),
         stats=PulsarTopicStats(http, config.admin_url),
@@ -122,7 +177,33 @@ async def build(
         replay_sink=replay_sink,
         scan_max=config.dlq_scan_max,
     )
-    return Deleter(pool, admin)
+    return Deleter(pool, admin, outage)
+
+
+def _probes(
+    verdicts: GrpcVerdictSource,
+    bookkeeper: BookKeeperDeleter | None,
+    s3: OffloadDeleter | None,
+) -> dict[Dependency, Probe]:
+    """How each dependency is checked while it is out: a read of the ledgers root, a HEAD of
+    an allowed bucket, and for the verifier its health plus both of those: a verifier that does
+    not answer in time mostly waits on ZooKeeper or S3 itself (its health stays SERVING).
+    A backend this deleter lacks (bookie HTTP, no bucket) has no probe: its outage, seen
+    through the verifier, is tried again after an interval."""
+    probes: dict[Dependency, Probe] = {}
+    if isinstance(bookkeeper, ZooKeeperLedgerDeleter):
+        probes[Dependency.ZOOKEEPER] = bookkeeper.probe
+    if isinstance(s3, S3OffloadDeleter):
+        probes[Dependency.S3] = s3.probe
+    behind = list(probes.values())
+
+    async def verifier() -> None:
+        await verdicts.probe()
+        for probe in behind:
+            await probe()
+
+    probes[Dependency.VERIFIER] = verifier
+    return probes
 
 
 def _topics(config: DeleterConfig) -> Topics:
@@ -155,9 +236,12 @@ async def _bookkeeper(
             request_timeout=zk.operation_timeout.total_seconds(),
         )
     )
-    paths = LedgerPaths(root=config.ledgers_root)
+    layout = await watch_ledgers_layout(stack, store, config.ledgers_root)
     deleter = ZooKeeperLedgerDeleter(
-        store, paths=paths, limits=limits, batch_max=config.zookeeper_delete_batch
+        store,
+        locations=lambda: layout.current,
+        limits=limits,
+        batch_max=config.zookeeper_delete_batch,
     )
     stack.push_async_callback(deleter.aclose)  # the last sweep, before the session closes
     return deleter

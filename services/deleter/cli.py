@@ -31,9 +31,10 @@ def deleter() -> None:
 @deleter.command()
 def serve() -> None:
     """Run a deleter (settings from TOMBSTONE_* variables)."""
+    from services.core.peer_settings import refuse_on_config_error
     from services.deleter.__main__ import main
 
-    main()
+    refuse_on_config_error("deleter", main)
 
 
 _address = click.option(

@@ -28,6 +28,8 @@ from services.core.config import (
     setting,
 )
 from services.core.errors import ConfigError
+from services.deleter.forged import ForgedPace
+from services.deleter.outage import GateSettings
 from services.systopic.retry import RetryPolicy
 
 DEFAULT_PORT = 50053
@@ -136,6 +138,39 @@ DLQ_SUBSCRIPTION = setting(
 DLQ_SCAN_MAX = setting(
     "DELETER_DLQ_SCAN_MAX", parse_int(1, 1_000_000), 10_000, "Most dead letters one scan reads."
 )
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be a positive number")
+    return value
+
+
+FORGED_RATE = setting(
+    "DELETER_FORGED_DLQ_RATE",
+    _positive_float,
+    1.0,
+    "Forged PDLIs dead-lettered per second and source; the excess waits, held in the window.",
+)
+FORGED_BURST = setting(
+    "DELETER_FORGED_DLQ_BURST",
+    parse_int(1, 1_000_000),
+    100,
+    "Forged PDLIs a source may dead-letter at once before the rate applies.",
+)
+PROBE_INTERVAL = setting(
+    "DELETER_OUTAGE_PROBE_INTERVAL",
+    parse_duration,
+    timedelta(seconds=2),
+    "While paused on an outage, time between two probes of the dependency.",
+)
+OUTAGE_MAX_WAITS = setting(
+    "DELETER_OUTAGE_MAX_WAITS",
+    parse_int(1, 10_000),
+    10,
+    "Outage waits of one message before an outage verdict counts as an ordinary retry.",
+)
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
 # What `tombstone deleter status|dlq` use to reach this service; declared here so that
 # describe_env() lists them wherever the service's settings are documented or checked.
@@ -197,6 +232,10 @@ class DeleterConfig:
     dlq_subscription: str = "tombstone-dlq"
     """Subscription on the dead-letter topic that keeps dead letters until replayed."""
     dlq_scan_max: int = 10_000
+    forged_pace: ForgedPace = field(default_factory=ForgedPace)
+    """Token bucket per source for dead-lettering forged PDLIs."""
+    outage: GateSettings = field(default_factory=GateSettings)
+    """Probing and bounds of the pause on an outage of the verifier, ZooKeeper or S3."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> DeleterConfig:
@@ -239,6 +278,13 @@ class DeleterConfig:
             admin_url=ADMIN_URL.read(environ),
             dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
             dlq_scan_max=DLQ_SCAN_MAX.read(environ),
+            forged_pace=ForgedPace(
+                rate=FORGED_RATE.read(environ), burst=FORGED_BURST.read(environ)
+            ),
+            outage=GateSettings(
+                probe_interval=_positive(PROBE_INTERVAL.name, PROBE_INTERVAL.read(environ)),
+                max_waits=OUTAGE_MAX_WAITS.read(environ),
+            ),
         )
 
 

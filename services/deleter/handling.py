@@ -4,6 +4,10 @@
 exactly one of: acknowledge; publish to the retry topic then acknowledge; publish to the
 dead-letter topic then acknowledge; release for redelivery (when a publish fails). No branch
 both retries and acknowledges without the retry being stored first, and none does nothing.
+
+Two waits come before a settlement, both holding the message (never settling it): an outage
+of the verifier, ZooKeeper or S3 (`outage.py`: the message is decided again once the
+dependency is back, spending no retry), and the pace of forged dead letters (`forged.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import structlog
 
 from services.core.errors import CorruptData, TombstoneError
 from services.core.logging import audit
+from services.deleter.forged import ForgedLimiter
 from services.deleter.metrics import DeleterMetrics
+from services.deleter.outage import Dependency, OutageGate, verdict_outage
 from services.deleter.ports import (
     BookKeeperDeleter,
     DeleteFailed,
@@ -28,6 +34,7 @@ from services.deleter.ports import (
     OffloadDeleter,
     Tier,
     VerdictSource,
+    VerifierUnreachable,
 )
 from services.systopic.consumer import IncomingMessage, MessageSource
 from services.systopic.dead_letter import ReasonCode, dead_letter_message
@@ -50,6 +57,10 @@ _UNSETTLED_SKIPS: dict[_vf.SkipReason.ValueType, ReasonCode] = {
     _vf.UNSUPPORTED: ReasonCode.UNSUPPORTED,
     _vf.SKIP_REASON_UNSPECIFIED: ReasonCode.UNKNOWN,
 }
+# The only SKIPs that settle a PDLI: still referenced after the fence, or proved gone.
+_SETTLED_SKIPS = frozenset({_vf.IN_USE, _vf.NOT_FOUND})
+# The dependency whose outage a transient delete failure of a tier is.
+_TIER_DEPENDENCY = {Tier.BOOKKEEPER: Dependency.ZOOKEEPER, Tier.S3: Dependency.S3}
 
 
 class Action(enum.Enum):
@@ -75,6 +86,8 @@ class Settlement:
     pdli: _pd.PendingDeleteLedgerInfo | None = None
     attempt: int = 0
     """Retries the message already had."""
+    outage: Dependency | None = None
+    """For a RETRY: the dependency that did not answer (the message waits instead, if it can)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +119,12 @@ class Handler:
         policy: RetryPolicy,
         max_hold: timedelta,
         metrics: DeleterMetrics,
+        outage: OutageGate | None = None,
+        forged: ForgedLimiter | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """Without `outage`, an outage is an ordinary RETRY; without `forged`, forged PDLIs are
+        dead-lettered at once."""
         self._verdicts = verdicts
         self._backends = backends
         self._retry_sink = retry_sink
@@ -115,6 +132,8 @@ class Handler:
         self._policy = policy
         self._max_hold = max_hold.total_seconds()
         self._metrics = metrics
+        self._outage = outage
+        self._forged = forged
         self._clock = clock
 
     # --- decide ----------------------------------------------------------------------------
@@ -130,12 +149,65 @@ class Handler:
             # Nothing to verify, delete or retry: a copy could not even be routed.
             return Settlement(Action.DEAD_LETTER, "PDLI without ledger_id", ReasonCode.UNDECODABLE)
         await self._hold(tracker, pdli)
+        waits = 0
+        while True:
+            await self._pass_gate(tracker)
+            started = self._outage.now() if self._outage is not None else 0.0
+            settlement = await self._decide_once(message, pdli, attempt)
+            dependency = settlement.outage
+            if dependency is None or self._outage is None:
+                break
+            if waits >= self._outage.settings.max_waits:
+                break  # the dependency answers the deleter's probe, not this PDLI: a RETRY
+            waits += 1
+            self._metrics.outage_waits.labels(dependency.value).inc()
+            self._outage.report(dependency, settlement.reason, since=started)
+        if settlement.reason_code is ReasonCode.FORGED:
+            await self._pace_forged(tracker, pdli)
+        return settlement
+
+    async def _pass_gate(self, tracker: Tracker) -> None:
+        """Wait, held, while a dependency is out."""
+        if self._outage is not None and self._outage.paused:
+            tracker.phase = Phase.HOLDING
+            await self._outage.wait_open()
         tracker.phase = Phase.WORKING
+
+    async def _decide_once(
+        self, message: IncomingMessage, pdli: _pd.PendingDeleteLedgerInfo, attempt: int
+    ) -> Settlement:
         try:
             verdict = await self._verdicts.verify(pdli)
+        except VerifierUnreachable as exc:
+            # No answer from the verifier (down, unreachable, timed out): an outage.
+            return Settlement(
+                Action.RETRY,
+                f"verifier: {exc}",
+                pdli=pdli,
+                attempt=attempt,
+                outage=Dependency.VERIFIER,
+            )
         except TombstoneError as exc:
             return Settlement(Action.RETRY, f"verifier: {exc}", pdli=pdli, attempt=attempt)
+        dependency = verdict_outage(verdict)
+        if dependency is not None:
+            # The verifier could not read ZooKeeper or S3: nothing is known about this PDLI.
+            reason = f"verifier: {verdict.reason}"
+            return Settlement(Action.RETRY, reason, pdli=pdli, attempt=attempt, outage=dependency)
         return await self._act(message, pdli, verdict, attempt)
+
+    async def _pace_forged(self, tracker: Tracker, pdli: _pd.PendingDeleteLedgerInfo) -> None:
+        """Hold a forged PDLI until its source's pace allows one more dead letter: held in the
+        window, never dropped (a real intent signed with a wrong key looks forged too)."""
+        if self._forged is None:
+            return
+        tracker.phase = Phase.HOLDING
+        self._metrics.forged_waiting.inc()
+        try:
+            await self._forged.admit(source_name(pdli))
+        finally:
+            self._metrics.forged_waiting.dec()
+        tracker.phase = Phase.WORKING
 
     async def _hold(self, tracker: Tracker, pdli: _pd.PendingDeleteLedgerInfo) -> None:
         """Wait until the PDLI is due; a time further than `max_hold` away counts as that far,
@@ -153,19 +225,25 @@ class Handler:
         attempt: int,
     ) -> Settlement:
         if verdict.decision == _vf.SKIP:
-            reason = _vf.SkipReason.Name(verdict.skip_reason).lower()
+            reason = _skip_name(verdict.skip_reason)
             self._metrics.skipped.labels(reason).inc()
+            if verdict.skip_reason == _vf.FORGED:
+                self._metrics.forged.labels(source_name(pdli)).inc()
             _log.info(
-                "pdli_skipped", ledger_id=pdli.ledger_id, reason=reason, detail=verdict.reason
+                "pdli_skipped",
+                ledger_id=pdli.ledger_id,
+                owner=owner_label(pdli),
+                source=source_name(pdli),
+                reason=reason,
+                detail=verdict.reason,
             )
-            unsettled = _UNSETTLED_SKIPS.get(verdict.skip_reason)
-            if unsettled is not None:
-                # Not proof that nothing is left to delete: an operator must see it (DESIGN §2.3).
-                detail = verdict.reason or reason
-                return Settlement(
-                    Action.DEAD_LETTER, f"{reason}: {detail}", unsettled, pdli, attempt
-                )
-            return Settlement(Action.ACK)
+            if verdict.skip_reason in _SETTLED_SKIPS:
+                return Settlement(Action.ACK)
+            # Not proof that nothing is left to delete: an operator must see it (DESIGN §2.3).
+            # A reason this deleter does not know (a newer verifier's) is not settled either.
+            unsettled = _UNSETTLED_SKIPS.get(verdict.skip_reason, ReasonCode.UNKNOWN)
+            detail = verdict.reason or reason
+            return Settlement(Action.DEAD_LETTER, f"{reason}: {detail}", unsettled, pdli, attempt)
         if verdict.decision != _vf.DELETE:
             why = verdict.reason or "verifier gave no decision"
             return Settlement(Action.RETRY, f"verifier: {why}", pdli=pdli, attempt=attempt)
@@ -177,7 +255,8 @@ class Handler:
                 return Settlement(
                     Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
                 )
-            return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt)
+            outage = _TIER_DEPENDENCY.get(exc.tier) if exc.outage else None
+            return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt, outage=outage)
         self._record_delete(message, pdli, verdict, result)
         return Settlement(Action.ACK)
 
@@ -235,7 +314,7 @@ class Handler:
             removed=result.removed,
             component=_pd.LedgerComponent.Name(pdli.component),
             owner=owner_label(pdli),
-            source=_pd.Source.Name(pdli.source),
+            source=source_name(pdli),
             marker_id=pdli.marker_id,
             request_id=pdli.request_id,
             message_id=message.message_id,
@@ -275,7 +354,13 @@ class Handler:
             else:
                 code = (s.reason_code or ReasonCode.UNKNOWN).value
                 self._metrics.dead_lettered.labels(code).inc()
-                _log.warning("pdli_dead_lettered", message_id=message.message_id, reason=s.reason)
+                _log.warning(
+                    "pdli_dead_lettered",
+                    message_id=message.message_id,
+                    reason_code=code,
+                    reason=s.reason,
+                    **_identity(s.pdli),
+                )
 
     def _copy(
         self, message: IncomingMessage, s: Settlement
@@ -336,3 +421,26 @@ class Handler:
 
 def _is_filesystem(evidence: _vf.OffloadEvidence) -> bool:
     return evidence.driver_name.lower() == "filesystem" or bool(evidence.filesystem_path)
+
+
+def source_name(pdli: _pd.PendingDeleteLedgerInfo) -> str:
+    """The PDLI's `Source` as its enum name; a number outside the enum (a forged PDLI can
+    carry any) is `UNKNOWN`, so metric labels stay few."""
+    try:
+        return _pd.Source.Name(pdli.source)
+    except ValueError:
+        return "UNKNOWN"
+
+
+def _skip_name(reason: _vf.SkipReason.ValueType) -> str:
+    try:
+        return _vf.SkipReason.Name(reason).lower()
+    except ValueError:
+        return "unknown"
+
+
+def _identity(pdli: _pd.PendingDeleteLedgerInfo | None) -> dict[str, object]:
+    """What a dead-letter log line names: the ledger, its owner and the claimed source."""
+    if pdli is None:
+        return {}
+    return {"ledger_id": pdli.ledger_id, "owner": owner_label(pdli), "source": source_name(pdli)}

@@ -25,6 +25,20 @@ class DeleterMetrics:
         self.released = m.counter(
             "deleter_released", "Messages given back for redelivery (sink failure, crash)."
         )
+        self.forged = m.counter(
+            "deleter_forged", "Forged PDLIs (SKIP FORGED), by the source they claim.", ["source"]
+        )
+        self.forged_waiting = m.gauge(
+            "deleter_forged_waiting", "Forged PDLIs held until their source's DLQ pace allows."
+        )
+        self.paused = m.gauge(
+            "deleter_paused", "1 while work is paused on an outage of it.", ["dependency"]
+        )
+        self.outage_waits = m.counter(
+            "deleter_outage_waits",
+            "Messages held (not retried, not released) because they met an outage.",
+            ["dependency"],
+        )
         self.in_flight = m.gauge("deleter_in_flight", "Messages received and not yet settled.")
         self.delete_seconds = m.histogram(
             "deleter_delete_seconds", "Time of one delete.", ["tier"], buckets=_LATENCY_BUCKETS

@@ -19,6 +19,7 @@ import structlog
 from services.core.errors import TombstoneError
 from services.deleter.handling import Action, Handler, Phase, Settlement, Tracker
 from services.deleter.metrics import DeleterMetrics
+from services.deleter.outage import OutageGate
 from services.systopic.consumer import MessageSource
 
 _log = structlog.get_logger(__name__)
@@ -54,8 +55,10 @@ class DeleterPool:
         *,
         settings: PoolSettings,
         metrics: DeleterMetrics,
+        outage: OutageGate | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """With `outage`, the receive loops take no message while a dependency is out."""
         retry_window = settings.retry_max_in_flight or settings.max_in_flight
         if min(settings.max_in_flight, retry_window) <= 0:
             raise ValueError("max_in_flight must be positive")
@@ -65,6 +68,7 @@ class DeleterPool:
         self._windows = [settings.max_in_flight] + [retry_window] * (len(self._sources) - 1)
         self._settings = settings
         self._metrics = metrics
+        self._outage = outage
         self._clock = clock
         self._tasks: dict[asyncio.Task[None], Tracker] = {}
         self._loops: list[asyncio.Task[None]] = []
@@ -129,6 +133,8 @@ class DeleterPool:
         while not self._stopping:
             await slots.acquire()
             try:
+                if self._outage is not None:
+                    await self._outage.wait_open()  # no new work while a dependency is out
                 message = await source.receive()
             except TombstoneError as exc:
                 slots.release()

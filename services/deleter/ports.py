@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.core.errors import TombstoneError
+from services.core.errors import TombstoneError, Unavailable
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
 
@@ -24,13 +24,23 @@ class Tier(enum.StrEnum):
 
 
 class DeleteFailed(TombstoneError):
-    """A delete did not complete. `permanent` means retrying cannot help (an operator must)."""
+    """A delete did not complete. `permanent` means retrying cannot help (an operator must);
+    `outage` that the store did not answer (connection lost, 5xx): the deleter pauses and
+    decides the PDLI again once the store is back, spending no retry."""
 
-    def __init__(self, tier: Tier, reason: str, *, permanent: bool = False) -> None:
+    def __init__(
+        self, tier: Tier, reason: str, *, permanent: bool = False, outage: bool = False
+    ) -> None:
         super().__init__(f"{tier} delete failed: {reason}")
         self.tier = tier
         self.reason = reason
         self.permanent = permanent
+        self.outage = outage and not permanent
+
+
+class VerifierUnreachable(Unavailable):
+    """The verifier gave no answer (down, unreachable, timed out): an outage, unlike an error
+    it answered with (a bug on one PDLI), which is retried like any RETRY."""
 
 
 @dataclass(frozen=True)

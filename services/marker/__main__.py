@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core.logging import configure_logging
+from services.core.peer_settings import refuse_on_config_error
 from services.marker.app import serve
 from services.marker.config import MarkerConfig
 
@@ -16,4 +17,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_on_config_error("marker", main)

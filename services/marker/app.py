@@ -9,6 +9,7 @@ import structlog
 
 from services.core.client import open_channel
 from services.core.grpc_server import ServiceRunner
+from services.core.peer_settings import PeerSettings, Published
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
@@ -43,6 +44,19 @@ def marking_settings(config: MarkerConfig) -> MarkingSettings:
         retry_window=config.retry_window,
         encoding=config.encoding,
         pause_after_send=config.pause_after_send,
+        offload_defaults=config.offload_defaults,
+        offload_tier=config.offload_tier,
+    )
+
+
+def published_settings(config: MarkerConfig) -> Published:
+    """What the verifier and the deleter must agree with (`services.core.peer_settings`)."""
+    return Published(
+        service="marker",
+        instance=config.marker_id,
+        offload_tier=config.offload_tier,
+        default_bucket=config.offload_defaults.bucket,
+        retry_window_s=config.retry_window.total_seconds(),
     )
 
 
@@ -78,6 +92,7 @@ async def build_marker(
         settings=marking_settings(config),
         believer=believer,
         metrics=metrics,
+        signer=config.signer,
     )
 
 
@@ -100,6 +115,10 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+        await board.join()  # refuses to start beside a peer whose settings would leak
+        stack.push_async_callback(board.leave)
+        runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         publisher = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, producer_settings(config))
         )
@@ -107,5 +126,13 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
         servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
-        _log.info("marker_starting", marker_id=config.marker_id, topic=config.pulsar.topic)
+        signer = config.signer
+        if signer is None:
+            _log.warning("pdlis_unsigned", hint="set TOMBSTONE_MARKER_SIGNING_KEYS")
+        _log.info(
+            "marker_starting",
+            marker_id=config.marker_id,
+            topic=config.pulsar.topic,
+            signing_key_id=signer.key_id if signer is not None else None,
+        )
         await runner.run()

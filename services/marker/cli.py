@@ -31,9 +31,10 @@ def marker() -> None:
 @marker.command()
 def serve() -> None:
     """Serve the Marker gRPC API (settings from TOMBSTONE_* variables)."""
+    from services.core.peer_settings import refuse_on_config_error
     from services.marker.__main__ import main
 
-    main()
+    refuse_on_config_error("marker", main)
 
 
 @click.command()

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from services.core._env import (
+    Setting,
     parse_bool,
     parse_choice,
     parse_duration,
@@ -22,12 +25,15 @@ from services.core.config import (
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
+    OffloadDefaults,
     PulsarConfig,
     ZooKeeperConfig,
     client_settings,
     setting,
 )
 from services.core.errors import ConfigError
+from services.core.signing import IntentSigner, check_key_id
+from services.core.signing_keys import build_signer, parse_signing_keys
 from services.marker.owners import EncodingOptions
 from services.metadata import CompressionType
 
@@ -92,11 +98,37 @@ COMPRESSION_THRESHOLD = setting(
     16384,
     "Compress only znodes larger than this many bytes.",
 )
+OFFLOAD_TIER = setting(
+    "MARKER_OFFLOAD_TIER",
+    parse_bool,
+    True,
+    "Send OFFLOAD_LEDGER intents for offloaded ledgers; off refuses to mark offloaded ledgers.",
+)
 PAUSE_AFTER_SEND = setting(
     "MARKER_TEST_PAUSE_AFTER_SEND",
     parse_duration,
     timedelta(0),
     "TEST ONLY: sleep between the last receipt and the owner write (crash-point tests).",
+)
+SIGNING_KEYS: Setting[dict[str, Ed25519PrivateKey]] = setting(
+    "MARKER_SIGNING_KEYS",
+    parse_signing_keys,
+    {},
+    "Ed25519 private keys that sign PDLIs: comma-separated [id=]path (PEM or base64 seed) "
+    "or [id=]base64:<seed>; the id defaults to the public key's fingerprint.",
+    secret=True,
+)
+SIGNING_KEY_ID = setting(
+    "MARKER_SIGNING_KEY_ID",
+    check_key_id,
+    "",
+    "Id of the signing key in use (required when several keys are given).",
+)
+REQUIRE_SIGNED = setting(
+    "MARKER_REQUIRE_SIGNED",
+    parse_bool,
+    False,
+    "Refuse to start without a signing key (PDLIs would go out unsigned).",
 )
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
 # What `tombstone mark` uses to reach this service (declared so describe_env() lists it).
@@ -135,6 +167,12 @@ class MarkerConfig:
     """How ML and cursor znodes are re-encoded."""
     pause_after_send: timedelta | None = None
     """Test only (TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND)."""
+    signer: IntentSigner | None = None
+    """Signs every PDLI sent (DESIGN "Signed intents"); None sends them unsigned."""
+    offload_tier: bool = True
+    """Send OFFLOAD_LEDGER intents; the verifier must then allow the buckets (checked at start)."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's offloader for contexts without driver metadata (Pulsar 2.1)."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -162,7 +200,20 @@ class MarkerConfig:
                 CompressionType[COMPRESSION.read(environ)], COMPRESSION_THRESHOLD.read(environ)
             ),
             pause_after_send=PAUSE_AFTER_SEND.read(environ) or None,
+            signer=_signer(environ),
+            offload_tier=OFFLOAD_TIER.read(environ),
+            offload_defaults=OffloadDefaults.from_env(environ),
         )
+
+
+def _signer(environ: Environ) -> IntentSigner | None:
+    try:
+        signer = build_signer(SIGNING_KEYS.read(environ), SIGNING_KEY_ID.read(environ))
+    except ValueError as exc:
+        raise ConfigError(SIGNING_KEY_ID.name, str(exc)) from exc
+    if signer is None and REQUIRE_SIGNED.read(environ):
+        raise ConfigError(SIGNING_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
+    return signer
 
 
 def _positive(name: str, value: timedelta) -> timedelta:

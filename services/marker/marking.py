@@ -20,7 +20,9 @@ from datetime import timedelta
 
 import structlog
 
+from services.core.config import OffloadDefaults
 from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
 from services.marker.metrics import MarkerMetrics, tier_label
@@ -41,7 +43,7 @@ from services.systopic import (
     IntentPublisher,
     OutgoingMessage,
     decode_intent,
-    encode_intent,
+    encode_intents,
 )
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -62,6 +64,10 @@ class MarkingSettings:
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
     pause_after_send: timedelta | None = None
     """Test only: sleep between the last receipt and the write (crash-point tests)."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's offloader, filled into the PDLIs of contexts written by Pulsar 2.1."""
+    offload_tier: bool = True
+    """Send OFFLOAD_LEDGER intents; off refuses to mark offloaded ledgers."""
 
 
 @dataclass
@@ -101,8 +107,11 @@ class Marker:
         settings: MarkingSettings,
         believer: Believer | None = None,
         metrics: MarkerMetrics | None = None,
+        signer: IntentSigner | None = None,
     ) -> None:
         self._store = store
+        self._signer = signer
+        """Signs every PDLI this marker sends (the encoders apply it: `systopic.messages`)."""
         self._publisher = publisher
         self._journal = journal
         self._settings = settings
@@ -139,7 +148,7 @@ class Marker:
 
     async def _mark_locked(self, request: MarkRequest) -> MarkResult:
         snapshot, version = await self._read(request)
-        plan = plan_marking(request, snapshot, version)
+        plan = plan_marking(request, snapshot, version, offload_tier=self._settings.offload_tier)
         token = fence_token(request, version)
         sent, handle = await self._send(request, plan, version, token)
         unlinked = False
@@ -196,17 +205,27 @@ class Marker:
         """Publish what the journal does not already know; returns the per-ledger outcome and
         the journal handle of the receipts (already in its file, settled by the caller)."""
         now = now_ms()
-        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)))
+        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)), self._signer)
         path = request.owner.path
         # Reconciler PDLIs unlink nothing and never reuse receipts: two scans may name two
         # uploads of one ledger at one owner version, which the journal cannot tell apart.
         journal_knows = not request.reconciler and self._journal.knows(path, version)
         sent: dict[int, _Sent] = {}
         outgoing: list[tuple[_Sent, int, _pd.LedgerType.ValueType, OutgoingMessage]] = []
+        # Encoded (and signed) together: one signature covers a batch of them.
+        messages = iter(
+            encoder.encode_many(
+                [
+                    own_fields(ref, tier, self._settings.offload_defaults)
+                    for ref in plan.refs
+                    for tier in ref.tiers
+                ]
+            )
+        )
         for ref in plan.refs:
             entry = sent[ref.ledger_id] = _Sent(now)
             for tier in ref.tiers:
-                message = encoder.encode(own_fields(ref, tier))
+                message = next(messages)
                 entry.messages.append(message)
                 entry.tiers.append(tier)
                 earlier = None
@@ -311,9 +330,11 @@ class Marker:
             for message in sent[ledger_id].messages:
                 copy = decode_intent(message.payload)
                 copy.marked_at_ms, copy.not_before_ms = now, now + delay
+                copy.ClearField("signing_key_id")
+                copy.ClearField("signature")  # marked_at_ms changed: signed afresh below
                 fresh.append(copy)
         try:
-            results = await self._publisher.publish([encode_intent(p) for p in fresh])
+            results = await self._publisher.publish(encode_intents(fresh, self._signer))
         except Exception:
             _log.exception("late_resend_failed", owner=request.owner.path, ledgers=late)
             return

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.core.config import OffloadDefaults
 from services.marker.owners import LedgerRef, Owner, OwnerSnapshot
+from services.metadata.offload import is_legacy_context, legacy_location
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
+
+_NO_DEFAULTS = OffloadDefaults()
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,24 @@ class Plan:
     refused: list[NotMarked] = field(default_factory=list)
 
 
-def plan_marking(request: MarkRequest, snapshot: OwnerSnapshot | None, version: int) -> Plan:
-    """Classify the requested ledgers against the owner as read (None: the owner is absent)."""
+def plan_marking(
+    request: MarkRequest, snapshot: OwnerSnapshot | None, version: int, *, offload_tier: bool = True
+) -> Plan:
+    """Classify the requested ledgers against the owner as read (None: the owner is absent).
+
+    With `offload_tier` off (a marker for a cluster that does not offload), offloaded ledgers
+    are refused: unlinking them without an OFFLOAD_LEDGER intent would orphan their objects.
+    """
+    plan = _plan(request, snapshot, version)
+    if not offload_tier:
+        refused = [ref for ref in plan.refs if _pd.OFFLOAD_LEDGER in ref.tiers]
+        plan.refs = [ref for ref in plan.refs if _pd.OFFLOAD_LEDGER not in ref.tiers]
+        why = "offloaded, and this marker sends no offload-tier intents (MARKER_OFFLOAD_TIER)"
+        plan.refused += [NotMarked(ref.ledger_id, _mk.CANNOT_UNLINK, why) for ref in refused]
+    return plan
+
+
+def _plan(request: MarkRequest, snapshot: OwnerSnapshot | None, version: int) -> Plan:
     if request.reconciler:
         return _plan_reconciler(request, snapshot, version)
     assert snapshot is not None, "only reconciler requests accept an absent owner"
@@ -130,13 +150,35 @@ def shared_fields(request: MarkRequest, stamp: Stamp) -> _pd.PendingDeleteLedger
     return pdli
 
 
-def own_fields(ref: LedgerRef, tier: _pd.LedgerType.ValueType) -> _pd.PendingDeleteLedgerInfo:
+def own_fields(
+    ref: LedgerRef,
+    tier: _pd.LedgerType.ValueType,
+    defaults: OffloadDefaults = _NO_DEFAULTS,
+) -> _pd.PendingDeleteLedgerInfo:
     """The fields of one (ledger, tier): id, type and, for offloaded ledgers, the context."""
     if ref.offload is None:
         return _pd.PendingDeleteLedgerInfo(ledger_id=ref.ledger_id, ledger_type=tier)
     return _pd.PendingDeleteLedgerInfo(
-        ledger_id=ref.ledger_id, ledger_type=tier, offload_context=ref.offload
+        ledger_id=ref.ledger_id, ledger_type=tier, offload_context=located(ref.offload, defaults)
     )
+
+
+def located(context: _pd.OffloadContext, defaults: OffloadDefaults) -> _pd.OffloadContext:
+    """A 2.1 context (no driver name, no properties) with the operator's default driver and
+    bucket filled in, so the signed PDLI names where its objects are; others as they are.
+
+    Without a default the context stays empty and the verifier answers UNSUPPORTED (the
+    PDLI is dead-lettered, never acknowledged).
+    """
+    if defaults.bucket is None or not is_legacy_context(
+        context.driver_name, context.driver_metadata
+    ):
+        return context
+    filled = _pd.OffloadContext()
+    filled.CopyFrom(context)
+    filled.driver_name, properties = legacy_location(defaults.driver, defaults.bucket)
+    filled.driver_metadata.update(properties)
+    return filled
 
 
 def build_pdli(

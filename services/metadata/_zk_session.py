@@ -35,6 +35,10 @@ DATA_EVENTS = {
     zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
 }
 EXISTS_EVENTS = {**DATA_EVENTS, zk_protocol.WatchEvent.CREATED: WatchEvent.CREATED}
+CHILD_EVENTS = {
+    zk_protocol.WatchEvent.CHILDREN_CHANGED: WatchEvent.CHANGED,
+    zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
+}
 
 
 class NoWriteResend(aiozk.RetryPolicy):  # type: ignore[misc]

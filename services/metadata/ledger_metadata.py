@@ -301,3 +301,20 @@ def _decode_varint32(data: bytes, path: str) -> tuple[int, int]:
     if len(data) < 5:
         raise CorruptMetadata(path, "truncated: the varint length prefix is cut short")
     raise CorruptMetadata(path, "bad length prefix: varint longer than 5 bytes")
+
+
+def encode_raw_ledger_metadata(metadata: LedgerMetadata) -> bytes:
+    """The bare binary `LedgerMetadataFormat` (no header, no length prefix), as an offload
+    index object carries it (`OffloadUtils.buildLedgerMetadataFormat`)."""
+    return _to_format(metadata, include_ctoken=False).SerializeToString()
+
+
+def decode_raw_ledger_metadata(data: bytes, *, ledger_id: int, path: str) -> LedgerMetadata:
+    """Decode a bare binary `LedgerMetadataFormat`; `CorruptMetadata` naming `path` if invalid."""
+    fmt = _bk.LedgerMetadataFormat()
+    try:
+        fmt.ParseFromString(data)
+    except _message.DecodeError as e:
+        raise CorruptMetadata(path, f"garbage protobuf: {e}") from e
+    _check_initialized(fmt, path)
+    return _from_format(fmt, ledger_id, CURRENT_FORMAT_VERSION)

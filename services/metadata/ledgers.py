@@ -16,7 +16,13 @@ from services.metadata.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
 )
-from services.metadata.paths import LAYOUT_ZNODE, LedgerLayout, LedgerPaths, parse_layout
+from services.metadata.paths import (
+    LAYOUT_ZNODE,
+    LedgerLayout,
+    LedgerLocations,
+    LedgerPaths,
+    parse_layout,
+)
 from services.metadata.records import LedgerRecord
 from services.metadata.store import ANY_VERSION, MetadataStore, Versioned, WatchEvent
 
@@ -102,8 +108,8 @@ class BookKeeperLedgers:
         await self._remove_empty_parents(path)
 
     async def _remove_empty_parents(self, path: str) -> None:
-        parent = path.rsplit("/", 1)[0]
-        while parent != self.paths.root and parent.startswith(self.paths.root + "/"):
+        # Only the ledger's own directory levels, as deep as its layout: never the root.
+        for parent in LedgerLocations(self.paths.root, self.paths.layout).parents(path):
             try:
                 # Any version is safe here: ZooKeeper never deletes a znode with children.
                 await self._store.delete(parent, version=ANY_VERSION)
@@ -112,7 +118,6 @@ class BookKeeperLedgers:
             except StoreUnavailable as e:
                 log.info("empty parent %s left in place: %s", parent, e)
                 return
-            parent = parent.rsplit("/", 1)[0]
 
     async def top_level_nodes(self) -> list[str]:
         """The root's children that hold ledgers, short (2-digit) trees first, then long."""

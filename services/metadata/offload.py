@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.core.errors import InvalidArgument
+from services.metadata.ledger_metadata import KEY_MANAGED_LEDGER, decode_raw_ledger_metadata
 from services.metadata.paths import check_ledger_id
 from services.metadata.pulsar_names import check_managed_ledger_name
 from tombstone.formats import managed_ledger_pb2 as _ml
@@ -22,6 +23,8 @@ LEDGER_INFIX = "-ledger-"
 INDEX_MAGIC = 0xDE47DE47
 DATA_BLOCK_MAGIC = 0xFBDBABCB
 _INDEX_HEADER = struct.Struct(">iiqqii")
+INDEX_HEADER_SIZE = _INDEX_HEADER.size
+"""Bytes before an index object's segment metadata (magic, lengths, counts)."""
 _INDEX_ENTRY = struct.Struct(">qiq")
 _INT64 = 2**64
 _UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -221,3 +224,44 @@ def build_index_block(
         len(segment_metadata),
     )
     return header + segment_metadata + body
+
+
+def is_legacy_context(driver_name: str, driver_metadata: Mapping[str, str]) -> bool:
+    """An offload context written by Pulsar 2.1: no driver name and no driver properties."""
+    return not driver_name and not driver_metadata
+
+
+def legacy_location(default_driver: str, default_bucket: str) -> tuple[str, dict[str, str]]:
+    """(driver name, driver properties) standing in for a 2.1 context's missing ones.
+
+    One shape wherever the default is applied (marker, verifier, reconciler), so that a PDLI
+    filled by the marker and one resolved later name the same copy the same way.
+    """
+    return default_driver, {PROP_BUCKET: default_bucket}
+
+
+def index_segment_length(head: bytes) -> int:
+    """The segment-metadata length an index object's first `INDEX_HEADER_SIZE` bytes announce.
+
+    `InvalidArgument("index")` if they are not an index header (bad magic, negative length).
+    """
+    if len(head) < _INDEX_HEADER.size:
+        raise InvalidArgument("index", "truncated header")
+    magic, _block, _obj, _hdr, _count, meta_len = _INDEX_HEADER.unpack_from(head)
+    if magic % 2**32 != INDEX_MAGIC:
+        raise InvalidArgument("index", f"bad magic {magic % 2**32:#010x}")
+    if meta_len < 0:
+        raise InvalidArgument("index", f"negative segment metadata length {meta_len}")
+    return int(meta_len)
+
+
+def index_managed_ledger(data: bytes, *, ledger_id: int, key: str) -> str | None:
+    """The ML an index object's own segment metadata names (`pulsar/managed-ledger`).
+
+    `data` holds at least the header and the segment metadata. None when the ledger's
+    metadata carries no ML name (a ledger created before Pulsar 2.2). `InvalidArgument` or
+    `CorruptMetadata` naming `key` when the bytes are not an index object.
+    """
+    header = parse_index_header(data)
+    metadata = decode_raw_ledger_metadata(header.segment_metadata, ledger_id=ledger_id, path=key)
+    return metadata.custom_text(KEY_MANAGED_LEDGER)

@@ -211,3 +211,66 @@ def parse_layout(data: bytes, *, path: str) -> LedgerLayout:
     if factory not in _LAYOUTS:
         raise CorruptMetadata(path, f"unsupported ledger manager factory {factory!r}")
     return _LAYOUTS[factory]
+
+
+@dataclass(frozen=True)
+class LedgerLocations:
+    """Every path a ledger id can have under the layouts in play on one root.
+
+    Pulsar ≥ 2.10's own driver writes the hybrid path whatever `LAYOUT` says, while bookies
+    and clients configured with `zk+longhierarchical://` or a flat layout write `LAYOUT`'s
+    path (formats reference §1.1). So a ledger may sit at either: absence is proved only when
+    it is absent at each of them.
+    """
+
+    root: str = DEFAULT_LEDGERS_ROOT
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL
+    """What `<root>/LAYOUT` names."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", normalize_root(self.root))
+
+    @property
+    def layout_path(self) -> str:
+        return f"{self.root}/{LAYOUT_ZNODE}"
+
+    def _rules(self) -> tuple[LedgerPaths, ...]:
+        hybrid = LedgerPaths(self.root, LedgerLayout.HIERARCHICAL)
+        if self.layout is LedgerLayout.HIERARCHICAL:
+            return (hybrid,)
+        return (LedgerPaths(self.root, self.layout), hybrid)
+
+    def paths(self, ledger_id: int) -> tuple[str, ...]:
+        """The distinct paths of `ledger_id`, `LAYOUT`'s first (ids the legacy layout cannot
+        store have only the hybrid path)."""
+        found: list[str] = []
+        for rules in self._rules():
+            try:
+                path = rules.ledger_path(ledger_id)
+            except InvalidArgument:
+                if rules.layout is not LedgerLayout.LEGACY_HIERARCHICAL:
+                    raise
+                continue
+            if path not in found:
+                found.append(path)
+        return tuple(found)
+
+    def ledger_id(self, path: str) -> int:
+        """The id `path` names if it is one of that id's paths here; else `InvalidArgument`."""
+        for rules in self._rules():
+            try:
+                ledger_id = rules.ledger_id(path)
+            except InvalidArgument:
+                continue
+            if path in self.paths(ledger_id):
+                return ledger_id
+        raise InvalidArgument("path", f"{path!r} is not a ledger path under {self.root}")
+
+    def parents(self, path: str) -> tuple[str, ...]:
+        """The directory znodes between a ledger path and the root, deepest first: the only
+        ones an empty-parent sweep may remove (never the root, nothing above it)."""
+        self.ledger_id(path)
+        relative = path[len(self.root) + 1 :].split("/")
+        return tuple(
+            f"{self.root}/{'/'.join(relative[:depth])}" for depth in range(len(relative) - 1, 0, -1)
+        )

@@ -43,6 +43,9 @@ class Versioned:
     mtime_ms: int
     czxid: int
     mzxid: int
+    cversion: int = 0
+    """Changes to the children (ZooKeeper's cversion): the number the next sequential child
+    gets, for a parent whose children are only ever created."""
 
 
 class WatchEvent(enum.Enum):
@@ -85,6 +88,13 @@ class MetadataStore(Protocol):
         """Child names (unsorted); `NoNode` when absent."""
         ...
 
+    async def get_children_and_watch(
+        self, path: str
+    ) -> tuple[list[str], asyncio.Future[WatchEvent]]:
+        """Like `get_children`, plus a future fired once when a child is created or deleted
+        (`CHANGED`), the znode is deleted, or the connection is lost."""
+        ...
+
     async def exists(self, path: str) -> Stat | None:
         """The stat, or None when the server says the znode does not exist."""
         ...
@@ -98,6 +108,14 @@ class MetadataStore(Protocol):
         container_parents: bool = False,
     ) -> Stat:
         """Create a znode (`NodeExists` if present); optionally create missing parents."""
+        ...
+
+    async def create_sequential(
+        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+    ) -> tuple[str, Stat]:
+        """Create the persistent sequential znode `<prefix><10-digit number>` (ZooKeeper
+        appends the parent's cversion); return its path and stat. `NoNode` when the parent is
+        absent, unless `make_parents`."""
         ...
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:

@@ -27,6 +27,7 @@ from aiozk import protocol as zk_protocol
 from aiozk.states import States
 
 from services.metadata._zk_session import (
+    CHILD_EVENTS,
     DATA_EVENTS,
     EXISTS_EVENTS,
     UNAVAILABLE,
@@ -85,6 +86,7 @@ def _versioned(data: bytes | None, raw: Any) -> Versioned:
         mtime_ms=raw.modified,
         czxid=raw.created_zxid,
         mzxid=raw.last_modified_zxid,
+        cversion=raw.child_version,
     )
 
 
@@ -249,6 +251,20 @@ class ZkMetadataStore:
         response = await self._send(request, path)
         return list(response.children)
 
+    async def get_children_and_watch(
+        self, path: str
+    ) -> tuple[list[str], asyncio.Future[WatchEvent]]:
+        full = self._abs(path)
+        fired, unregister = register_watch(self._session, full, CHILD_EVENTS)
+        try:
+            request = zk_protocol.GetChildrenRequest(path=full, watch=True)
+            response = await self._send(request, path)
+        except BaseException:
+            unregister()
+            fired.cancel()
+            raise
+        return list(response.children), fired
+
     async def exists(self, path: str) -> Stat | None:
         return await self._exists(self._abs(path), path, watch=False)
 
@@ -259,14 +275,40 @@ class ZkMetadataStore:
         *,
         make_parents: bool = False,
         container_parents: bool = False,
+        ephemeral: bool = False,
     ) -> Stat:
+        """`ephemeral`: the znode lives as long as this session (parents never are)."""
         try:
-            return await self._create(path, data, container=False)
+            return await self._create(path, data, container=False, ephemeral=ephemeral)
         except NoNode:
             if not make_parents:
                 raise
         await self._create_parents(path, container=container_parents)
-        return await self._create(path, data, container=False)
+        return await self._create(path, data, container=False, ephemeral=ephemeral)
+
+    async def create_sequential(
+        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+    ) -> tuple[str, Stat]:
+        """The server names the znode, so a create that got no answer is never resent (a
+        second znode could be made); its outcome is unknown (`StoreUnavailable`)."""
+        try:
+            return await self._create_sequential(prefix, data)
+        except NoNode:
+            if not make_parents:
+                raise
+        await self._create_parents(prefix, container=False)
+        return await self._create_sequential(prefix, data)
+
+    async def _create_sequential(self, prefix: str, data: bytes) -> tuple[str, Stat]:
+        full = self._abs(prefix)
+        request = zk_protocol.Create2Request(
+            path=full, data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
+        )
+        request.set_flags(ephemeral=False, sequential=True, container=False)
+        response = await self._send(request, prefix)
+        # The reply's path is the server's (a chroot included): keep only the new name.
+        name = str(response.path).rsplit("/", 1)[-1]
+        return f"{prefix.rsplit('/', 1)[0]}/{name}", _stat(response.stat)
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:
         request = zk_protocol.SetDataRequest(path=self._abs(path), data=data, version=version)
@@ -349,12 +391,14 @@ class ZkMetadataStore:
             return None
         return _stat(response.stat)
 
-    async def _create(self, path: str, data: bytes, *, container: bool) -> Stat:
+    async def _create(
+        self, path: str, data: bytes, *, container: bool, ephemeral: bool = False
+    ) -> Stat:
         request_class = CreateContainerRequest if container else zk_protocol.Create2Request
         request = request_class(
             path=self._abs(path), data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
         )
-        request.set_flags(ephemeral=False, sequential=False, container=container)
+        request.set_flags(ephemeral=ephemeral, sequential=False, container=container)
         response = await self._send(request, path)
         return _stat(response.stat)
 

@@ -118,7 +118,7 @@ def _parse(raw: bytes) -> list[Versioned | int]:
             offset += max(size, 0)
             stat = _STAT.unpack_from(raw, offset)
             offset += _STAT.size
-            results.append(Versioned(data, stat[4], stat[2], stat[3], stat[0], stat[1]))
+            results.append(Versioned(data, stat[4], stat[2], stat[3], stat[0], stat[1], stat[5]))
         elif op == _ERROR:
             (code,) = _INT.unpack_from(raw, offset)
             offset += _INT.size

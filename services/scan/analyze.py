@@ -9,15 +9,19 @@ Kinds of a ledger finding:
 - `unreadable`: the metadata znode could not be decoded (never deleted).
 - `referenced`.
 - `unknown_ownership`: no Pulsar custom metadata, or a component this code does not know.
-- `in_use_open`: OPEN or IN_RECOVERY and its owner (topic, schema) still exists.
+- `in_use_open`: OPEN or IN_RECOVERY, unreferenced, its owner (topic, schema) still exists,
+  and inside the age window: a rollover or cursor switch may be about to reference it. Older
+  than the window it is an orphan like any other (the OPEN rule, DESIGN §4: Pulsar deletes
+  old cursor ledgers without closing them, so an unlinked ledger is often OPEN).
 - `reference_unknown`: a compacted ledger of a topic whose `__compaction` cursor is active
   and whose live CompactedTopicLedger (in the cursor ledger) was not read.
 - `too_young`: an orphan inside the age window (`orphan_reason` says which).
 - orphans: `topic_gone`, `not_in_list`, `cursor_moved_on`, `schema_not_in_locator`,
   `bk_copy_after_offload`, and, reported only (no PDLI component exists for them),
   `compacted_unreferenced`, `bucket_unreferenced`.
-Kinds of an object finding: `unknown_ownership` (key not Pulsar's), `referenced`,
-`other_cluster`, `too_young`, `offload_no_match`.
+Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
+owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
+`offload_no_match`.
 `services.scan.canonical` then turns deletable findings whose owner names are not canonical
 into `noncanonical_name` (never deletable).
 """
@@ -204,7 +208,6 @@ def _status_kind() -> Column:
         .when(~F.coalesce(F.col("has_pulsar_metadata"), F.lit(False)), "unknown_ownership")
         .when(F.col("ref_bits").isNotNull(), None)  # listed only as bookkeeperDeleted: orphan
         .when(F.col("role").isNull(), "unknown_ownership")
-        .when(F.col("state").isin(*OPEN_STATES) & F.col("owner_exists"), "in_use_open")
         .when((F.col("role") == "compacted") & F.col("compaction_unknown"), "reference_unknown")
     )
 
@@ -253,9 +256,13 @@ def classify_ledgers(
         .withColumn("created_ms", F.greatest(created, "bk_deleted_mtime_ms"))
         .withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
     )
-    status = _status_kind()
-    orphan = F.when(status.isNull(), _orphan_reason())
     young = F.col("age_ms").isNull() | (F.col("age_ms") < min_age_ms)
+    # The OPEN rule: state matters only inside the age window, where an OPEN ledger of an
+    # existing owner may be a rollover or cursor switch whose reference is not written yet
+    # (not an orphan, not counted as one). Older, it is judged like a closed ledger.
+    opening = young & F.col("state").isin(*OPEN_STATES) & F.col("owner_exists")
+    status = F.coalesce(_status_kind(), F.when(opening, "in_use_open"))
+    orphan = F.when(status.isNull(), _orphan_reason())
     kind = F.coalesce(status, F.when(young, "too_young").otherwise(orphan))
     pdli = F.lit(None).cast("string")
     for role, component in PDLI_COMPONENTS.items():
@@ -309,7 +316,15 @@ def classify_objects(
     """One finding per offloaded object.
 
     An object is referenced only when some ML lists its ledger *with the same uuid*: the
-    objects of an earlier, abandoned upload of a still-listed ledger are orphans.
+    objects of an earlier, abandoned upload of a still-listed ledger are orphans. The match
+    ignores the bucket, as the verifier's in-use check does: a context written by Pulsar 2.1
+    names no bucket (the operator's default applies), and its objects stay referenced in
+    whichever bucket they sit.
+
+    Objects written before Pulsar 2.10 name no owner (`managedledgername`). One whose ledger
+    no ML lists under any uuid has no owner to put in a PDLI, and the verifier would want a
+    proof of ownership that a reconciler intent cannot give: `unknown_ownership`, reported
+    and never proposed.
     """
     listed = (
         ml_ledgers.filter(F.col("offload_uuid").isNotNull())
@@ -325,11 +340,15 @@ def classify_objects(
     foreign = F.col("cluster_name").isNotNull() & (F.col("cluster_name") != cluster)
     age = F.lit(now_ms) - F.col("last_modified_ms")
     young = age.isNull() | (age < min_age_ms)
-    orphan = F.when(parsed & ~matched & ~foreign, "offload_no_match")
+    # Written before 2.10: neither owner key (both arrived together, PR #14907).
+    pre_210 = F.col("managed_ledger_name").isNull() & F.col("cluster_name").isNull()
+    ownerless = pre_210 & F.col("listed_ml").isNull()
+    orphan = F.when(parsed & ~matched & ~foreign & ~ownerless, "offload_no_match")
     kind = (
         F.when(~parsed, "unknown_ownership")
         .when(matched, "referenced")
         .when(foreign, "other_cluster")
+        .when(ownerless, "unknown_ownership")
         .when(young, "too_young")
         .otherwise("offload_no_match")
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from services.core.config import ClientConfig
+from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
 from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.submit import SubmitSettings
@@ -106,6 +106,7 @@ def submit_settings(
         rate_per_s=submit_rate,
         concurrency=submit_concurrency,
         batch=submit_batch,
+        offload_driver=OffloadDefaults.from_env().driver,
     )
 
 

@@ -112,13 +112,31 @@ async def zk_session(settings: ExtractSettings) -> AsyncIterator[ZkMetadataStore
         yield store
 
 
-async def _paths(store: ZkMetadataStore, root: str) -> LedgerPaths:
+async def _layout(store: ZkMetadataStore, root: str) -> LedgerLayout:
     """The layout `<root>/LAYOUT` names; Pulsar's default (hybrid) when there is none."""
     try:
-        layout = await BookKeeperLedgers(store, paths=LedgerPaths(root)).read_layout()
+        return await BookKeeperLedgers(store, paths=LedgerPaths(root)).read_layout()
     except NoNode:
-        layout = LedgerLayout.HIERARCHICAL
-    return LedgerPaths(root, layout)
+        return LedgerLayout.HIERARCHICAL
+
+
+def unit_paths(root: str, subtree: str) -> LedgerPaths:
+    """The path rules of one BookKeeper unit: the flat unit is `""`, every other unit is a
+    hierarchical subtree (2-digit short or 3-digit long tree, whatever LAYOUT says)."""
+    return LedgerPaths(root, LedgerLayout.FLAT if subtree == "" else LedgerLayout.HIERARCHICAL)
+
+
+async def _bk_units(store: ZkMetadataStore, settings: ExtractSettings) -> list[Unit]:
+    """Every place a ledger znode can be under the layouts in play (reference §1.1): the
+    2-digit and 3-digit hierarchical trees whatever LAYOUT names (Pulsar >= 2.10's driver
+    writes hybrid paths; BookKeeper's long manager writes 3-digit ones), plus the root's flat
+    leaves when LAYOUT names the flat manager."""
+    root = settings.ledgers_root
+    hierarchical = BookKeeperLedgers(store, paths=LedgerPaths(root, LedgerLayout.HIERARCHICAL))
+    units = [Unit(BK, s) for s in await hierarchical.subtrees(level=settings.subtree_level)]
+    if await _layout(store, root) is LedgerLayout.FLAT:
+        units.insert(0, Unit(BK, ""))
+    return units
 
 
 async def _children(store: ZkMetadataStore, path: str) -> list[str]:
@@ -170,8 +188,7 @@ async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], 
 
 async def _list_units(store: ZkMetadataStore, settings: ExtractSettings, kind: str) -> list[Unit]:
     if kind == BK:
-        ledgers = BookKeeperLedgers(store, paths=await _paths(store, settings.ledgers_root))
-        return [Unit(BK, s) for s in await ledgers.subtrees(level=settings.subtree_level)]
+        return await _bk_units(store, settings)
     if kind == ML:
         units = []
         for tenant in await _children(store, MANAGED_LEDGERS_ROOT):
@@ -221,7 +238,7 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
         return None
     async with zk_session(settings) as store:
         if unit.kind == BK:
-            paths = await _paths(store, settings.ledgers_root)
+            paths = unit_paths(settings.ledgers_root, unit.scope)
             await T.read_bk_subtree(store, paths, unit.scope, out, limits)
         elif unit.kind == ML:
             await T.read_managed_ledgers(store, unit.scope, out, limits)

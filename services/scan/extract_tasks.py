@@ -27,6 +27,7 @@ from services.metadata import (
     decode_managed_ledger_info,
     decode_schema_locator,
 )
+from services.metadata.paths import LedgerLayout, long_hierarchical_path, short_hierarchical_path
 from services.metadata.pulsar_names import DOMAINS, PERSISTENT
 from services.scan import extract_rows as R
 from services.scan._s3 import S3Lister
@@ -82,7 +83,7 @@ async def read_bk_subtree(
     before = len(out)
 
     async def read(ledger_id: int) -> None:
-        path = paths.ledger_path(ledger_id)
+        path = _path_in(paths, subtree, ledger_id)
         node = await _get(store, path)
         if node is None:
             return
@@ -95,6 +96,16 @@ async def read_bk_subtree(
 
     await _bounded(ids, read, limits.concurrency)
     return len(out) - before
+
+
+def _path_in(paths: LedgerPaths, subtree: str, ledger_id: int) -> str:
+    """The path of a ledger found in `subtree`: its tree says which split was used (a 3-digit
+    tree holds long paths even for small ids, when BookKeeper's long manager wrote them)."""
+    if paths.layout is LedgerLayout.FLAT:
+        return paths.ledger_path(ledger_id)
+    top = subtree.split("/", 1)[0]
+    split = short_hierarchical_path if len(top) == 2 else long_hierarchical_path
+    return f"{paths.root}/{split(ledger_id)}"
 
 
 async def namespaces_under(store: MetadataStore, unit: str) -> list[str]:

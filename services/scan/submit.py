@@ -46,7 +46,8 @@ class SubmitSettings:
     batch: int = 1000
     """Ledgers per call (the marker's limit is TOMBSTONE_MARKER_MAX_BATCH)."""
     offload_driver: str = "aws-s3"
-    """Driver name written into offload PDLIs (the objects came from an S3 listing)."""
+    """Driver name written into offload PDLIs (the objects came from an S3 listing); the CLI
+    takes TOMBSTONE_OFFLOAD_DEFAULT_DRIVER, shared with the marker and the verifier."""
 
 
 @dataclass(frozen=True)

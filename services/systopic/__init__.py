@@ -18,6 +18,7 @@ from services.systopic.messages import (
     IntentEncoder,
     decode_intent,
     encode_intent,
+    encode_intents,
     owner_label,
 )
 from services.systopic.ports import IntentPublisher, OutgoingMessage, ProducerSettings, SendResult
@@ -48,6 +49,7 @@ __all__ = [
     "SendResult",
     "decode_intent",
     "encode_intent",
+    "encode_intents",
     "open_intent_publisher",
     "owner_label",
 ]

@@ -4,15 +4,21 @@ The payload is the serialized protobuf. A few properties repeat the routing fact
 tools (and a deleter deciding whether a message is due) can read them without decoding the
 payload; the payload stays the single source of truth. The partition key is the ledger id,
 so both tiers of one ledger land on one partition and are handled by one consumer.
+
+Signing happens here, as the last step before the bytes exist: every path that sends a PDLI
+(Mark, caller-writes, reconciler requests, late-write re-sends) encodes it with
+`encode_intent` or `IntentEncoder`, given the marker's `IntentSigner`. The signature fields
+are appended to the serialization (concatenated protobuf encodings parse as one message).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import message as _message
 
 from services.core.errors import CorruptData
+from services.core.signing import CanonicalTemplate, IntentSigner, canonical_bytes
 from services.systopic.ports import OutgoingMessage
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -39,15 +45,34 @@ def _shared_properties(pdli: _pd.PendingDeleteLedgerInfo) -> dict[str, str]:
     return {PROP_OWNER: owner_label(pdli)}
 
 
-def encode_intent(pdli: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
-    """The message for one PDLI; `ledger_id` must be set."""
+def encode_intent(
+    pdli: _pd.PendingDeleteLedgerInfo, signer: IntentSigner | None = None
+) -> OutgoingMessage:
+    """The message for one PDLI; `ledger_id` must be set. With a `signer`, the payload
+    carries its key id and a signature over the PDLI's fields (replacing any earlier one);
+    without, the PDLI is encoded as it is (a copy keeps the signature it has)."""
     if not pdli.HasField("ledger_id"):
         raise ValueError("a PDLI without ledger_id cannot be routed")
     ledger_id = str(pdli.ledger_id)
     properties = _shared_properties(pdli)
     properties[PROP_LEDGER_ID] = ledger_id
     properties[PROP_LEDGER_TYPE] = _TYPE_NAMES[pdli.ledger_type]
-    return OutgoingMessage(pdli.SerializeToString(), ledger_id, properties)
+    payload = pdli.SerializeToString()
+    if signer is not None:
+        [fields] = signer.signature_fields([canonical_bytes(pdli)])
+        payload += fields
+    return OutgoingMessage(payload, ledger_id, properties)
+
+
+def encode_intents(
+    pdlis: Sequence[_pd.PendingDeleteLedgerInfo], signer: IntentSigner | None = None
+) -> list[OutgoingMessage]:
+    """`encode_intent` of each PDLI, signed together (one signature per batch)."""
+    if signer is None:
+        return [encode_intent(p) for p in pdlis]
+    messages = [encode_intent(p) for p in pdlis]
+    fields = signer.signature_fields([canonical_bytes(p) for p in pdlis])
+    return [m._replace(payload=m.payload + f) for m, f in zip(messages, fields, strict=True)]
 
 
 class IntentEncoder:
@@ -55,17 +80,37 @@ class IntentEncoder:
 
     The shared fields are serialized once; each message appends the serialization of the
     ledger's fields (id, type, offload context). Concatenated protobuf encodings parse as the
-    merged message, so every payload decodes exactly as `encode_intent` of the full PDLI.
+    merged message, so every payload decodes exactly as `encode_intent` of the full PDLI
+    (with the same `signer`: the signature fields come last).
     """
 
-    def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
+    def __init__(
+        self, shared: _pd.PendingDeleteLedgerInfo, signer: IntentSigner | None = None
+    ) -> None:
         if shared.HasField("ledger_id") or shared.ledger_type or shared.HasField("offload_context"):
             raise ValueError("the shared part must not carry ledger fields")
+        if shared.signing_key_id or shared.signature:
+            raise ValueError("the shared part must not carry a signature")
         self._head = shared.SerializeToString()
         self._properties = _shared_properties(shared)
+        self._signer = signer
+        self._canonical = CanonicalTemplate(shared) if signer is not None else None
 
     def encode(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
         """The message for the PDLI `shared` merged with `own` (which has `ledger_id`)."""
+        [message] = self.encode_many([own])
+        return message
+
+    def encode_many(self, owns: Sequence[_pd.PendingDeleteLedgerInfo]) -> list[OutgoingMessage]:
+        """The messages for `shared` merged with each of `owns`, signed together."""
+        messages = [self._unsigned(own) for own in owns]
+        if self._signer is None or self._canonical is None:
+            return messages
+        template = self._canonical
+        fields = self._signer.signature_fields([template.bytes_for(own) for own in owns])
+        return [m._replace(payload=m.payload + f) for m, f in zip(messages, fields, strict=True)]
+
+    def _unsigned(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
         ledger_id = str(own.ledger_id)
         properties = {
             **self._properties,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 from services.core.logging import configure_logging
+from services.core.peer_settings import refuse_on_config_error
+from services.metadata.layout import StartupRefused
 from services.verifier.app import serve
 from services.verifier.config import VerifierConfig
 
@@ -12,8 +15,13 @@ from services.verifier.config import VerifierConfig
 async def main() -> None:
     config = VerifierConfig.from_env()
     configure_logging(config.log)
-    await serve(config)
+    try:
+        await serve(config)
+    except StartupRefused as e:
+        # One line, no traceback: the operator's fix is in the message.
+        print(f"verifier: refusing to start: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    refuse_on_config_error("verifier", lambda: asyncio.run(main()))

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+import structlog
+
 from services.core.grpc_server import ServiceRunner
-from services.metadata.paths import LedgerPaths
+from services.core.peer_settings import PeerSettings, Published
+from services.metadata.layout import LayoutWatch, confirm_ledgers_root
+from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier._s3 import open_s3
@@ -20,8 +26,11 @@ from services.verifier.owners import OwnerCache
 from services.verifier.ports import ObjectStore, ZnodeStore
 from services.verifier.servicer import METHOD_ROLES, SERVICE_NAME, VerifierServicer
 from services.verifier.shadows import ShadowIndex
+from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from tombstone.v1 import verifier_pb2_grpc as _grpc
+
+_log = structlog.get_logger("tombstone.verifier")
 
 
 @dataclass
@@ -42,8 +51,15 @@ def build(
     metrics: VerifierMetrics,
     *,
     ml_names: Callable[[], AsyncIterator[str]] | None = None,
+    locations: Callable[[], LedgerLocations] | None = None,
 ) -> VerifierParts:
-    """Wire the decision engine and its collaborators on the given ports."""
+    """Wire the decision engine and its collaborators on the given ports.
+
+    `locations` gives the ledgers root and layout in force (`LayoutWatch.current`); without
+    it, the configured root under the hybrid layout (`LAYOUT` is still confirmed per read).
+    """
+    fixed = LedgerLocations(config.ledgers_root)
+    locations = locations or (lambda: fixed)
     counted = CountingZnodeStore(
         znodes, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
     )
@@ -60,19 +76,35 @@ def build(
         offload=OffloadInspector(CountingObjectStore(objects, metrics), config.offload),
         shadows=shadows,
         policy=DecisionPolicy(
-            ledger_paths=LedgerPaths(root=config.ledgers_root),
-            allow_without_pulsar_metadata=config.allow_without_pulsar_metadata,
+            locations=locations,
             reconciler_min_age=config.reconciler_min_age,
+            open_ledger_age=config.open_ledger_age,
         ),
         observe=metrics.observe,
+        signatures=SignatureGate(
+            config.trusted_keys,
+            require_signed=config.require_signed,
+            on_checked=metrics.on_signature,
+        ),
     )
     metrics.believed_entries.set_function(lambda: len(believed))
     metrics.believed_batches.set_function(lambda: believed.batches)
+    metrics.believed_buckets.set_function(lambda: believed.buckets)
     metrics.cache_entries.set_function(lambda: len(owners))
     metrics.cache_ratio.set_function(
         lambda: owners.stats.hits / max(1, owners.stats.hits + owners.stats.misses)
     )
     return VerifierParts(engine, believed, owners, shadows, metrics)
+
+
+def published_settings(config: VerifierConfig) -> Published:
+    """What the marker and the deleter must agree with (`services.core.peer_settings`)."""
+    return Published(
+        service="verifier",
+        instance=f"verifier-{socket.gethostname()}-{os.getpid()}",
+        default_bucket=config.offload.default_bucket,
+        allowed_buckets=tuple(sorted(config.offload.allowed_buckets)),
+    )
 
 
 @contextlib.asynccontextmanager
@@ -96,6 +128,11 @@ async def open_verifier(
                 request_timeout=zk.operation_timeout.total_seconds(),
             )
         )
+        layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
+        board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
+        await board.join()  # refuses to start beside a peer whose settings would leak
+        runner.resources.push_async_callback(board.leave)
+        runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         objects = await runner.resources.enter_async_context(open_s3(config.s3))
         parts = build(
             config,
@@ -103,11 +140,18 @@ async def open_verifier(
             objects,
             VerifierMetrics(runner.metrics),
             ml_names=ManagedLedgers(store).managed_ledger_names,
+            locations=lambda: layout.current,
         )
+        runner.add_background("ledgers_layout", layout.run)
         servicer = VerifierServicer(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )
         runner.add_servicer(_grpc.add_VerifierServicer_to_server, servicer, SERVICE_NAME)
+        _log.info(
+            "signature_policy",
+            trusted_keys=list(config.trusted_keys.key_ids),
+            require_signed=config.require_signed,
+        )
         runner.resources.callback(parts.believed.close)
         runner.add_background("believed_set", parts.believed.maintain)
         shadows = parts.shadows

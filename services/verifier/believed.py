@@ -1,33 +1,62 @@
 """The believed set: (ledger, tier, owner) identities the marker reported as unlinked.
 
-Durable and shared in the metadata store: each `Believe` call becomes one or more batch
-znodes `<root>/b-<sequence>` holding a compact encoding (16 bytes per entry: the ledger id
-and a 64-bit digest of the rest of the identity). Every replica loads all batches and watches
-the root's children, so all replicas converge on the same set, and a restart reloads it.
+Durable and shared in the metadata store, with bounded ZooKeeper work per `Believe` call, bounded
+znodes and bounded children lists (`<root>` is `TOMBSTONE_VERIFIER_BELIEVED_PATH`):
 
-The set is bounded by entry count and by age with one deterministic rule that every replica
-applies to the same sorted batch list: keep the newest batches while their cumulative size is
-within `max_entries` and their znode ctime within `max_age`; everything older is dropped here
-and deleted from the store. A miss is never unsafe: it only means the full metadata check.
+    <root>/v2/<slot>-<roll>/b-<sequence>
+
+- **Batches.** A batch znode holds a compact encoding (16 bytes per entry: the ledger id and a
+  64-bit digest of the rest of the identity), at most `max_batch_entries` entries.
+- **Group commit.** `add` queues the call's keys and waits; a committer (at most
+  `writes_in_flight` at once) takes whatever queued while the other writes were in flight
+  (after `commit_delay`), writes it as ONE sequential znode, and only then answers every call
+  it carried. So N concurrent single-key calls cost a few creates per write latency, not N
+  creates; a failed write fails exactly the calls it carried, and nothing of it enters memory
+  (memory only ever holds durable batches).
+- **Buckets.** Batches go under a bucket named by the writer's time slot (`bucket_span`, 13-digit
+  ms of the slot start) and a roll number. A writer rolls to the next roll number when the
+  bucket reached `bucket_batches` batches or a quarter of `max_entries` entries. So a bucket's
+  children list is bounded (plus the writes in flight when it filled), and the list of
+  buckets is bounded by age (`max_age / bucket_span` slots) and count (each kept bucket holds
+  at least `bucket_batches` batches or a quarter of the entries, or is one of the slots).
+- **Incremental followers.** Batches are PERSISTENT_SEQUENTIAL, so within a bucket their
+  numbers are 0, 1, 2... (ZooKeeper's cversion of the bucket; buckets only gain children until
+  they are deleted whole). A replica knows, per bucket, the first number it has not looked at,
+  and keeps an exists-watch on that one name. When it fires the replica reads the bucket's
+  stat (cversion: the next number to be given) and the batches in between (multiRead), and
+  watches the next name: O(1) requests per batch written, whatever the set's size. Only the
+  bucket list (`<root>/v2`) is listed with a children watch, and it changes once per bucket.
+- **Bounds.** One deterministic rule on bucket names, applied by every replica: walking from
+  the newest bucket, keep buckets while their cumulative entries are within `max_entries` and
+  their slot starts within `max_age`; drop the rest (whole buckets) from memory, and delete
+  them from the store (best effort, any replica: the children with ZooKeeper multi, then the
+  bucket). Entries are therefore held at most `max_age` and at least `max_age - bucket_span`.
+- **Refresh.** `refresh` (before a MISMATCH verdict, at start, after a reconnection, every
+  resync) lists the buckets, reads every bucket's stat in one multiRead per 256 buckets, and
+  reads only the batches created since: never every batch name.
+
+A miss is never unsafe: it only means the full metadata check. A corrupt or foreign batch is
+skipped with a warning, never fatal. The old layout (batches directly under `<root>`) is not
+read; what it held only costs the full check.
 """
 
 from __future__ import annotations
 
 import array
 import asyncio
-import contextlib
 import hashlib
-import secrets
+import re
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import structlog
 
-from services.core.errors import CorruptData, TombstoneError
+from services.core.errors import CorruptData, TombstoneError, Unavailable
 from services.verifier.model import Component, OffloadTarget, Target, Tier
 from services.verifier.ports import ZnodeStore
 
@@ -35,8 +64,25 @@ _log = structlog.get_logger(__name__)
 
 MAGIC = b"TBB1"
 _HEADER = struct.Struct(">4sI")
+LAYOUT = "v2"
+"""Child of the root holding the buckets (the version of this layout)."""
 BATCH_PREFIX = "b-"
-_LOAD_CONCURRENCY = 32
+_BUCKET_NAME = re.compile(r"(\d{13})-(\d{4})")
+_BATCH_NAME = re.compile(r"b-(\d{10})")
+_MAX_ROLL = 9999
+_READ_BYTES = 4 << 20
+"""Batch bytes per multiRead while loading (bounds a reply; batches are ≤ 16 B per entry)."""
+_READS_IN_FLIGHT = 4
+
+
+def bucket_name(slot_ms: int, roll: int) -> str:
+    """`<13-digit ms of the slot start>-<4-digit roll>`: sorts by time, then by roll."""
+    return f"{slot_ms:013d}-{roll:04d}"
+
+
+def batch_name(sequence: int) -> str:
+    """ZooKeeper's name for the `sequence`-th sequential child `b-`."""
+    return f"{BATCH_PREFIX}{sequence:010d}"
 
 
 def identity_key(target: Target) -> int:
@@ -113,27 +159,67 @@ class BelievedConfig:
     """Where the set lives and how big and old it may grow."""
 
     root: str = "/tombstone/believed"
-    """Parent znode of the batch znodes."""
+    """Parent znode of the layout (`<root>/v2/<bucket>/<batch>`)."""
     max_entries: int = 500_000
-    """Bound on the entries held (newest batches win)."""
+    """Bound on the entries held (newest buckets win)."""
     max_age: timedelta = timedelta(hours=24)
-    """Batches older than this are dropped."""
-    max_batch_entries: int = 50_000
-    """Entries per batch znode (16 bytes each: keeps a znode well under ZooKeeper's 1 MB)."""
-
-
-@dataclass
-class _Batch:
-    ctime_ms: int
-    values: array.array[int]
+    """Buckets whose slot started longer ago than this are dropped."""
+    max_batch_entries: int = 16_384
+    """Entries per batch znode (16 bytes each: 256 KiB, well under ZooKeeper's 1 MB)."""
+    bucket_span: timedelta = timedelta(hours=1)
+    """Time slot of a bucket: the granularity of the age bound."""
+    bucket_batches: int = 1_000
+    """Batches per bucket before writers roll to the next (bounds a children list)."""
+    commit_delay: timedelta = timedelta(milliseconds=2)
+    """How long a committer waits for more calls before a write."""
+    writes_in_flight: int = 4
+    """Batch writes in flight at once (each carries what queued while the others ran)."""
 
     @property
-    def size(self) -> int:
-        return len(self.values) // 2
+    def bucket_entries(self) -> int:
+        """Entries per bucket before writers roll: a quarter of the bound, so dropping whole
+        buckets by count keeps at least three quarters of `max_entries`."""
+        return max(1, self.max_entries // 4)
+
+    @property
+    def batch_entries(self) -> int:
+        """Entries per write (a batch never alone fills more than a bucket may hold)."""
+        return max(1, min(self.max_batch_entries, self.bucket_entries))
+
+
+@dataclass(eq=False)
+class _Bucket:
+    name: str
+    slot_ms: int
+    batches: dict[int, array.array[int]] = field(default_factory=dict)
+    """Loaded batches by sequence number (the flat id, digest, id, digest... array)."""
+    next_seq: int = 0
+    """Every sequence number below this one has been looked at (loaded, corrupt or absent)."""
+    watched: int | None = None
+    """The sequence number whose creation an exists-watch is waiting for."""
+    entries: int = 0
+    full: bool = False
+    """Writers roll to the next bucket (it reached `bucket_batches` batches)."""
+    created_at: int = 0
+    """The set's change counter when this replica's writer registered the bucket (0: listed)."""
+
+    @property
+    def roll(self) -> int:
+        return int(self.name[14:])
+
+
+@dataclass(eq=False)
+class _Call:
+    keys: Sequence[int]
+    done: asyncio.Future[None]
+    taken: int = 0
+    """Keys handed to writes so far."""
+    written: int = 0
+    """Keys durably written."""
 
 
 class BelievedSet:
-    """The in-memory view of the durable set, kept in step by a children watch."""
+    """The in-memory view of the durable set, kept in step by watches on single names."""
 
     def __init__(
         self,
@@ -145,14 +231,27 @@ class BelievedSet:
         self._store = store
         self._config = config
         self._clock = clock
-        self._batches: dict[str, _Batch] = {}
+        self._layout = f"{config.root}/{LAYOUT}"
+        self._buckets: dict[str, _Bucket] = {}
         self._members: dict[int, int] = {}
         self._size = 0
+        self._batch_count = 0
         self._epoch: int | None = None
+        self._changes = 0
+        """Counts buckets registered by this replica's writer (see `_Bucket.created_at`)."""
+        self._lock = asyncio.Lock()
+        """Serialises the readers (refresh, watch follow-ups); the writer needs no lock."""
         self._refresh_lock = asyncio.Lock()
         self._refreshes_started = 0
         self._refreshes_finished = 0
-        self._pending_refresh: asyncio.Task[None] | None = None
+        self._queue: deque[_Call] = deque()
+        self._writing: _Bucket | None = None
+        self._relist_wanted = False
+        self._dirty: set[str] = set()
+        self._expiring: set[str] = set()
+        self._committers: set[asyncio.Task[None]] = set()
+        self._follower: asyncio.Task[None] | None = None
+        self._expirer: asyncio.Task[None] | None = None
         self.loaded = False
         """True once a full load succeeded (before that every lookup is a miss)."""
 
@@ -164,30 +263,209 @@ class BelievedSet:
 
     @property
     def batches(self) -> int:
-        return len(self._batches)
+        return self._batch_count
+
+    @property
+    def buckets(self) -> int:
+        return len(self._buckets)
+
+    # -- writing: group commit ------------------------------------------------------------
 
     async def add(self, keys: Sequence[int]) -> int:
-        """Write `keys` durably (one znode per `max_batch_entries`), then hold them here."""
-        step = self._config.max_batch_entries
-        for start in range(0, len(keys), step):
-            chunk = keys[start : start + step]
-            now_ms = int(self._clock() * 1000)
-            # Time-ordered, unique across replicas; every replica sorts the same names alike.
-            name = f"{BATCH_PREFIX}{now_ms:013d}-{secrets.token_hex(6)}"
-            await self._store.create(f"{self._config.root}/{name}", encode_batch(chunk))
-            if name not in self._batches:
-                self._insert(name, _Batch(now_ms, _values(chunk)))
-        if keys:
-            await self._store.touch(self._config.root)
-        await self._apply_bound()
+        """Write `keys` durably, then hold them here; raises what the write raised.
+
+        Calls arriving together share one batch znode (see the module docstring). A call
+        larger than a batch spans several; if one of them fails, the call fails (batches
+        already written stay: each entry stands alone).
+        """
+        if not keys:
+            return 0
+        loop = asyncio.get_running_loop()
+        call = _Call(keys, loop.create_future())
+        self._queue.append(call)
+        if len(self._committers) < self._config.writes_in_flight:
+            committer = loop.create_task(self._commit())
+            self._committers.add(committer)
+            committer.add_done_callback(self._committers.discard)
+        await call.done
         return len(keys)
 
-    async def refresh(self) -> None:
-        """Re-read the batch list, as of no earlier than this call.
+    async def _commit(self) -> None:
+        carried: list[tuple[_Call, int]] = []
+        try:
+            while self._queue:
+                await asyncio.sleep(self._config.commit_delay.total_seconds())
+                keys, carried = self._take()
+                if not keys:
+                    continue
+                try:
+                    await self._write(keys)
+                except Exception as e:
+                    for call, _count in carried:
+                        if not call.done.done():
+                            call.done.set_exception(e)
+                    carried = []
+                    continue
+                for call, count in carried:
+                    call.written += count
+                    if call.written == len(call.keys) and not call.done.done():
+                        call.done.set_result(None)
+                carried = []
+        finally:
+            # Cancelled (the set is closing): nothing will write what is left.
+            stopped = Unavailable("believed set closed before the write")
+            for call in [c for c, _n in carried] + list(self._queue):
+                if not call.done.done():
+                    call.done.set_exception(stopped)
+            self._queue.clear()
 
-        Callers arriving together share one reload: a reload that started after a caller
-        asked and has finished answers that caller too (a burst of MISMATCH verdicts costs
-        one reload, not one each).
+    def _take(self) -> tuple[list[int], list[tuple[_Call, int]]]:
+        """Up to one batch of keys from the queued calls, and how many each call gave."""
+        limit = self._config.batch_entries
+        keys: list[int] = []
+        carried: list[tuple[_Call, int]] = []
+        queue = self._queue
+        while queue and len(keys) < limit:
+            call = queue[0]
+            if call.done.done():  # failed in an earlier batch, or the caller gave up
+                queue.popleft()
+                continue
+            count = min(limit - len(keys), len(call.keys) - call.taken)
+            keys.extend(call.keys[call.taken : call.taken + count])
+            call.taken += count
+            carried.append((call, count))
+            if call.taken == len(call.keys):
+                queue.popleft()
+        return keys, carried
+
+    async def _write(self, keys: list[int]) -> None:
+        bucket = self._target_bucket(len(keys))
+        prefix = f"{self._layout}/{bucket.name}/{BATCH_PREFIX}"
+        path = await self._store.create_sequential(prefix, encode_batch(keys))
+        match = _BATCH_NAME.fullmatch(path.rsplit("/", 1)[-1])
+        if match is None:  # not what ZooKeeper names a sequential child
+            raise CorruptData(f"{path}: unexpected sequential name")
+        sequence = int(match.group(1))
+        if self._buckets.get(bucket.name) is None:
+            self._changes += 1
+            bucket.created_at = self._changes
+            self._buckets[bucket.name] = bucket
+            new_bucket = True
+        else:
+            bucket = self._buckets[bucket.name]
+            new_bucket = False
+        self._insert(bucket, sequence, _values(keys))
+        if sequence + 1 >= self._config.bucket_batches:
+            bucket.full = True
+        self._writing = bucket
+        if new_bucket or self._size > self._config.max_entries:
+            self._bound()
+
+    def _target_bucket(self, count: int) -> _Bucket:
+        """The bucket of the current slot that still has room (a new one when none has)."""
+        span_ms = max(1, int(self._config.bucket_span.total_seconds() * 1000))
+        now_ms = int(self._clock() * 1000)
+        slot_ms = now_ms - now_ms % span_ms
+        current = self._writing
+        if current is None or current.slot_ms != slot_ms or self._buckets.get(current.name) is None:
+            prefix = bucket_name(slot_ms, 0)[:14]
+            same_slot = [b for name, b in self._buckets.items() if name.startswith(prefix)]
+            current = max(same_slot, key=lambda b: b.roll, default=None)
+        if current is None:
+            return _Bucket(bucket_name(slot_ms, 0), slot_ms)
+        room = current.entries == 0 or current.entries + count <= self._config.bucket_entries
+        if (current.full or not room) and current.roll < _MAX_ROLL:
+            name = bucket_name(slot_ms, current.roll + 1)
+            return self._buckets.get(name) or _Bucket(name, slot_ms)
+        return current
+
+    # -- memory -----------------------------------------------------------------------------
+
+    def _insert(self, bucket: _Bucket, sequence: int, values: array.array[int]) -> None:
+        if sequence in bucket.batches:
+            return
+        bucket.batches[sequence] = values
+        count = len(values) // 2
+        bucket.entries += count
+        self._size += count
+        self._batch_count += 1
+        members = self._members
+        for key in _keys(values):
+            members[key] = members.get(key, 0) + 1
+        while bucket.next_seq in bucket.batches:
+            bucket.next_seq += 1
+
+    def _drop(self, name: str) -> None:
+        bucket = self._buckets.pop(name)
+        if self._writing is bucket:
+            self._writing = None
+        if bucket.watched is not None:
+            self._store.unwatch(self._batch_path(name, bucket.watched), self._on_batch)
+        members = self._members
+        for values in bucket.batches.values():
+            for key in _keys(values):
+                left = members[key] - 1
+                if left:
+                    members[key] = left
+                else:
+                    del members[key]
+        self._size -= bucket.entries
+        self._batch_count -= len(bucket.batches)
+
+    def _over_bound(self) -> list[str]:
+        """Buckets to drop: everything older than the newest buckets within both bounds."""
+        oldest_ms = (self._clock() - self._config.max_age.total_seconds()) * 1000
+        kept = 0
+        drop: list[str] = []
+        for name in sorted(self._buckets, reverse=True):
+            bucket = self._buckets[name]
+            too_many = kept + bucket.entries > self._config.max_entries
+            if drop or too_many or bucket.slot_ms < oldest_ms:
+                drop.append(name)
+            else:
+                kept += bucket.entries
+        return drop
+
+    def _bound(self) -> None:
+        """Apply the bounds to memory now; delete the dropped buckets in the background."""
+        drop = self._over_bound()
+        for name in drop:
+            self._drop(name)
+        if drop:
+            self._expiring.update(drop)
+            if self._expirer is None or self._expirer.done():
+                self._expirer = asyncio.get_running_loop().create_task(self._expire())
+
+    async def apply_bounds(self) -> None:
+        """Apply the bounds now and wait until the dropped buckets are deleted (best effort)."""
+        self._bound()
+        if self._expirer is not None and not self._expirer.done():
+            await self._expirer
+
+    async def _expire(self) -> None:
+        while self._expiring:
+            name = min(self._expiring)
+            self._expiring.discard(name)
+            if name in self._buckets:  # listed again and kept (e.g. a later write): keep it
+                continue
+            path = f"{self._layout}/{name}"
+            try:
+                children = await self._store.children(path) or []
+                await self._store.delete_all([f"{path}/{child}" for child in children])
+                await self._store.delete(path)
+            except TombstoneError as e:
+                # Best effort: the store is down, or a writer added a batch meanwhile (not
+                # empty). The rule drops it again when it is listed next time.
+                _log.info("believed_bucket_delete_failed", bucket=name, error=str(e))
+
+    # -- following the store ------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Catch up with the store, as of no earlier than this call.
+
+        Callers arriving together share one catch-up: one that started after a caller asked
+        and has finished answers that caller too (a burst of MISMATCH verdicts costs one,
+        not one each).
         """
         ticket = self._refreshes_started
         async with self._refresh_lock:
@@ -199,85 +477,141 @@ class BelievedSet:
             self._refreshes_finished = number
 
     async def _reload(self) -> None:
-        epoch = self._store.epoch()
-        await self._store.watch_node(self._config.root, self._on_children)
-        names = await self._store.children(self._config.root)
-        present = set(names or ())
-        for gone in [name for name in self._batches if name not in present]:
-            self._remove(gone)
-        missing = sorted(
-            n for n in present if n.startswith(BATCH_PREFIX) and n not in self._batches
-        )
-        limit = asyncio.Semaphore(_LOAD_CONCURRENCY)
+        async with self._lock:
+            epoch = self._store.epoch()
+            if epoch != self._epoch:
+                for bucket in self._buckets.values():
+                    bucket.watched = None  # watches may be lost with the connection
+            await self._relist()
+            await self._catch_up(list(self._buckets.values()))
+            self._epoch = epoch
+            self.loaded = True
+        self._bound()
 
-        async def load(name: str) -> None:
+    async def _relist(self) -> list[_Bucket]:
+        """Read the bucket list (and watch it); the buckets that need a catch-up."""
+        changes = self._changes
+        names = await self._store.children(self._layout, watch=self._on_buckets)
+        # No bucket yet: watch for the layout's creation instead.
+        if names is None and await self._store.watch_node(self._layout, self._on_buckets):
+            names = await self._store.children(self._layout, watch=self._on_buckets)
+        present = {name for name in names or () if _BUCKET_NAME.fullmatch(name)}
+        for name, bucket in list(self._buckets.items()):
+            # A bucket this replica's writer registered after the list was asked for may
+            # be missing from it: not gone.
+            if name not in present and bucket.created_at <= changes:
+                self._drop(name)
+        for name in sorted(present - self._buckets.keys()):
+            self._buckets[name] = _Bucket(name, int(name[:13]))
+        return [bucket for bucket in self._buckets.values() if bucket.watched is None]
+
+    async def _catch_up(self, buckets: Iterable[_Bucket]) -> None:
+        """Load the batches created in `buckets` since they were last looked at, then watch
+        the next name of each (again for those where it exists already)."""
+        pending = list(dict.fromkeys(buckets))
+        while pending:
+            changes = self._changes
+            stats = await self._store.read_many([f"{self._layout}/{b.name}" for b in pending])
+            tops: dict[_Bucket, int] = {}
+            wanted: list[tuple[_Bucket, int]] = []
+            for bucket, stat in zip(pending, stats, strict=True):
+                if isinstance(stat, Exception):
+                    raise stat
+                if self._buckets.get(bucket.name) is not bucket:
+                    continue
+                if stat is None:
+                    if bucket.created_at <= changes:
+                        self._drop(bucket.name)
+                    continue
+                tops[bucket] = stat.cversion
+                bucket.full = bucket.full or stat.cversion >= self._config.bucket_batches
+                wanted += [
+                    (bucket, n)
+                    for n in range(bucket.next_seq, stat.cversion)
+                    if n not in bucket.batches
+                ]
+            await self._load(wanted)
+            for bucket, top in tops.items():
+                bucket.next_seq = max(bucket.next_seq, top)
+            current = [b for b in tops if self._buckets.get(b.name) is b]
+            exists = await asyncio.gather(*(self._watch_next(b) for b in current))
+            pending = [bucket for bucket, again in zip(current, exists, strict=True) if again]
+
+    async def _load(self, wanted: list[tuple[_Bucket, int]]) -> None:
+        """Read and insert these batches (multiRead, a few requests in flight)."""
+        per_read = max(1, _READ_BYTES // (16 * self._config.max_batch_entries + _HEADER.size))
+        groups = [wanted[i : i + per_read] for i in range(0, len(wanted), per_read)]
+        limit = asyncio.Semaphore(_READS_IN_FLIGHT)
+        failures: list[Exception] = []
+
+        async def load(group: list[tuple[_Bucket, int]]) -> None:
             async with limit:
-                await self._load_one(name)
+                paths = [self._batch_path(b.name, n) for b, n in group]
+                nodes = await self._store.read_many(paths)
+            for (bucket, sequence), path, node in zip(group, paths, nodes, strict=True):
+                if isinstance(node, Exception):
+                    failures.append(node)
+                elif node is not None and self._buckets.get(bucket.name) is bucket:
+                    try:
+                        values = decode_batch(node.data, path)
+                    except CorruptData:
+                        # Not ours or damaged: a miss is safe, so skip it; never fatal.
+                        _log.warning("believed_batch_corrupt", path=path)
+                        continue
+                    self._insert(bucket, sequence, values)
 
-        async with asyncio.TaskGroup() as group:
-            for name in missing:
-                group.create_task(load(name))
-        self._epoch = epoch
-        self.loaded = True
-        await self._apply_bound()
+        await asyncio.gather(*(load(group) for group in groups))
+        if failures:
+            raise failures[0]  # the loaded ones stay; the rest is read next time
 
-    async def _load_one(self, name: str) -> None:
-        path = f"{self._config.root}/{name}"
-        node = await self._store.read(path)
-        if node is None or name in self._batches:
-            return
+    async def _watch_next(self, bucket: _Bucket) -> bool:
+        """Watch the creation of the bucket's next batch; True when it exists already."""
+        if bucket.watched == bucket.next_seq:
+            return False
+        if bucket.watched is not None:
+            self._store.unwatch(self._batch_path(bucket.name, bucket.watched), self._on_batch)
+        bucket.watched = bucket.next_seq
+        path = self._batch_path(bucket.name, bucket.next_seq)
+        return await self._store.watch_node(path, self._on_batch)
+
+    def _batch_path(self, bucket: str, sequence: int) -> str:
+        return f"{self._layout}/{bucket}/{batch_name(sequence)}"
+
+    def _on_buckets(self, _path: str) -> None:
+        self._relist_wanted = True
+        self._follow_soon()
+
+    def _on_batch(self, path: str) -> None:
+        bucket = self._buckets.get(path.rsplit("/", 2)[-2])
+        if (
+            bucket is not None
+            and bucket.watched is not None
+            and path.endswith(batch_name(bucket.watched))
+        ):
+            bucket.watched = None  # the one-shot watch is spent
+        self._dirty.add(path.rsplit("/", 2)[-2])
+        self._follow_soon()
+
+    def _follow_soon(self) -> None:
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.get_running_loop().create_task(self._follow())
+
+    async def _follow(self) -> None:
+        """What the watches asked for: a new bucket list, new batches in some buckets."""
         try:
-            values = decode_batch(node.data, path)
-        except CorruptData:
-            # Not ours or damaged: a miss is safe, so skip it rather than stop the service.
-            _log.warning("believed_batch_corrupt", path=path)
-            return
-        self._insert(name, _Batch(node.ctime_ms, values))
-
-    def _insert(self, name: str, batch: _Batch) -> None:
-        self._batches[name] = batch
-        members = self._members
-        for key in _keys(batch.values):
-            members[key] = members.get(key, 0) + 1
-        self._size += batch.size
-
-    def _remove(self, name: str) -> None:
-        batch = self._batches.pop(name)
-        members = self._members
-        for key in _keys(batch.values):
-            left = members[key] - 1
-            if left:
-                members[key] = left
-            else:
-                del members[key]
-        self._size -= batch.size
-
-    def _over_bound(self) -> list[str]:
-        """Names to drop: everything older than the newest batches within both bounds."""
-        oldest_ms = (self._clock() - self._config.max_age.total_seconds()) * 1000
-        kept = 0
-        drop: list[str] = []
-        for name in sorted(self._batches, reverse=True):
-            batch = self._batches[name]
-            if drop or kept + batch.size > self._config.max_entries or batch.ctime_ms < oldest_ms:
-                drop.append(name)
-            else:
-                kept += batch.size
-        return drop
-
-    async def _apply_bound(self) -> None:
-        drop = self._over_bound()
-        for name in drop:
-            self._remove(name)
-        for name in drop:
-            with contextlib.suppress(TombstoneError):
-                # Best effort: another replica may have deleted it, or the store is down
-                # (then the next refresh drops it again by the same rule).
-                await self._store.delete(f"{self._config.root}/{name}")
-
-    def _on_children(self, _path: str) -> None:
-        if self._pending_refresh is None or self._pending_refresh.done():
-            self._pending_refresh = asyncio.get_running_loop().create_task(self._safe_refresh())
+            while self._relist_wanted or self._dirty:
+                async with self._lock:
+                    buckets: list[_Bucket] = []
+                    if self._relist_wanted:
+                        self._relist_wanted = False
+                        buckets += await self._relist()
+                    dirty, self._dirty = self._dirty, set()
+                    buckets += [self._buckets[n] for n in sorted(dirty) if n in self._buckets]
+                    await self._catch_up(buckets)
+                self._bound()
+        except TombstoneError as e:
+            # The next refresh (maintain: resync, reconnection) catches up.
+            _log.warning("believed_follow_failed", error=str(e))
 
     async def _safe_refresh(self) -> None:
         try:
@@ -290,9 +624,8 @@ class BelievedSet:
         interval: timedelta = timedelta(seconds=5),
         resync: timedelta = timedelta(minutes=1),
     ) -> None:
-        """Background loop: reload at start, after a reconnection (watches may be lost), after
-        a failed load and every `resync` (batches deleted by other replicas); in between,
-        re-apply the age bound."""
+        """Background loop: catch up at start, after a reconnection (watches may be lost),
+        after a failed load and every `resync`; in between, re-apply the age bound."""
         last_full = float("-inf")
         while True:
             stale = not self.loaded or self._epoch != self._store.epoch()
@@ -300,11 +633,11 @@ class BelievedSet:
                 await self._safe_refresh()
                 last_full = time.monotonic()
             else:
-                with contextlib.suppress(TombstoneError):
-                    await self._apply_bound()
+                await self.apply_bounds()
             await asyncio.sleep(interval.total_seconds())
 
     def close(self) -> None:
-        """Cancel a refresh that a watch started (the service is stopping)."""
-        if self._pending_refresh is not None:
-            self._pending_refresh.cancel()
+        """Cancel the background work (the service is stopping)."""
+        for task in (*self._committers, self._follower, self._expirer):
+            if task is not None:
+                task.cancel()

@@ -17,9 +17,10 @@ def verifier() -> None:
 @verifier.command()
 def serve() -> None:
     """Serve the Verifier gRPC API (configured by TOMBSTONE_* variables)."""
+    from services.core.peer_settings import refuse_on_config_error
     from services.verifier.__main__ import main
 
-    asyncio.run(main())
+    refuse_on_config_error("verifier", lambda: asyncio.run(main()))
 
 
 @verifier.command("env")

@@ -1,7 +1,8 @@
 """The verifier's configuration, read from `TOMBSTONE_*` variables in one place.
 
 Besides the shared settings (`TOMBSTONE_GRPC_*`, `TOMBSTONE_METRICS_*`, `TOMBSTONE_LOG_*`,
-`TOMBSTONE_ZOOKEEPER_*`, `TOMBSTONE_S3_*` with `TOMBSTONE_S3_ALLOWED_BUCKETS`), it reads the
+`TOMBSTONE_ZOOKEEPER_*`, `TOMBSTONE_S3_*` with `TOMBSTONE_S3_ALLOWED_BUCKETS`,
+`TOMBSTONE_OFFLOAD_DEFAULT_*`), it reads the
 `TOMBSTONE_VERIFIER_*` settings declared below.
 """
 
@@ -26,10 +27,13 @@ from services.core.config import (
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
+    OffloadDefaults,
     S3Config,
     ZooKeeperConfig,
 )
 from services.core.errors import ConfigError
+from services.core.signing import TrustedKeys
+from services.core.signing_keys import parse_trusted_keys
 from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 
@@ -52,17 +56,11 @@ MIN_AGE = setting(
     timedelta(days=3),
     "Age a ledger or object needs before a RECONCILER PDLI may delete it.",
 )
-ALLOW_NO_META = setting(
-    "VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA",
-    parse_bool,
-    False,
-    "Opt in to deleting BookKeeper ledgers that carry no Pulsar custom metadata.",
-)
-DEFAULT_BUCKET = setting(
-    "VERIFIER_OFFLOAD_DEFAULT_BUCKET",
-    parse_optional_str,
-    None,
-    "Offload bucket of ledgers whose driver metadata is empty (offloaded by Pulsar 2.1).",
+OPEN_AGE = setting(
+    "VERIFIER_OPEN_LEDGER_AGE",
+    parse_duration,
+    timedelta(days=3),
+    "Age from which an OPEN ledger nothing shows unlinked is no longer taken as in creation.",
 )
 FS_BASE = setting(
     "VERIFIER_FILESYSTEM_BASE",
@@ -85,6 +83,10 @@ CLUSTER = setting(
 CACHE_SIZE = setting(
     "VERIFIER_OWNER_CACHE_SIZE", parse_int(1), 100_000, "Owner znodes held in the cache."
 )
+REMOVED_ALLOW_NO_META = "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA"
+"""Removed: a ledger without Pulsar metadata needs a signed intent whose owner unlinked it (a
+blanket opt-in would let any PDLI, a reconciler's included, delete DistributedLog ledgers)."""
+
 MAX_BATCH = setting(
     "VERIFIER_MAX_BATCH", parse_int(1, 100_000), 1_000, "Most PDLIs in one VerifyBatch call."
 )
@@ -96,6 +98,19 @@ SHADOW_SCAN = setting(
     parse_duration,
     timedelta(minutes=5),
     "How often the shadow-topic index is rebuilt; 0 turns shadow checks off.",
+)
+TRUSTED_KEYS: Setting[TrustedKeys] = setting(
+    "VERIFIER_TRUSTED_KEYS",
+    parse_trusted_keys,
+    TrustedKeys(),
+    "Marker public keys whose PDLI signatures are trusted: comma-separated [id=]path (PEM or "
+    "base64) or [id=]base64:<key>; the id defaults to the key's fingerprint.",
+)
+REQUIRE_SIGNED = setting(
+    "VERIFIER_REQUIRE_SIGNED",
+    parse_bool,
+    False,
+    "Unsigned PDLIs and PDLIs signed by an untrusted key get SKIP FORGED (dead-lettered).",
 )
 
 
@@ -109,12 +124,12 @@ class VerifierConfig:
     s3: S3Config = field(default_factory=S3Config)
     """Endpoint and credentials for HEADs; `allowed_buckets` is the offload allow-list."""
     ledgers_root: str = "/ledgers"
-    """BookKeeper's ledgers root (hybrid hierarchical layout)."""
+    """BookKeeper's ledgers root; its `LAYOUT` is read at start and followed."""
     believed: BelievedConfig = field(default_factory=BelievedConfig)
     reconciler_min_age: timedelta = timedelta(days=3)
     """RECONCILER PDLIs: minimum age of the ledger (znode ctime) or object at verification."""
-    allow_without_pulsar_metadata: bool = False
-    """Opt-in: approve ledgers without any Pulsar custom metadata."""
+    open_ledger_age: timedelta = timedelta(days=3)
+    """The OPEN rule's age window (ledger ctime, else znode ctime), as the reconciler's."""
     offload: OffloadPolicy = field(default_factory=OffloadPolicy)
     owner_cache_size: int = 100_000
     """Owner znodes (ML lists, cursors, schema locators) cached with watches."""
@@ -124,10 +139,20 @@ class VerifierConfig:
     """Most PDLIs in one Believe call."""
     shadow_scan_interval: timedelta = timedelta(minutes=5)
     """Rebuild period of the shadow-topic index; zero turns shadow checks off."""
+    trusted_keys: TrustedKeys = field(default_factory=TrustedKeys)
+    """Public keys of the markers (DESIGN "Signed intents"); the verifier holds no private key."""
+    require_signed: bool = False
+    """Unsigned or untrusted-key PDLIs are SKIP FORGED. A bad signature always is."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
+        if REMOVED_ALLOW_NO_META in environ:
+            raise ConfigError(
+                REMOVED_ALLOW_NO_META,
+                "removed: ledgers without Pulsar metadata are deleted only with a signed intent",
+            )
         s3 = S3Config.from_env(environ)
+        defaults = OffloadDefaults.from_env(environ)
         believed = BelievedConfig(
             root=BELIEVED_PATH.read(environ),
             max_entries=BELIEVED_MAX.read(environ),
@@ -139,6 +164,9 @@ class VerifierConfig:
             )
         if not believed.root.startswith("/") or believed.root.endswith("/"):
             raise ConfigError(BELIEVED_PATH.name, "must be an absolute znode path")
+        trusted, require_signed = TRUSTED_KEYS.read(environ), REQUIRE_SIGNED.read(environ)
+        if require_signed and not trusted:
+            raise ConfigError(TRUSTED_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
         return cls(
             grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
             metrics=MetricsConfig.from_env(environ),
@@ -148,10 +176,11 @@ class VerifierConfig:
             ledgers_root=LEDGERS_ROOT.read(environ),
             believed=believed,
             reconciler_min_age=MIN_AGE.read(environ),
-            allow_without_pulsar_metadata=ALLOW_NO_META.read(environ),
+            open_ledger_age=OPEN_AGE.read(environ),
             offload=OffloadPolicy(
                 allowed_buckets=s3.allowed_buckets,
-                default_bucket=DEFAULT_BUCKET.read(environ),
+                default_bucket=defaults.bucket,
+                default_driver=defaults.driver,
                 allowed_filesystem_bases=frozenset(FS_ALLOWED.read(environ)),
                 filesystem_base=FS_BASE.read(environ),
                 cluster_name=CLUSTER.read(environ),
@@ -160,4 +189,6 @@ class VerifierConfig:
             max_batch=MAX_BATCH.read(environ),
             max_believe=MAX_BELIEVE.read(environ),
             shadow_scan_interval=SHADOW_SCAN.read(environ),
+            trusted_keys=trusted,
+            require_signed=require_signed,
         )

@@ -2,9 +2,14 @@
 
 1. INVALID if the PDLI is malformed (`validation.parse_target`).
 2. In use? The owner (ML list, cursor znode or schema locator) still references the ledger:
-   RETRY while the owner's version is below the fence token, else SKIP IN_USE.
+   RETRY while the owner's version is below the fence token, else SKIP IN_USE. A shadow
+   topic that still lists a data ledger is RETRY: the shadow drops it later (PIP-180).
 3. Believed? The marker reported this exact identity as unlinked: skip the metadata match.
 4. Match? BookKeeper custom metadata, or the offloaded objects' identity (`offload.py`).
+   A ledger without Pulsar metadata (before Pulsar 2.2) needs a proof of ownership
+   (`ownership.proves_unlink`). An OPEN ledger is decided as closed only by the OPEN rule
+   (`open_rule.py`). The ledger is looked for at every path the layouts in play give it;
+   NOT_FOUND needs `LAYOUT` confirmed in the same read.
 5. Any error on the way: RETRY, never DELETE.
 """
 
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -26,7 +31,7 @@ from services.metadata.ledger_metadata import (
     LedgerState,
     decode_ledger_metadata,
 )
-from services.metadata.paths import LedgerPaths
+from services.metadata.paths import LedgerLocations, parse_layout
 from services.verifier.matching import has_pulsar_metadata, metadata_differences
 from services.verifier.model import (
     BookKeeperEvidence,
@@ -41,8 +46,11 @@ from services.verifier.model import (
     skip,
 )
 from services.verifier.offload import OffloadInspector
+from services.verifier.open_rule import open_ledger_verdict
 from services.verifier.owners import DECODERS, Owner, OwnerCache, decode_ml
+from services.verifier.ownership import proves_unlink
 from services.verifier.ports import Znode, ZnodeStore
+from services.verifier.signatures import Forged, SignatureGate
 from services.verifier.validation import parse_target
 from tombstone.v1 import pending_delete_pb2 as _pb
 
@@ -70,11 +78,20 @@ class ShadowLookup(Protocol):
 
 @dataclass(frozen=True)
 class DecisionPolicy:
-    ledger_paths: LedgerPaths = field(default_factory=LedgerPaths)
-    allow_without_pulsar_metadata: bool = False
-    """Opt-in: approve BookKeeper ledgers that carry no Pulsar custom metadata at all."""
+    locations: Callable[[], LedgerLocations] = LedgerLocations
+    """The ledgers root and the layout `LAYOUT` names now (`layout.LayoutWatch.current`)."""
     reconciler_min_age: timedelta = timedelta(days=3)
     """RECONCILER PDLIs: the ledger (or object) must be at least this old at verification."""
+    open_ledger_age: timedelta = timedelta(days=3)
+    """An OPEN ledger older than this is not in creation (the reconciler's age window)."""
+
+
+class _Undecided(Exception):
+    """Nothing proves the answer either way: RETRY with this code."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 Observer = Callable[[Verdict, Target | None, _pb.PendingDeleteLedgerInfo], None]
@@ -92,6 +109,7 @@ class DecisionEngine:
         policy: DecisionPolicy = DecisionPolicy(),
         observe: Observer = lambda verdict, target, pdli: None,
         clock: Callable[[], float] = time.time,
+        signatures: SignatureGate | None = None,
     ) -> None:
         self._store = store
         self._owners = owners
@@ -101,10 +119,11 @@ class DecisionEngine:
         self._policy = policy
         self._observe = observe
         self._clock = clock
+        self._signatures = signatures
 
     async def verify(self, pdli: _pb.PendingDeleteLedgerInfo) -> Verdict:
         """The verdict for one PDLI; never raises except on cancellation."""
-        return await self._verify(pdli, _parse(pdli), None)
+        return await self._verify(pdli, self._parse(pdli), None)
 
     async def verify_batch(self, pdlis: Sequence[_pb.PendingDeleteLedgerInfo]) -> list[Verdict]:
         """The verdicts for many PDLIs, in order: exactly what `verify` gives for each.
@@ -114,17 +133,23 @@ class DecisionEngine:
         Every owner lookup comes after that read, as in `verify`, so the owner view is at
         least as new as the ledger read. Never raises except on cancellation.
         """
-        parsed = [_parse(pdli) for pdli in pdlis]
-        paths = list(
-            dict.fromkeys(
-                self._policy.ledger_paths.ledger_path(target.ledger_id)
-                for target in parsed
-                if isinstance(target, Target) and target.tier is Tier.BOOKKEEPER
-            )
-        )
+        parsed = [self._parse(pdli) for pdli in pdlis]
+        locations = self._policy.locations()
+        wanted = [
+            path
+            for target in parsed
+            if isinstance(target, Target) and target.tier is Tier.BOOKKEEPER
+            for path in locations.paths(target.ledger_id)
+        ]
+        paths = list(dict.fromkeys([*wanted, locations.layout_path] if wanted else []))
         ledgers = dict(zip(paths, await self._read_many(paths), strict=True))
         pairs = zip(pdlis, parsed, strict=True)
         return list(await asyncio.gather(*(self._verify(p, t, ledgers) for p, t in pairs)))
+
+    def _parse(self, pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:
+        """The validated target, then its signature checked (`signatures.py`)."""
+        parsed = _parse(pdli)
+        return parsed if self._signatures is None else self._signatures.apply(pdli, parsed)
 
     async def _read_many(self, paths: list[str]) -> list[Znode | Exception | None]:
         """`read_many`, with an unexpected failure of the whole call given to every path
@@ -146,12 +171,20 @@ class DecisionEngine:
                 raise parsed
             target = parsed
             verdict = await self._decide(target, ledgers)
+        except Forged as e:
+            verdict = e.verdict
         except InvalidArgument as e:
             verdict = skip(SkipReason.INVALID, "invalid", str(e))
+        except _Undecided as e:
+            verdict = retry(e.code, str(e))
         except CorruptData as e:
             verdict = retry("corrupt", f"unreadable metadata: {e}")
         except Unavailable as e:
-            verdict = retry("unavailable", f"unknown state: {e}")
+            # Name the dependency that did not answer (the ZooKeeper and S3 adapters tag their
+            # errors) at the start of the reason: the deleter pauses on it, spending no retry.
+            dependency = getattr(e, "dependency", "")
+            code = f"unavailable_{dependency}" if dependency else "unavailable"
+            verdict = retry(code, f"{code}: unknown state: {e}")
         except BaseException as e:
             if is_cancelled(e) or not isinstance(e, Exception):
                 raise
@@ -167,8 +200,7 @@ class DecisionEngine:
         ledger: tuple[str, Znode | None] | None = None
         if target.tier is Tier.BOOKKEEPER:
             # Read the ledger first: the owner looked up next is then at least this new.
-            path = self._policy.ledger_paths.ledger_path(target.ledger_id)
-            ledger = (path, await self._read_ledger(path, ledgers))
+            ledger = await self._locate(target.ledger_id, ledgers)
         owner = await self._owners.get(target.owner_path, DECODERS[target.component])
         in_use = _in_use(target, owner) or await self._in_shadow(target)
         if in_use is not None:
@@ -179,16 +211,45 @@ class DecisionEngine:
             verdict = await self._recheck_believed(target, owner, ledger, verdict)
         return verdict
 
-    async def _read_ledger(
-        self, path: str, ledgers: Mapping[str, Znode | Exception | None] | None
-    ) -> Znode | None:
-        """The prefetched read of `path` (raising its error, as `read` would), else a read."""
-        if ledgers is None or path not in ledgers:
-            return await self._store.read(path)
-        got = ledgers[path]
-        if isinstance(got, Exception):
-            raise got
-        return got
+    async def _locate(
+        self, ledger_id: int, ledgers: Mapping[str, Znode | Exception | None] | None
+    ) -> tuple[str, Znode | None]:
+        """Where the ledger is: (its path, its znode), or (the paths read, None) when it is
+        absent from every path the layouts in play give it and `LAYOUT` was confirmed by a
+        read no older than those. Anything less raises (RETRY)."""
+        locations = self._policy.locations()
+        paths = list(locations.paths(ledger_id))
+        got = await self._reads(paths, ledgers)
+        found = [(path, node) for path, node in zip(paths, got, strict=True) if node is not None]
+        if len(found) > 1:
+            where = ", ".join(path for path, _ in found)
+            raise _Undecided("ledger_at_two_paths", f"ledger {ledger_id} exists at {where}")
+        if found:
+            return found[0]
+        # Absent everywhere: only proof under a confirmed root and layout (a wrong root or
+        # chroot would make every ledger look absent, and NOT_FOUND is acknowledged).
+        (layout,) = await self._reads([locations.layout_path], ledgers)
+        if layout is None:
+            raise _Undecided("layout_absent", f"{locations.layout_path} is absent")
+        if parse_layout(layout.data, path=locations.layout_path) is not locations.layout:
+            raise _Undecided("layout_changed", f"{locations.layout_path} names another layout")
+        return " and ".join(paths), None
+
+    async def _reads(
+        self, paths: list[str], ledgers: Mapping[str, Znode | Exception | None] | None
+    ) -> list[Znode | None]:
+        """The prefetched reads of `paths` when all are there, else fresh ones; an error of
+        any path is raised, as `read` would."""
+        if ledgers is not None and all(path in ledgers for path in paths):
+            got = [ledgers[path] for path in paths]
+        elif len(paths) == 1:
+            got = [await self._store.read(paths[0])]
+        else:
+            got = await self._store.read_many(paths)
+        for result in got:
+            if isinstance(result, Exception):
+                raise result
+        return [result for result in got if not isinstance(result, Exception)]
 
     async def _recheck_believed(
         self,
@@ -212,20 +273,28 @@ class DecisionEngine:
         min_age = self._min_age_ms(target)
         if ledger is None:
             return await self._offload.judge(
-                target, believed=believed, min_age_ms=min_age, now_ms=now_ms
+                target, owner=owner, believed=believed, min_age_ms=min_age, now_ms=now_ms
             )
         path, node = ledger
         if node is None:
-            return skip(SkipReason.NOT_FOUND, "ledger_absent", f"{path} does not exist")
+            return skip(SkipReason.NOT_FOUND, "ledger_absent", f"absent at {path}")
         metadata = decode_ledger_metadata(node.data, ledger_id=target.ledger_id, path=path)
-        if metadata.state is not LedgerState.CLOSED and await self._topic_exists(target, owner):
-            state = metadata.state.name
-            return skip(SkipReason.IN_USE, "open_ledger", f"ledger is {state} and its topic exists")
-        if not believed:
-            mismatch = self._metadata_mismatch(target, metadata)
-            if mismatch is not None:
-                return mismatch
+        mismatch = self._metadata_mismatch(target, owner, metadata, believed)
+        if mismatch is not None:
+            return mismatch
         ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
+        if metadata.state is not LedgerState.CLOSED:
+            undecided = open_ledger_verdict(
+                target,
+                owner,
+                state=metadata.state,
+                topic_exists=await self._topic_exists(target, owner),
+                age_ms=now_ms - ctime,
+                max_age_ms=int(self._policy.open_ledger_age.total_seconds() * 1000),
+                believed=believed,
+            )
+            if undecided is not None:
+                return undecided
         if min_age is not None and now_ms - ctime < min_age:
             return skip(
                 SkipReason.IN_USE, "too_young", "ledger younger than the reconciler age window"
@@ -238,15 +307,22 @@ class DecisionEngine:
             believed=believed,
         )
 
-    def _metadata_mismatch(self, target: Target, metadata: LedgerMetadata) -> Verdict | None:
+    def _metadata_mismatch(
+        self, target: Target, owner: Owner, metadata: LedgerMetadata, believed: bool
+    ) -> Verdict | None:
         if not has_pulsar_metadata(metadata):
-            if self._policy.allow_without_pulsar_metadata:
+            # Before Pulsar 2.2, or not Pulsar's at all (DistributedLog keeps such ledgers in
+            # the same cluster): only a signed intent whose owner unlinked it proves it. The
+            # believed set does not: it is best-effort and says nothing about ownership.
+            if proves_unlink(target, owner):
                 return None
             return skip(
                 SkipReason.MISMATCH,
-                "no_pulsar_metadata",
-                "ledger has no Pulsar custom metadata (deletion not opted in)",
+                "no_owner_proof",
+                "ledger has no Pulsar custom metadata and no signed intent proves its owner",
             )
+        if believed:
+            return None
         differences = metadata_differences(target, metadata)
         if differences:
             return skip(
@@ -263,6 +339,8 @@ class DecisionEngine:
         return int(self._policy.reconciler_min_age.total_seconds() * 1000)
 
     async def _topic_exists(self, target: Target, owner: Owner) -> bool:
+        """Whether something may still reference the ledger: the ML (data and cursor
+        ledgers); for a schema ledger its locator, since an ML need not exist for it."""
         if target.component is Component.CURSOR and target.ml_path is not None:
             return (await self._owners.get(target.ml_path, decode_ml)).exists
         return owner.exists
@@ -275,9 +353,10 @@ class DecisionEngine:
         assert target.ml_name is not None
         for path in self._shadows.shadows_of(target.ml_name):
             shadow = await self._owners.get(path, decode_ml)
-            verdict = _in_use(target, shadow, fence=False)
-            if verdict is not None:
-                return verdict
+            if _in_use(target, shadow, fence=False) is not None:
+                # Not SKIP: a shadow keeps a copy of its source's list and drops the ledger
+                # later (ShadowManagedLedgerImpl), so "listed" here means "not yet".
+                return retry("shadow_listed", f"shadow {path} still lists the ledger")
         return None
 
 

@@ -8,7 +8,10 @@ Metric names (Prometheus adds `_total` to counters):
   and object HEADs (`object_head`);
 - `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
   `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
-- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`.
+- `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
+  `tombstone_verifier_believed_buckets`;
+- `tombstone_verifier_signatures_total{result}`: signature checks by result (valid, unsigned,
+  unknown_key, bad_signature; `signatures.py` writes the security line of a rejection).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import structlog
 from prometheus_client import Counter
 
 from services.core.metrics import Metrics
+from services.core.signing import SignatureStatus
 from services.verifier.model import SkipReason, Target, Verdict
 from services.verifier.ports import ObjectHead, ObjectStore, WatchCallback, Znode, ZnodeStore
 from tombstone.v1 import pending_delete_pb2 as _pb
@@ -50,10 +54,20 @@ class VerifierMetrics:
         self.cache_entries = metrics.gauge("verifier_owner_cache_entries", "Cached owners.")
         self.believed_entries = metrics.gauge("verifier_believed_entries", "Believed-set size.")
         self.believed_batches = metrics.gauge("verifier_believed_batches", "Batch znodes held.")
+        self.believed_buckets = metrics.gauge(
+            "verifier_believed_buckets", "Bucket znodes of the believed set held."
+        )
+        self.signatures = metrics.counter(
+            "verifier_signatures", "PDLI signature checks by result.", ["result"]
+        )
+        self._signature_children = {s: self.signatures.labels(s.value) for s in SignatureStatus}
         self._hit = self.cache.labels("hit")
         self._miss = self.cache.labels("miss")
         # Label children looked up once: `labels()` takes a lock and builds a key each call.
         self._verdict_children: dict[tuple[str, str], Counter] = {}
+
+    def on_signature(self, status: SignatureStatus, _pdli: _pb.PendingDeleteLedgerInfo) -> None:
+        self._signature_children[status].inc()
 
     def on_cache_lookup(self, _path: str, hit: bool) -> None:
         (self._hit if hit else self._miss).inc()
@@ -142,18 +156,21 @@ class CountingZnodeStore:
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         return await self._inner.watch_node(path, watch)
 
-    async def children(self, path: str) -> list[str] | None:
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         self._count("children")
-        return await self._inner.children(path)
+        return await self._inner.children(path, watch=watch)
 
     async def create(self, path: str, data: bytes) -> str:
         return await self._inner.create(path, data)
 
-    async def touch(self, path: str) -> None:
-        await self._inner.touch(path)
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        return await self._inner.create_sequential(prefix, data)
 
     async def delete(self, path: str) -> None:
         await self._inner.delete(path)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        await self._inner.delete_all(paths)
 
     def epoch(self) -> int:
         return self._inner.epoch()
@@ -163,7 +180,12 @@ class CountingObjectStore:
     def __init__(self, inner: ObjectStore, metrics: VerifierMetrics) -> None:
         self._inner = inner
         self._heads = metrics.reads.labels("object_head")
+        self._ranges = metrics.reads.labels("object_range")
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         self._heads.inc()
         return await self._inner.head(bucket=bucket, key=key)
+
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        self._ranges.inc()
+        return await self._inner.read_range(bucket=bucket, key=key, start=start, length=length)

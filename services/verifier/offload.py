@@ -3,6 +3,11 @@
 The keys are always computed from the PDLI's uuid and ledger id (`services.metadata`), never
 taken as strings from a request. The bucket comes from the driver metadata (or the configured
 default for ledgers offloaded before driver metadata existed) and must be on the allow-list.
+
+Objects written before Pulsar 2.10 carry no `managedledgername`: they are deleted only with a
+proof of ownership, either the index object's own segment metadata naming the PDLI's ML, or
+an intent the owner vouches for (signed and unlinked, `ownership.proves_unlink`, or reported
+by the marker into the believed set). Objects or an index naming another owner are MISMATCH.
 """
 
 from __future__ import annotations
@@ -11,29 +16,45 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.core.config import S3_DRIVERS
 from services.core.errors import InvalidArgument
+from services.metadata.errors import CorruptMetadata
+from services.metadata.ledger_metadata import KEY_MANAGED_LEDGER
 from services.metadata.offload import (
+    INDEX_HEADER_SIZE,
     PROP_STORAGE_BASE_PATH,
     data_object_key,
     filesystem_offload_path,
+    index_managed_ledger,
     index_object_key,
+    index_segment_length,
+    is_legacy_context,
+    legacy_location,
     offload_location,
 )
 from services.metadata.pulsar_names import managed_ledger_path, topic_from_managed_ledger_name
 from services.verifier.model import (
     Difference,
     OffloadEvidence,
+    OffloadTarget,
     SkipReason,
     Target,
     Verdict,
     delete,
     skip,
 )
+from services.verifier.owners import Owner
+from services.verifier.ownership import proves_unlink
 from services.verifier.ports import ObjectHead, ObjectStore
 
 FILESYSTEM_DRIVER = "filesystem"
 META_ML_NAME = "managedledgername"
 META_CLUSTER = "pulsarclustername"
+# The first ranged read of an index object: its header and, nearly always, all of the
+# segment metadata (a ledger's metadata is well under a kilobyte).
+_FIRST_READ = 4096
+# Segment metadata longer than this is not something Pulsar wrote: no proof from it.
+_MAX_SEGMENT_METADATA = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,8 @@ class OffloadPolicy:
     allowed_buckets: frozenset[str] = frozenset()
     default_bucket: str | None = None
     """The offloader's bucket for ledgers whose driver metadata is empty (Pulsar 2.1)."""
+    default_driver: str = "aws-s3"
+    """The offloader's driver for contexts without driver metadata (with `default_bucket`)."""
     allowed_filesystem_bases: frozenset[str] = frozenset()
     """Storage base paths (fs.defaultFS) of the filesystem offloader that may be deleted in."""
     filesystem_base: str | None = None
@@ -57,13 +80,24 @@ class OffloadInspector:
         self._policy = policy
 
     async def judge(
-        self, target: Target, *, believed: bool, min_age_ms: int | None, now_ms: int
+        self,
+        target: Target,
+        *,
+        owner: Owner,
+        believed: bool,
+        min_age_ms: int | None,
+        now_ms: int,
     ) -> Verdict:
-        """Step 4 for an OFFLOAD_LEDGER target (after the in-use step passed)."""
+        """Step 4 for an OFFLOAD_LEDGER target (after the in-use step passed).
+
+        `owner` is the successful read of the target's owner (for the signed-intent proof).
+        """
         assert target.offload is not None
         if target.offload.driver_name == FILESYSTEM_DRIVER:
             return self._filesystem(target)
-        return await self._blob(target, believed=believed, min_age_ms=min_age_ms, now_ms=now_ms)
+        return await self._blob(
+            target, owner, believed=believed, min_age_ms=min_age_ms, now_ms=now_ms
+        )
 
     def _filesystem(self, target: Target) -> Verdict:
         """The MapFile directory of exactly the owner the in-use check read.
@@ -85,14 +119,13 @@ class OffloadInspector:
         return delete("offload_filesystem", f"offloaded copy at {path}", offload=evidence)
 
     async def _blob(
-        self, target: Target, *, believed: bool, min_age_ms: int | None, now_ms: int
+        self, target: Target, owner: Owner, *, believed: bool, min_age_ms: int | None, now_ms: int
     ) -> Verdict:
         assert target.offload is not None
-        bucket = offload_location(
-            target.offload.driver_metadata, default_bucket=self._policy.default_bucket
-        ).bucket
-        if bucket is None:
-            return skip(SkipReason.INVALID, "no_bucket", "driver metadata names no bucket")
+        located = self._locate(target.offload)
+        if isinstance(located, Verdict):
+            return located
+        driver, bucket = located
         if bucket not in self._policy.allowed_buckets:
             diff = Difference("bucket", "an allowed bucket", bucket)
             return _mismatch(f"bucket {bucket!r} is not allowed", [diff])
@@ -106,23 +139,103 @@ class OffloadInspector:
             return skip(
                 SkipReason.NOT_FOUND, "objects_absent", f"no object {keys[0]}[-index] in {bucket}"
             )
-        if not believed:
-            differences = self._identity_differences(target, present)
-            if differences:
-                return _mismatch("offloaded object of another owner", differences)
+        # Objects naming another owner are never this PDLI's, believed or signed alike.
+        differences = self._identity_differences(target, present)
+        if differences:
+            return _mismatch("offloaded object of another owner", differences)
+        if any(META_ML_NAME not in h.user_metadata for h in present):
+            index_key = keys[1] if heads[1] is not None else None
+            refused = await self._owner_proof(target, owner, bucket, index_key, believed)
+            if refused is not None:
+                return refused
         if min_age_ms is not None and any(
             now_ms - h.last_modified_ms < min_age_ms for h in present
         ):
             return skip(
                 SkipReason.IN_USE, "too_young", "object younger than the reconciler age window"
             )
-        evidence = OffloadEvidence(driver_name=target.offload.driver_name, bucket=bucket, keys=keys)
+        evidence = OffloadEvidence(driver_name=driver, bucket=bucket, keys=keys)
         return delete(
             "offload_objects",
             f"{len(present)} object(s) in {bucket}",
             offload=evidence,
             believed=believed,
         )
+
+    def _locate(self, offload: OffloadTarget) -> tuple[str, str] | Verdict:
+        """(driver, bucket) of a blob-store copy, or the verdict that it cannot be placed."""
+        driver, properties = offload.driver_name, offload.driver_metadata
+        default = self._policy.default_bucket
+        if is_legacy_context(driver, properties):
+            if default is None:
+                return skip(
+                    SkipReason.UNSUPPORTED,
+                    "no_default_offload",
+                    "offload context without driver metadata (Pulsar 2.1) and no "
+                    "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET configured",
+                )
+            driver, properties = legacy_location(self._policy.default_driver, default)
+        if driver.lower() not in S3_DRIVERS:
+            return skip(
+                SkipReason.UNSUPPORTED,
+                "unsupported_driver",
+                f"offload driver {driver!r} is not an S3 or filesystem offloader",
+            )
+        if not properties and default is None:
+            # Pulsar deletes these from its currently configured bucket: the default's job.
+            return skip(
+                SkipReason.UNSUPPORTED,
+                "no_default_offload",
+                "driver metadata names no bucket and no TOMBSTONE_OFFLOAD_DEFAULT_BUCKET is set",
+            )
+        bucket = offload_location(properties, default_bucket=default).bucket
+        if bucket is None:
+            return skip(SkipReason.INVALID, "no_bucket", "driver metadata names no bucket")
+        return driver, bucket
+
+    async def _owner_proof(
+        self, target: Target, owner: Owner, bucket: str, index_key: str | None, believed: bool
+    ) -> Verdict | None:
+        """For objects without owner metadata (written before Pulsar 2.10): None when a proof
+        of ownership holds, else the MISMATCH verdict. The index object's own metadata is read
+        first, so an index naming another owner refuses even a signed or believed intent."""
+        if index_key is not None:
+            named = await self._index_owner(bucket, index_key, target.ledger_id)
+            if named is not None and named != target.ml_name:
+                diff = Difference(f"{index_key} {KEY_MANAGED_LEDGER}", target.ml_name, named)
+                return _mismatch("the index object names another managed ledger", [diff])
+            if named is not None:
+                return None
+        if believed or proves_unlink(target, owner):
+            return None
+        return skip(
+            SkipReason.MISMATCH,
+            "no_owner_proof",
+            "objects written before Pulsar 2.10 name no owner, and neither their index object "
+            "nor a signed intent whose owner unlinked them proves whose they are",
+        )
+
+    async def _index_owner(self, bucket: str, key: str, ledger_id: int) -> str | None:
+        """The ML the index object's segment metadata names; None when it names none or is
+        not an index object. Read with ranged GETs: the header, then the metadata."""
+        data = await self._objects.read_range(bucket=bucket, key=key, start=0, length=_FIRST_READ)
+        if data is None:
+            return None
+        try:
+            need = INDEX_HEADER_SIZE + index_segment_length(data)
+        except InvalidArgument:
+            return None
+        if need > INDEX_HEADER_SIZE + _MAX_SEGMENT_METADATA:
+            return None
+        if len(data) < need:
+            rest = await self._objects.read_range(
+                bucket=bucket, key=key, start=len(data), length=need - len(data)
+            )
+            data += rest or b""
+        try:
+            return index_managed_ledger(data[:need], ledger_id=ledger_id, key=key)
+        except (InvalidArgument, CorruptMetadata):
+            return None
 
     def _identity_differences(self, target: Target, heads: list[ObjectHead]) -> list[Difference]:
         expected_cluster = self._policy.cluster_name or target.cluster or None

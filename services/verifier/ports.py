@@ -23,6 +23,8 @@ class Znode:
     data: bytes
     version: int
     ctime_ms: int
+    cversion: int = 0
+    """Changes to the children: the number the next sequential child gets (`read_many`)."""
 
 
 class ZnodeStore(Protocol):
@@ -55,20 +57,30 @@ class ZnodeStore(Protocol):
         """Watch `path` itself (create, data change, delete); True when it exists now."""
         ...
 
-    async def children(self, path: str) -> list[str] | None:
-        """Child names, or None when the znode is absent."""
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
+        """Child names, or None when the znode is absent.
+
+        With `watch`, a one-shot children watch is set by the same read: `watch(path)` runs
+        once when a child is created or deleted, or the znode is deleted.
+        """
         ...
 
     async def create(self, path: str, data: bytes) -> str:
         """Create `path` (parents as needed); return it. Fails if it exists."""
         ...
 
-    async def touch(self, path: str) -> None:
-        """Rewrite `path`'s data (creating it if needed) so that its watchers wake up."""
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create `<prefix><10-digit sequence number>` (parents as needed); return its path.
+        An unanswered create is not resent: `Unavailable` (it may or may not exist)."""
         ...
 
     async def delete(self, path: str) -> None:
         """Delete unconditionally; an absent znode is not an error."""
+        ...
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        """Delete each path unconditionally, many per round trip; absent ones are not an
+        error. Raises the first other failure (the others may or may not be deleted)."""
         ...
 
     def epoch(self) -> int:
@@ -99,8 +111,13 @@ class ObjectHead:
 
 
 class ObjectStore(Protocol):
-    """HEAD on offloaded objects."""
+    """HEAD and ranged reads on offloaded objects."""
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         """The object's head, or None when S3 answered 404 (and only then)."""
+        ...
+
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        """Up to `length` bytes from offset `start` (fewer at the object's end), or None when
+        S3 answered 404 (and only then). Used for an index object's header and metadata."""
         ...

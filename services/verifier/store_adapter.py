@@ -2,18 +2,41 @@
 
 Only translation happens here: `NoNode` becomes `None`, a watch future becomes a callback, and
 a watch that fired because the connection or session was lost bumps the epoch, so that every
-cache drops what it read before.
+cache drops what it read before. A store that did not answer raises `ZooKeeperUnavailable`,
+which names its dependency: the decision then tells the deleter that ZooKeeper is out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from services.metadata.errors import NoNode
+from services.metadata.errors import NoNode, StoreUnavailable
 from services.metadata.store import ANY_VERSION, MetadataStore, Versioned, WatchEvent
 from services.verifier.ports import WatchCallback, Znode
+
+
+class ZooKeeperUnavailable(StoreUnavailable):
+    """ZooKeeper did not answer (timeout, connection loss, session expiry): an outage."""
+
+    dependency = "zookeeper"
+
+
+def _tagged(error: StoreUnavailable) -> ZooKeeperUnavailable:
+    if isinstance(error, ZooKeeperUnavailable):
+        return error
+    tagged = ZooKeeperUnavailable(error.path, error.reason)
+    tagged.__cause__ = error
+    return tagged
+
+
+@contextlib.contextmanager
+def _outage() -> Iterator[None]:
+    try:
+        yield
+    except StoreUnavailable as e:
+        raise _tagged(e) from e
 
 
 class MetadataZnodeStore:
@@ -29,20 +52,27 @@ class MetadataZnodeStore:
 
     async def read(self, path: str, *, watch: WatchCallback | None = None) -> Znode | None:
         try:
-            if watch is None:
-                node = await self._store.get(path)
-            else:
-                node, fired = await self._store.get_and_watch(path)
-                self._arm(path, watch, fired)
+            with _outage():
+                if watch is None:
+                    node = await self._store.get(path)
+                else:
+                    node, fired = await self._store.get_and_watch(path)
+                    self._arm(path, watch, fired)
         except NoNode:
             return None
-        return Znode(node.data, node.version, node.ctime_ms)
+        return Znode(node.data, node.version, node.ctime_ms, node.cversion)
 
     async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
         """One `get_many` (multiRead) for all paths; absence and errors stay per path."""
+        with _outage():
+            results = await self._store.get_many(paths)
         return [
-            Znode(got.data, got.version, got.ctime_ms) if isinstance(got, Versioned) else got
-            for got in await self._store.get_many(paths)
+            Znode(got.data, got.version, got.ctime_ms, got.cversion)
+            if isinstance(got, Versioned)
+            else _tagged(got)
+            if isinstance(got, StoreUnavailable)
+            else got
+            for got in results
         ]
 
     def _arm(self, path: str, watch: WatchCallback, fired: asyncio.Future[WatchEvent]) -> None:
@@ -70,27 +100,39 @@ class MetadataZnodeStore:
 
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         """Watch `path` itself (create, data change, delete); True when it exists."""
-        stat, fired = await self._store.watch(path)
+        with _outage():
+            stat, fired = await self._store.watch(path)
         self._arm(path, watch, fired)
         return stat is not None
 
     async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         try:
-            return await self._store.get_children(path)
+            with _outage():
+                if watch is None:
+                    return await self._store.get_children(path)
+                names, fired = await self._store.get_children_and_watch(path)
         except NoNode:
             return None
+        self._arm(path, watch, fired)
+        return names
 
-    async def create(self, path: str, data: bytes) -> str:
-        await self._store.create(path, data, make_parents=True)
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        with _outage():
+            path, _stat = await self._store.create_sequential(prefix, data, make_parents=True)
         return path
 
-    async def touch(self, path: str) -> None:
-        """Rewrite `path`'s data (any version) so that watchers of it wake up."""
-        try:
-            await self._store.set(path, b"", version=ANY_VERSION)
-        except NoNode:
-            await self._store.create(path, b"", make_parents=True)
+    async def create(self, path: str, data: bytes) -> str:
+        with _outage():
+            await self._store.create(path, data, make_parents=True)
+        return path
 
     async def delete(self, path: str) -> None:
-        with contextlib.suppress(NoNode):
+        with _outage(), contextlib.suppress(NoNode):
             await self._store.delete(path, version=ANY_VERSION)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        with _outage():
+            outcomes = await self._store.delete_many([(path, ANY_VERSION) for path in paths])
+        for outcome in outcomes:
+            if outcome is not None and not isinstance(outcome, NoNode):
+                raise outcome

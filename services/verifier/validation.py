@@ -151,8 +151,11 @@ def _offload(
         return None
     if tier is Tier.OFFLOAD and component is not Component.MANAGED_LEDGER:
         raise InvalidArgument("component", "only managed-ledger data ledgers are offloaded")
-    if tier is Tier.OFFLOAD and not ctx.driver_name:
-        raise InvalidArgument("offload_context.driver_name", "missing")
+    # A context written by Pulsar 2.1 has neither a driver name nor properties: the operator's
+    # default offloader applies (`OffloadInspector`). A name missing beside properties is not
+    # something any Pulsar version wrote.
+    if tier is Tier.OFFLOAD and not ctx.driver_name and ctx.driver_metadata:
+        raise InvalidArgument("offload_context.driver_name", "missing beside driver_metadata")
     return OffloadTarget(
         uuid=uuid_from_bits(ctx.uuid_msb, ctx.uuid_lsb),
         driver_name=ctx.driver_name,

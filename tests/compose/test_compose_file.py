@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
 from compose_spec import PyOptions
 
 from services.core.config import describe_env, unknown_variables
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from tests.compose.stack_files import (
     COMPOSE_FILE,
     PROMETHEUS,
@@ -39,7 +41,7 @@ def test_compose_file_is_valid_against_the_specification() -> None:
     _validate(COMPOSE_FILE.read_text(encoding="utf-8"))
     expected = {
         "zookeeper", "pulsar-init", "bookie", "broker", "pulsar-topics", "minio", "minio-init",
-        "marker", "verifier", "deleter", "prometheus",
+        "signing-keys", "marker", "verifier", "deleter", "prometheus",
     }  # fmt: skip
     assert expected == set(compose()["services"])
 
@@ -145,6 +147,22 @@ def test_required_settings_are_set(service: str) -> None:
     assert set() == {name for name in required if not environment.get(name, "").strip()}
 
 
+KEYS_IN_CONTAINER = "/var/lib/tombstone/"
+
+
+def _with_keys_at(environment: dict[str, str], root: Path) -> dict[str, str]:
+    """The environment with the container's key paths moved under `root`, where the key pair
+    `signing-keys` would make has been written (`tombstone keys generate --name marker-1`)."""
+    if not (root / "signing" / "marker-1.key").exists():
+        pair = generate_key_pair()
+        private, public = write_key_pair(root / "made", pair, "marker-1")
+        (root / "signing").mkdir()
+        (root / "trusted").mkdir()
+        private.rename(root / "signing" / private.name)
+        public.rename(root / "trusted" / public.name)
+    return {k: v.replace(KEYS_IN_CONTAINER, f"{root}/") for k, v in environment.items()}
+
+
 def _load_config(service: str, environment: dict[str, str]) -> object:
     if service == "marker":
         from services.marker.config import MarkerConfig
@@ -160,12 +178,37 @@ def _load_config(service: str, environment: dict[str, str]) -> object:
 
 
 @pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
-def test_service_configuration_loads_from_the_compose_environment(service: str) -> None:
+def test_service_configuration_loads_from_the_compose_environment(
+    service: str, tmp_path: Path
+) -> None:
     """Each service's own from_env() accepts what Compose gives it: listening on all
     interfaces, auth on, ZooKeeper at the zookeeper container."""
-    config = _load_config(service, service_environment(service, env_example()))
+    environment = _with_keys_at(service_environment(service, env_example()), tmp_path)
+    config = _load_config(service, environment)
     grpc, zookeeper = config.grpc, config.zookeeper  # type: ignore[attr-defined]
     assert (grpc.host, grpc.auth.enabled, zookeeper.servers) == ("0.0.0.0", True, "zookeeper:2181")
+
+
+def test_marker_signs_with_the_key_the_verifier_trusts_and_requires(tmp_path: Path) -> None:
+    """The marker signs with marker-1, the verifier trusts marker-1 and requires signatures;
+    the verifier mounts only the public half (never the marker's private-key volume)."""
+    from services.marker.config import MarkerConfig
+    from services.verifier.config import VerifierConfig
+
+    values = env_example()
+    marker = MarkerConfig.from_env(_with_keys_at(service_environment("marker", values), tmp_path))
+    verifier = VerifierConfig.from_env(
+        _with_keys_at(service_environment("verifier", values), tmp_path)
+    )
+    assert marker.signer is not None
+    assert (marker.signer.key_id, ("marker-1",), True) == (
+        "marker-1",
+        verifier.trusted_keys.key_ids,
+        verifier.require_signed,
+    )
+    volumes = {name: compose()["services"][name]["volumes"] for name in ("marker", "verifier")}
+    assert "signing-key:/var/lib/tombstone/signing:ro" in volumes["marker"]
+    assert volumes["verifier"] == ["trusted-keys:/var/lib/tombstone/trusted:ro"]
 
 
 def test_clients_hold_tokens_the_servers_accept_with_the_right_role() -> None:

@@ -13,6 +13,8 @@ from devstack.s3 import S3Server
 from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.healthcheck import check_health
+from services.metadata.layout import format_ledgers_root
+from services.metadata.zk_store import ZkMetadataStore
 from tests.compose.stack_files import TOMBSTONE_SERVICES, compose
 
 
@@ -23,6 +25,8 @@ async def test_serve_commands_start_and_stop_cleanly(
     each answer SERVING; SIGTERM in reverse order ends each with exit code 0."""
     for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
         broker.control.create_partitioned_topic(topic, PARTITIONS)
+    async with ZkMetadataStore.connect(zk.address) as store:
+        await format_ledgers_root(store)  # what a formatted cluster holds (LAYOUT and all)
     ports = {name: free_port() for name in TOMBSTONE_SERVICES}
     envs = service_envs(zk, s3, broker, ports)
     order = ("verifier", "marker", "deleter")

@@ -48,6 +48,23 @@ async def test_health_turns_not_serving_on_shutdown() -> None:
     assert [first.status, second.status] == [SERVING, NOT_SERVING]
 
 
+async def test_set_serving_reports_a_paused_service(service: Running) -> None:
+    """A service that paused its work reports NOT_SERVING for itself and the server, then
+    SERVING again once it resumes."""
+    health = health_pb2_grpc.HealthStub(service.channel)
+
+    async def statuses() -> list[int]:
+        return [
+            (await health.Check(health_pb2.HealthCheckRequest(service=name))).status
+            for name in ("", SERVICE)
+        ]
+
+    await service.runner.set_serving(False)
+    paused = await statuses()
+    await service.runner.set_serving(True)
+    assert (paused, await statuses()) == ([NOT_SERVING] * 2, [SERVING] * 2)
+
+
 async def test_reflection_lists_the_service(service: Running) -> None:
     """Reflection names the registered service next to health and reflection."""
     stub = reflection_pb2_grpc.ServerReflectionStub(service.channel)

@@ -33,7 +33,6 @@ from services.marker.marking import Marker
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
-from services.metadata import BookKeeperLedgers, LedgerState
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.verifier.app import open_verifier
@@ -99,11 +98,17 @@ async def write_cluster(
 
 @asynccontextmanager
 async def running_verifier(
-    zk: ZooKeeperServer, s3: S3Server, filesystem_bases: frozenset[str] = frozenset()
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    filesystem_bases: frozenset[str] = frozenset(),
+    *,
+    port: int = 0,
+    **overrides: Any,
 ) -> AsyncIterator[str]:
-    """A verifier on a free port; yields its address."""
+    """A verifier on `port` (0: a free one; `overrides` replace config fields); yields its
+    address."""
     config = VerifierConfig(
-        grpc=GrpcServerConfig(port=0),
+        grpc=GrpcServerConfig(port=port),
         zookeeper=ZooKeeperConfig(servers=zk.address),
         s3=s3_config(s3),
         offload=OffloadPolicy(
@@ -113,6 +118,7 @@ async def running_verifier(
         ),
         reconciler_min_age=timedelta(0),
     )
+    config = replace(config, **overrides)
     async with open_verifier(config) as (runner, parts):
         await runner.start()
         serving = asyncio.create_task(runner.run())  # background loops (shadow index...)
@@ -227,26 +233,13 @@ async def mark_trims(marker: Marker, model: ClusterModel) -> dict[int, set[int]]
     return marked
 
 
-async def close_ledger(store: ZkMetadataStore, ledger_id: int) -> None:
-    """What a cursor does to its ledger before it moves on: close it (a CAS on the znode)."""
-    ledgers = BookKeeperLedgers(store)
-    record = await ledgers.read(ledger_id)
-    if record.metadata.state is not LedgerState.CLOSED:
-        closed = replace(record.metadata, state=LedgerState.CLOSED)
-        await ledgers.write(closed, version=record.version)
-
-
-async def mark_cursor_and_schema_trims(
-    marker: Marker, model: ClusterModel, zk: ZooKeeperServer
-) -> set[int]:
-    """Every cursor closes its ledger and moves its position into its znode (the ledger is
-    marked, the cursor keeps none), and every schema with several versions drops its oldest
-    version's ledger. Returns the ledgers marked (all LEDGER tier)."""
+async def mark_cursor_and_schema_trims(marker: Marker, model: ClusterModel) -> set[int]:
+    """Every cursor moves its position into its znode and its ledger is marked, left OPEN as
+    Pulsar leaves it: `ManagedCursorImpl.asyncDeleteCursorLedger` (and `switchToNewLedger`
+    for a switch) writes the cursor znode, then deletes the old ledger by id without closing
+    it. Every schema with several versions drops its oldest version's ledger. Returns the
+    ledgers marked (all LEDGER tier)."""
     marked: set[int] = set()
-    async with ZkMetadataStore.connect(zk.address) as store:
-        for cursor in model.cursors.values():
-            if cursor.cursors_ledger_id >= 0:
-                await close_ledger(store, cursor.cursors_ledger_id)
     for cursor in model.cursors.values():
         if cursor.cursors_ledger_id < 0:
             continue

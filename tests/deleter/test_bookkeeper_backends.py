@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 
 from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import Unavailable
 from services.deleter.backends.bookie_http import BookieHttpDeleter
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
@@ -114,7 +115,8 @@ async def test_evidence_path_of_another_ledger_is_refused(
 
 
 async def test_store_outage_is_transient(ledgers: BookKeeperLedgers, zk: ZooKeeperServer) -> None:
-    """With ZooKeeper paused the outcome is unknown: a transient failure, never success."""
+    """With ZooKeeper paused the outcome is unknown: a transient failure, never success, and an
+    outage (the deleter pauses instead of spending a retry); the probe fails meanwhile."""
     await ledgers.create(ledger(1))
     async with ZkMetadataStore.connect(zk.address, session_timeout=5, request_timeout=1) as s:
         deleter = ZooKeeperLedgerDeleter(s, paths=LedgerPaths(), limits=limits())
@@ -122,9 +124,12 @@ async def test_store_outage_is_transient(ledgers: BookKeeperLedgers, zk: ZooKeep
         try:
             with pytest.raises(DeleteFailed) as failure:
                 await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
+            with pytest.raises(Unavailable):
+                await deleter.probe()
         finally:
             zk.resume()
-    assert False is failure.value.permanent
+        await deleter.probe()  # ZooKeeper answers again
+    assert (failure.value.permanent, failure.value.outage) == (False, True)
 
 
 class FakeBookie:
@@ -176,3 +181,33 @@ async def test_bookie_http_server_error_is_transient(
     with pytest.raises(DeleteFailed) as failure:
         await deleter.delete_ledger(ledger_id=77, path="/ledgers/00/0000/L0077", version=3)
     assert False is failure.value.permanent
+
+
+async def test_a_long_layout_sweeps_only_the_ledgers_own_levels(
+    store: ZkMetadataStore,
+) -> None:
+    """Under a long-hierarchical `LAYOUT` a ledger at the long path is deleted and its four
+    empty levels removed, never the root; one at Pulsar's hybrid path is accepted too."""
+    from services.metadata import LedgerLayout
+    from services.metadata.paths import LedgerLocations
+
+    locations = LedgerLocations(layout=LedgerLayout.LONG_HIERARCHICAL)
+    deleter = ZooKeeperLedgerDeleter(
+        store, locations=lambda: locations, limits=limits(), parent_sweep_delay=0.01
+    )
+    long_path, hybrid_path = locations.paths(1)
+    await store.create(long_path, b"x", make_parents=True)
+    await store.create("/ledgers/LAYOUT", b"")
+    first = await deleter.delete_ledger(ledger_id=1, path=long_path, version=0)
+    await store.create(hybrid_path, b"x", make_parents=True)
+    second = await deleter.delete_ledger(ledger_id=1, path=hybrid_path, version=0)
+
+    async def swept() -> None:
+        assert (await store.exists("/ledgers/000"), await store.exists("/ledgers/00")) == (
+            None,
+            None,
+        )
+
+    await assert_eventually(swept)
+    assert (first.removed, second.removed) == (True, True)
+    assert await store.exists("/ledgers") is not None

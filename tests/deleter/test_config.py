@@ -70,6 +70,11 @@ def test_values_are_read() -> None:
         ("TOMBSTONE_DELETER_S3_BATCH_KEYS", "1001"),
         ("TOMBSTONE_DELETER_MAX_IN_FLIGHT", "0"),
         ("TOMBSTONE_DELETER_ZOOKEEPER_DELETE_BATCH", "0"),
+        ("TOMBSTONE_DELETER_FORGED_DLQ_RATE", "0"),
+        ("TOMBSTONE_DELETER_FORGED_DLQ_RATE", "fast"),
+        ("TOMBSTONE_DELETER_FORGED_DLQ_BURST", "0"),
+        ("TOMBSTONE_DELETER_OUTAGE_PROBE_INTERVAL", "0s"),
+        ("TOMBSTONE_DELETER_OUTAGE_MAX_WAITS", "0"),
     ],
 )
 def test_bad_values_are_refused(name: str, value: str) -> None:
@@ -77,3 +82,29 @@ def test_bad_values_are_refused(name: str, value: str) -> None:
     with pytest.raises(ConfigError) as failure:
         DeleterConfig.from_env({name: value})
     assert name in str(failure.value)
+
+
+def test_forged_pace_and_outage_settings() -> None:
+    """Defaults: 1 forged dead letter per second and source, bursts of 100, a probe every
+    2 s, 10 outage waits per message; each variable is read."""
+    default = DeleterConfig.from_env({})
+    config = DeleterConfig.from_env(
+        {
+            "TOMBSTONE_DELETER_FORGED_DLQ_RATE": "0.5",
+            "TOMBSTONE_DELETER_FORGED_DLQ_BURST": "20",
+            "TOMBSTONE_DELETER_OUTAGE_PROBE_INTERVAL": "500ms",
+            "TOMBSTONE_DELETER_OUTAGE_MAX_WAITS": "3",
+        }
+    )
+    assert (
+        default.forged_pace.rate,
+        default.forged_pace.burst,
+        default.outage.probe_interval,
+        default.outage.max_waits,
+    ) == (1.0, 100, timedelta(seconds=2), 10)
+    assert (
+        config.forged_pace.rate,
+        config.forged_pace.burst,
+        config.outage.probe_interval,
+        config.outage.max_waits,
+    ) == (0.5, 20, timedelta(milliseconds=500), 3)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from devstack.s3 import S3Server
 from devstack.s3_faults import S3FaultProxy
@@ -114,12 +115,13 @@ async def test_key_of_another_ledger_is_refused(deleter: S3OffloadDeleter, bucke
 async def test_server_errors_are_transient(
     deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
 ) -> None:
-    """503 SlowDown on every DeleteObjects is a transient failure; objects stay."""
+    """503 SlowDown on every DeleteObjects is a transient failure and an outage (the deleter
+    pauses on it); objects stay."""
     put(bucket, [1])
     proxy.fail(status=503, code="SlowDown", operation="DeleteObjects")
     with pytest.raises(DeleteFailed) as failure:
         await deleter.delete_offloaded(ledger_id=1, evidence=evidence(1))
-    assert not failure.value.permanent
+    assert (failure.value.permanent, failure.value.outage) == (False, True)
     assert set(keys(1)) == listed(bucket)
 
 
@@ -130,7 +132,19 @@ async def test_access_denied_is_permanent(
     proxy.fail(status=403, code="AccessDenied", operation="DeleteObjects")
     with pytest.raises(DeleteFailed) as failure:
         await deleter.delete_offloaded(ledger_id=1, evidence=evidence(1))
-    assert failure.value.permanent
+    assert (failure.value.permanent, failure.value.outage) == (True, False)
+
+
+async def test_probe_answers_while_s3_answers_and_fails_without_it(
+    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """The outage probe (HEAD of an allowed bucket) passes on any answer but a 5xx."""
+    await deleter.probe()
+    proxy.fail(status=403, code="AccessDenied", operation="HeadBucket")
+    await deleter.probe()  # refused, but S3 answered: not an outage
+    proxy.fail(status=503, code="ServiceUnavailable", operation="HeadBucket")
+    with pytest.raises(ClientError):
+        await deleter.probe()
 
 
 async def test_failed_confirmation_listing_is_not_success(

@@ -14,6 +14,7 @@ from services.core.config import ClientConfig, GrpcServerConfig
 from services.core.errors import Unavailable
 from services.core.grpc_server import ServiceRunner
 from services.deleter._verifier import GrpcVerdictSource
+from services.deleter.ports import VerifierUnreachable
 from tests.deleter.fakes import pdli
 from tombstone.v1 import verifier_pb2 as _vf
 from tombstone.v1 import verifier_pb2_grpc as _vf_grpc
@@ -86,15 +87,16 @@ async def test_a_poison_pdli_does_not_fail_its_batch_mates(
         *(source.verify(pdli(i)) for i in (11, 12, POISON, 14)), return_exceptions=True
     )
     reasons = [r.reason if isinstance(r, _vf.VerifyResponse) else type(r) for r in results]
-    assert ["11", "12", Unavailable, "14"] == reasons
+    assert ["11", "12", Unavailable, "14"] == reasons  # INTERNAL is an answer, not an outage
 
 
 async def test_unreachable_verifier_is_unavailable() -> None:
-    """No verifier listening: Unavailable (a retry), never a verdict."""
+    """No verifier listening: `VerifierUnreachable` (an outage the deleter pauses on), never
+    a verdict."""
     channel = open_channel(ClientConfig("127.0.0.1:1", timeout=timedelta(seconds=1)))
     source = GrpcVerdictSource(channel)
     try:
-        with pytest.raises(Unavailable):
+        with pytest.raises(VerifierUnreachable):
             await source.verify(pdli(1))
     finally:
         await source.aclose()

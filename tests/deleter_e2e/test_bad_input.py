@@ -154,8 +154,10 @@ def forged(model: ClusterModel) -> list[OutgoingMessage]:
 async def test_forged_pdlis_delete_nothing(
     cluster: Cluster, zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
 ) -> None:
-    """PDLIs published straight to the topic for listed or missing ledgers are skipped:
-    every ledger and object is still there."""
+    """PDLIs published straight to the topic for listed or missing ledgers delete nothing:
+    every ledger and object is still there. Those still referenced (IN_USE) or absent
+    (NOT_FOUND) are settled; the one naming another owner (MISMATCH) and the one without a
+    ledger type (INVALID) settle nothing and are in the DLQ with that reason."""
     model, before, verifier = cluster
     await publish(broker, forged(model))
     async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
@@ -163,7 +165,7 @@ async def test_forged_pdlis_delete_nothing(
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     assert in_bk == await ledgers_in_zookeeper(zk, in_bk)
     assert before == objects_in_s3(s3)
-    assert status.dead_letter_backlog == 0
+    assert status.dead_letters_by_reason == {"mismatch": 1, "invalid": 1}
 
 
 async def test_garbage_is_dead_lettered_and_the_deleter_keeps_running(

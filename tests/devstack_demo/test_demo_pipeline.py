@@ -6,12 +6,14 @@ from devstack.demo_pipeline import Summary
 
 
 def test_summary_lists_every_figure() -> None:
-    """Marked, deleted by tier, skipped, dead-lettered, the time and the check, a line each."""
+    """Marked, deleted by tier, skipped, dead-lettered, one line per artifact kind, the time
+    and the check, a line each."""
     summary = Summary(
         ledgers_marked=31,
         pdlis_sent=37,
         deleted={"s3": 9, "bookkeeper": 28},
         skipped={"in_use": 1},
+        artifacts=["  data ledger: deleted 28", "  pre-2.2 ledger: dead-lettered(unsupported) 1"],
         seconds=26.54,
     )
     assert summary.render().splitlines() == [
@@ -19,8 +21,12 @@ def test_summary_lists_every_figure() -> None:
         "deleted: bookkeeper 28, s3 9",
         "skipped: in_use 1",
         "dead-lettered: none",
+        "per artifact (unlinked ledger tiers):",
+        "  data ledger: deleted 28",
+        "  pre-2.2 ledger: dead-lettered(unsupported) 1",
         "time: 26.5s",
-        "check: S1 and L1 hold (what the protocol unlinked is gone, everything else is kept)",
+        "check: S1 and L1 hold (what the protocol unlinked is gone or dead-lettered with a "
+        "reason, everything else is kept)",
     ]
 
 

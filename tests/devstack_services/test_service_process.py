@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 
 from devstack.s3 import S3Server
-from devstack.services import EventNotLogged, ServiceProcess
+from devstack.services import EventNotLogged, ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
+from services.core.signing import SignatureStatus
 from services.healthcheck import check_health
+from services.metadata.layout import format_ledgers_root
+from services.metadata.zk_store import ZkMetadataStore
 
 STUBBORN = "tests.devstack_services.stubborn"
 
@@ -32,7 +35,10 @@ def verifier_env(zk: ZooKeeperServer, s3: S3Server) -> dict[str, str]:
 async def verifier(
     zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
 ) -> AsyncIterator[ServiceProcess]:
-    """A verifier process, not started yet; stopped after the test."""
+    """A verifier process, not started yet, on a cluster with its ledgers root; stopped
+    after the test."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        await format_ledgers_root(store)
     env = verifier_env(zk, s3)
     service = ServiceProcess("services.verifier", tmp_path / "verifier.log", env=env)
     yield service
@@ -167,3 +173,21 @@ async def test_peak_rss_is_read_while_running(verifier: ServiceProcess) -> None:
     """The running service's peak resident memory is a positive number of MiB."""
     await verifier.start()
     assert verifier.peak_rss_mb() > 0
+
+
+def test_signing_envs_turn_signed_intents_on() -> None:
+    """The devstack's marker signs with the key its verifier trusts and requires."""
+    from services.marker.config import MarkerConfig
+    from services.verifier.config import VerifierConfig
+    from tombstone.v1 import pending_delete_pb2 as _pd
+
+    marker_env, verifier_env = signing_envs()
+    signer = MarkerConfig.from_env(marker_env).signer
+    verifier = VerifierConfig.from_env(verifier_env)
+    assert signer is not None
+    pdli = _pd.PendingDeleteLedgerInfo(ledger_id=1, ledger_type=_pd.LEDGER)
+    signer.sign(pdli)
+    assert (
+        verifier.trusted_keys.check(pdli),
+        verifier.require_signed,
+    ) == (SignatureStatus.VALID, True)

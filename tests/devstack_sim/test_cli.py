@@ -92,8 +92,9 @@ def test_s3_command_serves_until_sigterm() -> None:
 
 
 def test_demo_runs_end_to_end() -> None:
-    """`tombstone demo` (what `make run` runs) seeds a cluster, trims it through the marker,
-    lets the deleter pool settle every PDLI, finds S1 and L1 holding, and exits 0."""
+    """`tombstone demo` (what `make run` runs) seeds a cluster with every legacy artifact,
+    trims it and unlinks its cursor ledgers through the marker, lets the deleter pool settle
+    every PDLI, prints one line per artifact kind, finds S1 and L1 holding, and exits 0."""
     proc = _tombstone("demo")
     try:
         output, _ = proc.communicate(timeout=170)
@@ -104,7 +105,11 @@ def test_demo_runs_end_to_end() -> None:
         "ZooKeeper on",
         "Planted",
         "trimmed through the marker",
-        "dead-lettered: none",
+        "per artifact (unlinked ledger tiers):",
+        "cursor ledger left OPEN",
+        "pre-2.2 ledger (no custom metadata)",
+        "2.1 offload, objects (no driverMetadata)",
+        "pre-2.10 objects (no owner metadata)",
         "check: S1 and L1 hold",
         "Stopped ZooKeeper and S3",
     )

@@ -8,6 +8,7 @@ import pytest
 
 from devstack.simulator.generate import build_model
 from devstack.simulator.model import SHADOW_SOURCE, LedgerKind, OrphanKind
+from devstack.simulator.orphans import LEGACY_HOSTED
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID, ClusterSpec, IdLayout, OrphanPlan
 from services.metadata import DigestType, LedgerState, TopicName, data_object_key
 from tests.devstack_sim.conftest import SMALL
@@ -163,8 +164,10 @@ def test_object_user_metadata_names_cluster_role_and_ml() -> None:
 
 
 def test_every_orphan_kind_is_planted_and_labelled() -> None:
-    """OrphanPlan.some() plants one of each kind; deletable ones are exactly the six."""
-    assert dict.fromkeys(OrphanKind, 1) == {
+    """OrphanPlan.some() plants one of each kind and no legacy artifact; deletable ones are
+    exactly the six."""
+    legacy = set(LEGACY_HOSTED.values())
+    assert {kind: 0 if kind in legacy else 1 for kind in OrphanKind} == {
         kind: len(MODEL.planted_of(kind)) for kind in OrphanKind
     }
     deletable = {p.kind for p in MODEL.planted if p.deletable}

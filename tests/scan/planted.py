@@ -180,7 +180,14 @@ def planted_rows() -> dict[str, list[Row]]:
             data(100, GONE),
             data(LONG + 104, LIVE),
             data(101, LIVE, created=YOUNG),
+            # OPEN and unreferenced: an open orphan once older than the window (the OPEN
+            # rule); Pulsar deletes old cursor ledgers without closing them
+            # (`ManagedCursorImpl.switchToNewLedger`), so 53 is OPEN too.
             data(102, LIVE, state="OPEN"),
+            cursor_ledger(53, LIVE, "sub-a", state="OPEN"),
+            # A rollover in progress: OPEN, young, its topic exists.
+            data(108, LIVE, state="OPEN", created=YOUNG),
+            data(109, LIVE, state="IN_RECOVERY", created=YOUNG),
             data(103, GONE, state="OPEN"),
             bk(104, application=None),
             bk(105, component="weird"),
@@ -267,6 +274,7 @@ EXPECTED_LEDGERS = [
     (50, "referenced", None, False),
     (51, "cursor_moved_on", "cursor_moved_on", True),
     (52, "cursor_moved_on", "cursor_moved_on", True),
+    (53, "cursor_moved_on", "cursor_moved_on", True),
     (60, "referenced", None, False),
     (61, "schema_not_in_locator", "schema_not_in_locator", True),
     (62, "schema_not_in_locator", "schema_not_in_locator", True),
@@ -276,12 +284,14 @@ EXPECTED_LEDGERS = [
     (73, "referenced", None, False),
     (100, "topic_gone", "topic_gone", True),
     (101, "too_young", "not_in_list", False),
-    (102, "in_use_open", None, False),
+    (102, "not_in_list", "not_in_list", True),
     (103, "topic_gone", "topic_gone", True),
     (104, "unknown_ownership", None, False),
     (105, "unknown_ownership", None, False),
     (106, "unreadable", None, False),
     (107, "too_young", "topic_gone", False),
+    (108, "in_use_open", None, False),
+    (109, "in_use_open", None, False),
     (LONG + 1, "referenced", None, False),
     (LONG + 54, "referenced", None, False),
     (LONG + 104, "not_in_list", "not_in_list", True),

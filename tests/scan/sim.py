@@ -33,10 +33,19 @@ LEDGER_KINDS = {
     OrphanKind.YOUNG: "in_use_open",
     OrphanKind.NO_PULSAR_METADATA: "unknown_ownership",
     OrphanKind.SHADOW_REFERENCED: "referenced",
+    # Legacy artifacts: an unsubscribed cursor's OPEN ledger is an orphan once old (the OPEN
+    # rule); the listed legacy ledgers are referenced, whatever metadata they lack.
+    OrphanKind.OPEN_CURSOR_UNSUBSCRIBED: "cursor_moved_on",
+    OrphanKind.PRE_2_2_LEDGER: "referenced",
+    OrphanKind.OFFLOAD_2_1: "referenced",
+    OrphanKind.OBJECTS_PRE_2_10: "referenced",
 }
 OBJECT_KINDS = {
     OrphanKind.UNREFERENCED_OFFLOAD: "offload_no_match",
     OrphanKind.OTHER_CLUSTER_OBJECTS: "other_cluster",
+    # Listed with the same uuid: referenced, with or without owner metadata or driverMetadata.
+    OrphanKind.OFFLOAD_2_1: "referenced",
+    OrphanKind.OBJECTS_PRE_2_10: "referenced",
 }
 
 

@@ -93,6 +93,8 @@ def test_candidates_are_pdli_shaped_per_tier(analysis: Analysis) -> None:
             ("LEDGER", 30, "MANAGED_LEDGER", None, "bk_copy_after_offload"),
             ("LEDGER", 51, "MANAGED_CURSOR", None, "cursor_moved_on"),
             ("LEDGER", 52, "MANAGED_CURSOR", None, "cursor_moved_on"),
+            ("LEDGER", 53, "MANAGED_CURSOR", None, "cursor_moved_on"),
+            ("LEDGER", 102, "MANAGED_LEDGER", None, "not_in_list"),
             ("LEDGER", 61, "SCHEMA_STORAGE", None, "schema_not_in_locator"),
             ("LEDGER", 62, "SCHEMA_STORAGE", None, "schema_not_in_locator"),
             ("LEDGER", 100, "MANAGED_LEDGER", None, "topic_gone"),
@@ -121,10 +123,40 @@ def test_namespaces_come_from_the_owner(analysis: Analysis) -> None:
         30: "public/default",
         51: "public/default",
         52: "public/default",
+        53: "public/default",
         61: "public/default",
         62: "public/default",
         100: "public/default",
+        102: "public/default",
         103: "public/default",
         P.LONG + 104: "public/default",
     }
     assert expected == {r["ledger_id"]: r["namespace"] for r in rows}
+
+
+def test_objects_without_owner_metadata(spark: SparkSession) -> None:
+    """Objects written before Pulsar 2.10 carry neither `managedledgername` nor
+    `pulsarclustername` (`BlobStoreManagedLedgerOffloader.addVersionInfo` set only the
+    version keys). Listed with their uuid by a Pulsar 2.1 context (no driver metadata, no
+    bucket) they are referenced; of a ledger listed with another uuid they are proposed under
+    that ML; of a ledger no ML lists they name no owner: `unknown_ownership`, never proposed."""
+    rows = P.planted_rows()
+    legacy = {"managed_ledger_name": None, "cluster_name": None}
+    rows["offload_objects"] = [
+        *P.pair(P.U2, 31, **legacy),
+        *P.pair(P.U0, 31, **legacy),
+        *P.pair(P.U9, 901, **legacy),
+    ]
+    for row in rows["ml_ledgers"]:
+        if row.get("offload_uuid") == P.U2:
+            row.update(offload_driver_name=None, offload_bucket=None, offload_driver_metadata={})
+    result = analyze(extract_from_rows(spark, rows), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW)
+    found = {
+        (r.uuid, r.kind, r.deletable, r.ml_name)
+        for r in result.object_findings.select("uuid", "kind", "deletable", "ml_name").collect()
+    }
+    assert found == {
+        (P.U2, "referenced", False, P.OFFL),
+        (P.U0, "offload_no_match", True, P.OFFL),
+        (P.U9, "unknown_ownership", False, None),
+    }

@@ -4,14 +4,16 @@ exactly the planted orphans, for both ledger id layouts; a failed task stops eve
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from devstack.s3 import S3Server
-from devstack.simulator import ClusterSpec, IdLayout, OrphanPlan
+from devstack.simulator import ClusterSpec, IdLayout, OrphanPlan, PathWriter, legacy_spec
 from devstack.zookeeper import ZooKeeperServer
+from services.metadata.paths import LedgerLayout
 from services.scan.extract import manifest_counts
 from services.scan.extract_plan import Unit
 from tests.scan import sim
@@ -28,14 +30,32 @@ def _spec(layout: IdLayout) -> ClusterSpec:
     )
 
 
-@pytest.mark.parametrize("layout", [IdLayout.SHORT, IdLayout.LONG])
+def _legacy() -> ClusterSpec:
+    """The simulator's legacy profile: OPEN cursor ledgers, pre-2.2 ledgers, 2.1 contexts,
+    pre-2.10 objects, LZ4 znodes, a long LAYOUT with older ledgers at long paths
+    (`LongHierarchicalLedgerManager`) and newer ones at hybrid paths (Pulsar >= 2.10's
+    `PulsarLedgerManager`)."""
+    return legacy_spec(seed=11, tenants=1, namespaces_per_tenant=2, topics_per_namespace=3)
+
+
+def _flat() -> ClusterSpec:
+    """A flat LAYOUT (BookKeeper < 4.7) upgraded to Pulsar >= 2.10: older ledgers `L%010d`
+    under the root (`FlatLedgerManager`), newer ones at hybrid paths."""
+    return replace(_spec(IdLayout.SHORT), layout=LedgerLayout.FLAT, path_writer=PathWriter.MIXED)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [_spec(IdLayout.SHORT), _spec(IdLayout.LONG), _legacy(), _flat()],
+    ids=["short-ids", "long-ids", "legacy", "flat-layout"],
+)
 async def test_findings_are_exactly_the_planted_orphans(
-    spark: SparkSession, zk: ZooKeeperServer, s3: S3Server, tmp_path: Path, layout: IdLayout
+    spark: SparkSession, zk: ZooKeeperServer, s3: S3Server, tmp_path: Path, spec: ClusterSpec
 ) -> None:
-    """Every planted orphan and look-alike is found as its kind, the deletable findings are
-    exactly the planted deletable ones, the only refusal is the other cluster's objects, and
-    the manifest counts every znode and object the simulator wrote."""
-    spec = _spec(layout)
+    """Every planted orphan, look-alike and legacy artifact is found as its kind (open
+    orphans older than the window included), the deletable findings are exactly the planted
+    deletable ones, the only refusal is the other cluster's objects, and the manifest counts
+    every znode and object the simulator wrote, at whatever path its writer put it."""
     model = await sim.write(zk, s3, spec)
     scanned = await sim.extract_and_analyze(spark, tmp_path, model, sim.settings(zk, s3, spec))
     ledgers = sim.findings(spark, scanned.analysis.out_dir, "ledgers", "ledger_id")

@@ -43,6 +43,6 @@ def test_reclaimable_bytes_per_namespace(analysis: Analysis) -> None:
     ledger_bytes = sum(1000 + i % 1000 for i, _, _, ok in P.EXPECTED_LEDGERS if ok)
     expected = [
         ("(unknown)", 0, 0, 1, 10000, 10000),  # the U9 upload: no ML name known
-        ("public/default", 8, ledger_bytes, 1, 10000, ledger_bytes + 10000),  # U0, of ledger 31
+        ("public/default", 10, ledger_bytes, 1, 10000, ledger_bytes + 10000),  # U0, of ledger 31
     ]
     assert expected == rows

@@ -47,7 +47,8 @@ def refused(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> An
 
 
 def test_allowed_run_writes_its_candidates(spark: SparkSession, allowed: AnalysisOutcome) -> None:
-    """A clean scan yields the 8 ledger and 2 offload candidates, also in summary.json."""
+    """A clean scan yields the 10 ledger (two of them open orphans) and 2 offload candidates,
+    also in summary.json."""
     written = spark.read.parquet(str(allowed.out_dir / "candidates")).count()
     summary = json.loads((allowed.out_dir / "summary.json").read_text())
     assert (
@@ -55,7 +56,7 @@ def test_allowed_run_writes_its_candidates(spark: SparkSession, allowed: Analysi
         summary["refused"],
         summary["candidates"]["ledgers"],
         summary["candidates"]["objects"],
-    ) == (10, False, 8, 2)
+    ) == (12, False, 10, 2)
 
 
 def test_findings_are_written_for_every_ledger_and_object(

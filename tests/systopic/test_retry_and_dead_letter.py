@@ -6,8 +6,10 @@ import random
 from datetime import timedelta
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.core.errors import CorruptData
+from services.core.signing import IntentSigner, SignatureStatus, TrustedKeys
 from services.systopic.consumer import IncomingMessage
 from services.systopic.dead_letter import (
     CLIENT_ORIGIN_PROPERTY,
@@ -113,3 +115,30 @@ def test_undecodable_dead_letter_cannot_be_replayed() -> None:
     assert None is entry.pdli
     with pytest.raises(CorruptData):
         replay_message(entry)
+
+
+def test_retry_dead_letter_and_replay_keep_the_signature_valid() -> None:
+    """The retry copy, the dead letter and its replay rewrite only not_before_ms and
+    properties: the marker's signature still verifies at every step."""
+    key = Ed25519PrivateKey.generate()
+    trusted = TrustedKeys({"k": key.public_key()})
+    original = encode_intent(PDLI, IntentSigner({"k": key}, "k"))
+    retried = retry_message(
+        decode_intent(original.payload),
+        attempt=1,
+        reason="marking in progress",
+        not_before_ms=10**13,
+        origin_message_id="1:1:-1:-1",
+    )
+    letter = dead_letter_message(
+        message(retried.payload, dict(retried.properties)),
+        reason_code=ReasonCode.RETRIES_EXHAUSTED,
+        reason="marking in progress",
+        attempts=10,
+    )
+    entry = read_dead_letter(message(letter.payload, dict(letter.properties)))
+    replayed = replay_message(entry, now_ms=7)
+    steps = [original, retried, letter, replayed]
+    decoded = [decode_intent(step.payload) for step in steps]
+    assert [decoded[1].not_before_ms, decoded[3].not_before_ms] == [10**13, 7]
+    assert [trusted.check(pdli) for pdli in decoded] == [SignatureStatus.VALID] * 4

@@ -45,8 +45,11 @@ async def s3client(s3: S3Server) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-def world(store: ZkMetadataStore, s3client: Any) -> World:
-    return World(store, s3client)
+async def world(store: ZkMetadataStore, s3client: Any) -> World:
+    """A cluster with its ledgers root, `LAYOUT` (hybrid) and `/managed-ledgers`."""
+    created = World(store, s3client)
+    await created.bookkeeper_root()
+    return created
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ class MemoryZnodes:
     async def watch_node(self, path: str, watch: WatchCallback) -> bool:
         return path in self.nodes
 
-    async def children(self, path: str) -> list[str] | None:
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
         if path not in self.nodes:
             return None
         prefix = path.rstrip("/") + "/"
@@ -44,11 +44,17 @@ class MemoryZnodes:
         self.put(path, data)
         return path
 
-    async def touch(self, path: str) -> None:
-        self.put(path, b"")
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        path = f"{prefix}{len(self.nodes):010d}"
+        self.put(path, data)
+        return path
 
     async def delete(self, path: str) -> None:
         self.nodes.pop(path, None)
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            self.nodes.pop(path, None)
 
     def epoch(self) -> int:
         return 0
@@ -62,6 +68,10 @@ class MemoryObjects:
 
     async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
         return self.heads.get((bucket, key))
+
+    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+        # No object bodies are modelled: an index that cannot be read proves no owner.
+        return None if (bucket, key) not in self.heads else b""
 
 
 class NothingBelieved:

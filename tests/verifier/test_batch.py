@@ -67,12 +67,13 @@ async def test_batch_verdicts_equal_single_verdicts(world: World, parts: Any) ->
 
 
 async def test_batch_counts_each_ledger_read(world: World, parts: Any) -> None:
-    """The ledger-read metric counts every prefetched path once (duplicates read once)."""
+    """The ledger-read metric counts every prefetched path once (duplicates read once), plus
+    `<root>/LAYOUT`, read once per batch to confirm absences."""
     requests = await mixed_world(world)
     reads = parts.metrics.reads.labels("ledger")
     before = reads._value.get()
     await parts.engine.verify_batch(requests)
-    assert reads._value.get() - before == 8
+    assert reads._value.get() - before == 8 + 1
 
 
 async def test_empty_batch_is_empty(parts: Any) -> None:
@@ -84,14 +85,15 @@ async def test_zookeeper_stopped_is_retry_never_not_found(
     world: World, parts: Any, zk: ZooKeeperServer
 ) -> None:
     """With ZooKeeper down, the batch's BookKeeper verdicts (present and absent ledgers) are
-    RETRY unavailable: a failed batch read is never taken as absence."""
+    RETRY unavailable_zookeeper: a failed batch read is never taken as absence."""
     await world.ledger(1)
     zk.stop()
     try:
         verdicts = await parts.engine.verify_batch([pdli(1), pdli(2)])
     finally:
         zk.start()
-    assert [(v.decision, v.code) for v in verdicts] == [(Decision.RETRY, "unavailable")] * 2
+    expected = [(Decision.RETRY, "unavailable_zookeeper")] * 2
+    assert [(v.decision, v.code) for v in verdicts] == expected
 
 
 class _BrokenBatchReads(MetadataZnodeStore):

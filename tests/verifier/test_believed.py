@@ -3,22 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from devstack.zk_faults import ZooKeeperFaultProxy
+from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import TombstoneError
 from services.metadata.ledger_metadata import LedgerState
 from services.metadata.zk_store import ZkMetadataStore
-from services.verifier.believed import BelievedConfig, BelievedSet, decode_batch, encode_batch
+from services.verifier.believed import (
+    LAYOUT,
+    BelievedConfig,
+    BelievedSet,
+    batch_name,
+    bucket_name,
+    decode_batch,
+    encode_batch,
+)
 from services.verifier.model import Decision, SkipReason
+from services.verifier.ports import WatchCallback, Znode
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
 from tests.helpers import assert_eventually
 from tests.verifier.conftest import make_parts
-from tests.verifier.world import OTHER_ML, World, data_meta, pdli
+from tests.verifier.world import OTHER_ML, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
 
 ROOT = "/tombstone/believed"
+BUCKETS = f"{ROOT}/{LAYOUT}"
 
 
 def key(request: pb.PendingDeleteLedgerInfo) -> int:
@@ -27,6 +45,34 @@ def key(request: pb.PendingDeleteLedgerInfo) -> int:
 
 def believed_set(store: ZkMetadataStore, **bounds: Any) -> BelievedSet:
     return BelievedSet(MetadataZnodeStore(store), BelievedConfig(root=ROOT, **bounds))
+
+
+class CountingStore(MetadataZnodeStore):
+    """The real store, counting what the believed set asks of it."""
+
+    def __init__(self, store: ZkMetadataStore) -> None:
+        super().__init__(store)
+        self.calls: Counter[str] = Counter()
+        self.paths_read: Counter[str] = Counter()
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        self.calls["read_many"] += 1
+        self.paths_read.update(paths)
+        return await super().read_many(paths)
+
+    async def children(self, path: str, *, watch: WatchCallback | None = None) -> list[str] | None:
+        self.calls["children"] += 1
+        return await super().children(path, watch=watch)
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        self.calls["create_sequential"] += 1
+        return await super().create_sequential(prefix, data)
+
+
+async def tree(store: ZkMetadataStore) -> dict[str, list[str]]:
+    """Bucket name -> its batch names, as the store holds them."""
+    buckets = await MetadataZnodeStore(store).children(BUCKETS) or []
+    return {name: sorted(await store.get_children(f"{BUCKETS}/{name}")) for name in sorted(buckets)}
 
 
 def test_batch_encoding_round_trips() -> None:
@@ -38,10 +84,21 @@ def test_batch_encoding_round_trips() -> None:
 
 async def test_believed_ledger_skips_the_metadata_match(world: World, parts: Any) -> None:
     """A believed identity gets DELETE even where the full check would say MISMATCH."""
-    await world.ledger(1, {})  # a Pulsar 2.2 ledger: no custom metadata at all
+    await world.ledger(1, cursor_meta())  # Pulsar metadata that does not fit the PDLI
     await parts.believed.add([key(pdli(1))])
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)
+
+
+async def test_belief_is_no_proof_for_a_ledger_without_metadata(world: World, parts: Any) -> None:
+    """A ledger created before Pulsar 2.2 (no custom metadata: `ManagedLedgerImpl` passed
+    none to `asyncCreateLedger` before 2.2) needs a signed intent whose owner unlinked it; a
+    best-effort belief is not one: MISMATCH `no_owner_proof` (dead-lettered)."""
+    await world.ledger(1, {})
+    await world.ml([2], version=1)
+    await parts.believed.add([key(pdli(1, fence=1))])
+    verdict = await parts.engine.verify(pdli(1, fence=1))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.MISMATCH, "no_owner_proof")
 
 
 async def test_belief_never_skips_the_in_use_check(world: World, parts: Any) -> None:
@@ -53,13 +110,26 @@ async def test_belief_never_skips_the_in_use_check(world: World, parts: Any) -> 
     assert verdict.skip_reason == SkipReason.IN_USE
 
 
-async def test_belief_never_skips_the_open_ledger_rule(world: World, parts: Any) -> None:
-    """A believed ledger that is still OPEN while its topic exists stays IN_USE."""
-    await world.ledger(1, state=LedgerState.OPEN)
+async def test_belief_proves_an_open_ledger_unlinked(world: World, parts: Any) -> None:
+    """The marker believes only ledgers its write unlinked, so a believed OPEN ledger is not
+    one in creation (Pulsar deletes old cursor ledgers unclosed): DELETE."""
+    await world.ledger(3, data_meta(), state=LedgerState.OPEN)
     await world.ml([2])
-    await parts.believed.add([key(pdli(1))])
-    verdict = await parts.engine.verify(pdli(1))
-    assert (verdict.skip_reason, verdict.code) == (SkipReason.IN_USE, "open_ledger")
+    await parts.believed.add([key(pdli(3))])
+    verdict = await parts.engine.verify(pdli(3))
+    assert verdict.decision == Decision.DELETE
+
+
+async def test_an_unproven_fence_token_never_closes_an_open_ledger(
+    world: World, parts: Any
+) -> None:
+    """An unsigned, unbelieved PDLI whose fence token the owner "reached", for an OPEN ledger
+    newer than every listed one: the ledger may be a rollover in creation, and a fence token
+    alone is anyone's to write. RETRY, never DELETE."""
+    await world.ledger(3, data_meta(), state=LedgerState.OPEN)
+    await world.ml([2], version=5)
+    verdict = await parts.engine.verify(pdli(3, fence=1))
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "open_ledger")
 
 
 async def test_belief_is_for_one_identity_only(world: World, parts: Any) -> None:
@@ -107,50 +177,10 @@ async def test_a_lagging_replica_answers_like_the_others(
 ) -> None:
     """Before answering MISMATCH, a replica re-reads the set: it never contradicts one that
     already holds the belief."""
-    await world.ledger(1, {})
+    await world.ledger(1, cursor_meta())
     await believed_set(store).add([key(pdli(1))])  # another replica's Believe
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)
-
-
-async def test_the_set_stays_within_its_entry_bound(store: ZkMetadataStore) -> None:
-    """Under a flood of Believe calls the set keeps only the newest entries within the bound."""
-    flooded = believed_set(store, max_entries=50, max_batch_entries=10)
-    for start in range(0, 400, 10):
-        await flooded.add([key(pdli(n)) for n in range(start, start + 10)])
-    children = await MetadataZnodeStore(store).children(ROOT)
-    assert (
-        len(flooded),
-        len(children or []),
-        key(pdli(399)) in flooded,
-        key(pdli(0)) in flooded,
-    ) == (50, 5, True, False)
-
-
-async def test_old_batches_are_dropped(store: ZkMetadataStore) -> None:
-    """Batches older than the age bound leave the set and the store."""
-    now = [1_000_000.0]
-    aged = BelievedSet(
-        MetadataZnodeStore(store),
-        BelievedConfig(root=ROOT, max_age=timedelta(hours=1)),
-        clock=lambda: now[0],
-    )
-    await aged.add([key(pdli(1))])
-    now[0] += 7200
-    await aged.add([key(pdli(2))])
-    assert (
-        key(pdli(1)) in aged,
-        key(pdli(2)) in aged,
-        len(await aged._store.children(ROOT) or []),
-    ) == (False, True, 1)
-
-
-async def test_corrupt_batches_are_skipped(store: ZkMetadataStore) -> None:
-    """A foreign znode under the root is ignored (a miss is safe), not fatal."""
-    await store.create(f"{ROOT}/b-0000000000001-garbage", b"not a batch", make_parents=True)
-    loaded = believed_set(store)
-    await loaded.refresh()
-    assert (loaded.loaded, len(loaded)) == (True, 0)
 
 
 async def test_concurrent_refreshes_share_one_reload(store: ZkMetadataStore) -> None:
@@ -168,3 +198,239 @@ async def test_concurrent_refreshes_share_one_reload(store: ZkMetadataStore) -> 
     shared._reload = counted  # type: ignore[method-assign]
     await asyncio.gather(*(shared.refresh() for _ in range(20)))
     assert reloads == 2
+
+
+async def test_concurrent_calls_share_one_batch_znode(store: ZkMetadataStore) -> None:
+    """200 single-key Believe calls at once cost a few batch znodes, not 200 (group commit);
+    each call returns only once its key is durable, and a fresh replica loads them all."""
+    counted = CountingStore(store)
+    writer = BelievedSet(counted, BelievedConfig(root=ROOT))
+    keys = [key(pdli(n)) for n in range(200)]
+    accepted = await asyncio.gather(*(writer.add([k]) for k in keys))
+    written = sum(len(batches) for batches in (await tree(store)).values())
+    restarted = believed_set(store)
+    await restarted.refresh()
+    assert (
+        accepted == [1] * 200,
+        written == counted.calls["create_sequential"],
+        written <= 10,
+        all(k in writer and k in restarted for k in keys),
+    ) == (True, True, True, True)
+
+
+async def test_a_large_call_spans_several_batches(store: ZkMetadataStore) -> None:
+    """A call larger than a batch is written as several batch znodes of bounded size."""
+    writer = believed_set(store, max_batch_entries=10)
+    keys = [key(pdli(n)) for n in range(35)]
+    await writer.add(keys)
+    restarted = believed_set(store)
+    await restarted.refresh()
+    batches = [len(b) for b in (await tree(store)).values()]
+    assert (sum(batches), all(k in restarted for k in keys)) == (4, True)
+
+
+async def test_replicas_follow_new_batches_without_relisting(store: ZkMetadataStore) -> None:
+    """A follower learns of each new batch through a watch on one name: it never lists a
+    bucket again, and reads each new batch exactly once."""
+    writer = believed_set(store)
+    follower_store = CountingStore(store)
+    follower = BelievedSet(follower_store, BelievedConfig(root=ROOT))
+    await writer.add([key(pdli(0))])  # creates the bucket
+    await follower.refresh()
+    follower_store.calls.clear()
+    follower_store.paths_read.clear()
+    keys = [key(pdli(n)) for n in range(1, 41)]
+    for k in keys:
+        await writer.add([k])
+
+    async def caught_up() -> None:
+        assert all(k in follower for k in keys)
+
+    await assert_eventually(caught_up)
+    batch_reads = {p: n for p, n in follower_store.paths_read.items() if "/b-" in p}
+    assert (follower_store.calls["children"], len(batch_reads), set(batch_reads.values())) == (
+        0,
+        40,
+        {1},
+    )
+
+
+async def test_children_lists_stay_within_the_bucket_bound(store: ZkMetadataStore) -> None:
+    """Writers roll to a new bucket after `bucket_batches` batches: no list grows past it."""
+    writer = believed_set(store, bucket_batches=5)
+    for n in range(23):
+        await writer.add([key(pdli(n))])
+    layout = await tree(store)
+    restarted = believed_set(store, bucket_batches=5)
+    await restarted.refresh()
+    assert (
+        [len(batches) for batches in layout.values()],
+        layout[min(layout)][:2],
+        len(restarted),
+    ) == ([5, 5, 5, 5, 3], [batch_name(0), batch_name(1)], 23)
+
+
+async def test_the_count_bound_drops_whole_buckets(store: ZkMetadataStore) -> None:
+    """Under a flood the set keeps the newest buckets within the entry bound; the older
+    buckets leave memory and the store."""
+    flooded = believed_set(store, max_entries=40, max_batch_entries=10)
+    for start in range(0, 400, 10):
+        await flooded.add([key(pdli(n)) for n in range(start, start + 10)])
+    await flooded.apply_bounds()
+    layout = await tree(store)
+    assert (
+        len(flooded),
+        [len(batches) for batches in layout.values()],
+        key(pdli(399)) in flooded,
+        key(pdli(0)) in flooded,
+    ) == (40, [1, 1, 1, 1], True, False)
+
+
+async def test_the_age_bound_drops_whole_buckets(store: ZkMetadataStore) -> None:
+    """Buckets whose time slot started before the age bound leave memory and the store; a
+    replica loading the store afterwards holds only the young one."""
+    now = [time.time()]
+    config = BelievedConfig(
+        root=ROOT, max_age=timedelta(hours=1), bucket_span=timedelta(minutes=10)
+    )
+    aged = BelievedSet(MetadataZnodeStore(store), config, clock=lambda: now[0])
+    await aged.add([key(pdli(1))])
+    await aged.add([key(pdli(2))])
+    now[0] += 7200
+    await aged.add([key(pdli(3))])
+    await aged.apply_bounds()
+    restarted = BelievedSet(MetadataZnodeStore(store), config, clock=lambda: now[0])
+    await restarted.refresh()
+    assert (
+        [k in aged for k in (key(pdli(1)), key(pdli(2)), key(pdli(3)))],
+        [len(batches) for batches in (await tree(store)).values()],
+        len(restarted),
+    ) == ([False, False, True], [1], 1)
+
+
+async def test_corrupt_batches_are_skipped(store: ZkMetadataStore) -> None:
+    """A damaged batch is skipped (a miss is safe), not fatal; its neighbours still load."""
+    bucket = f"{BUCKETS}/{bucket_name(int(time.time() * 1000) // 3_600_000 * 3_600_000, 0)}"
+    await store.create_sequential(f"{bucket}/b-", b"not a batch", make_parents=True)
+    await store.create_sequential(f"{bucket}/b-", encode_batch([key(pdli(7))]))
+    await store.create(f"{BUCKETS}/not-a-bucket", b"")
+    loaded = believed_set(store)
+    await loaded.refresh()
+    assert (loaded.loaded, len(loaded), key(pdli(7)) in loaded) == (True, 1, True)
+
+
+async def test_zookeeper_down_fails_the_call_and_holds_nothing(
+    store: ZkMetadataStore, zk: ZooKeeperServer
+) -> None:
+    """With ZooKeeper stopped, Believe fails (the marker treats it as best effort) and the
+    key is not held in memory; once ZooKeeper is back, the next call succeeds."""
+    believed = believed_set(store)
+    await believed.add([key(pdli(1))])
+    zk.stop()
+    try:
+        with pytest.raises(TombstoneError):
+            await believed.add([key(pdli(2))])
+        held_during = (len(believed), key(pdli(2)) in believed)
+    finally:
+        zk.start()
+
+    async def recovered() -> None:
+        try:
+            await believed.add([key(pdli(3))])
+        except TombstoneError as e:
+            raise AssertionError(f"still failing: {e}") from e
+
+    await assert_eventually(recovered, timeout=30, interval=0.5)
+    assert (held_during, key(pdli(3)) in believed) == ((1, False), True)
+
+
+async def test_followers_drop_the_buckets_another_replica_expired(
+    store: ZkMetadataStore,
+) -> None:
+    """When one replica deletes expired buckets, a follower drops them through its watch on
+    the bucket list, and keeps what is still in the store."""
+    now = [time.time()]
+    config = BelievedConfig(
+        root=ROOT, max_age=timedelta(hours=1), bucket_span=timedelta(minutes=10)
+    )
+    writer = BelievedSet(MetadataZnodeStore(store), config, clock=lambda: now[0])
+    follower = BelievedSet(MetadataZnodeStore(store), BelievedConfig(root=ROOT))
+    await writer.add([key(pdli(1))])
+    await follower.refresh()
+    now[0] += 7200
+    await writer.add([key(pdli(2))])
+    await writer.apply_bounds()
+
+    async def followed() -> None:
+        assert (key(pdli(1)) in follower, key(pdli(2)) in follower) == (False, True)
+
+    await assert_eventually(followed)
+
+
+async def test_a_follower_resumes_after_zookeeper_restarts(
+    store: ZkMetadataStore, zk: ZooKeeperServer
+) -> None:
+    """Watches may be lost with the connection: the maintenance loop catches up after the
+    reconnection and the follower sees batches written afterwards."""
+    writer = believed_set(store)
+    follower = believed_set(store)
+    await writer.add([key(pdli(1))])
+    loop = asyncio.create_task(
+        follower.maintain(interval=timedelta(milliseconds=100), resync=timedelta(hours=1))
+    )
+    try:
+
+        async def loaded() -> None:
+            assert key(pdli(1)) in follower
+
+        await assert_eventually(loaded)
+        zk.stop()
+        zk.start()
+
+        async def written() -> None:
+            try:
+                await writer.add([key(pdli(2))])
+            except TombstoneError as e:
+                raise AssertionError(f"still failing: {e}") from e
+
+        await assert_eventually(written, timeout=30, interval=0.5)
+
+        async def followed() -> None:
+            assert key(pdli(2)) in follower
+
+        await assert_eventually(followed, timeout=30)
+    finally:
+        loop.cancel()
+        follower.close()
+
+
+GET_CHILDREN, GET_CHILDREN2, PING = 8, 12, 11
+
+
+async def test_following_costs_a_constant_number_of_requests_per_batch(
+    store: ZkMetadataStore, zk: ZooKeeperServer
+) -> None:
+    """Counted on the wire (a proxy in front of the follower's ZooKeeper): after its load, a
+    follower spends at most three requests per batch another replica writes (the bucket's
+    stat, the batch, the watch on the next name) and never lists children."""
+    writer = believed_set(store)
+    await writer.add([key(pdli(0))])
+    async with (
+        ZooKeeperFaultProxy(zk.host, zk.port) as proxy,
+        ZkMetadataStore.connect(proxy.address, session_timeout=4.0) as proxied,
+    ):
+        follower = believed_set(proxied)
+        await follower.refresh()
+        proxy.requests.clear()
+        keys = [key(pdli(n)) for n in range(1, 31)]
+        for k in keys:
+            await writer.add([k])
+
+        async def caught_up() -> None:
+            assert all(k in follower for k in keys)
+
+        await assert_eventually(caught_up)
+        follower.close()
+        requests = {op: n for op, n in proxy.requests.items() if op != PING}
+    listed = requests.get(GET_CHILDREN, 0) + requests.get(GET_CHILDREN2, 0)
+    assert (listed, sum(requests.values()) <= 3 * len(keys)) == (0, True), requests

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from services.core.errors import ConfigError
+from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.verifier.config import VerifierConfig
 
 
 def test_defaults() -> None:
-    """With nothing set: port 50052, 3-day reconciler window, no opt-in, no buckets allowed."""
+    """With nothing set: port 50052, 3-day reconciler and OPEN-ledger windows, no buckets."""
     config = VerifierConfig.from_env({})
     assert (
         config.grpc.port,
         config.reconciler_min_age,
-        config.allow_without_pulsar_metadata,
+        config.open_ledger_age,
         config.offload.allowed_buckets,
         config.believed.root,
-    ) == (50052, timedelta(days=3), False, frozenset(), "/tombstone/believed")
+    ) == (50052, timedelta(days=3), timedelta(days=3), frozenset(), "/tombstone/believed")
 
 
 def test_variables_are_read() -> None:
@@ -30,8 +32,8 @@ def test_variables_are_read() -> None:
             "TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES": "1000",
             "TOMBSTONE_VERIFIER_BELIEVED_MAX_AGE": "2h",
             "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": "72h",
-            "TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA": "true",
-            "TOMBSTONE_VERIFIER_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
+            "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": "24h",
+            "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET": "a-bucket",
             "TOMBSTONE_VERIFIER_CLUSTER_NAME": "east",
             "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0",
         }
@@ -42,7 +44,7 @@ def test_variables_are_read() -> None:
         config.believed.max_batch_entries,
         config.believed.max_age,
         config.reconciler_min_age,
-        config.allow_without_pulsar_metadata,
+        config.open_ledger_age,
         config.offload.default_bucket,
         config.offload.cluster_name,
         config.shadow_scan_interval,
@@ -52,7 +54,7 @@ def test_variables_are_read() -> None:
         1000,
         timedelta(hours=2),
         timedelta(hours=72),
-        True,
+        timedelta(days=1),
         "a-bucket",
         "east",
         timedelta(0),
@@ -64,7 +66,8 @@ def test_variables_are_read() -> None:
     [
         ("TOMBSTONE_VERIFIER_BELIEVED_MAX_ENTRIES", "0"),
         ("TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE", "soon"),
-        ("TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA", "maybe"),
+        ("TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE", "soon"),
+        ("TOMBSTONE_VERIFIER_ALLOW_WITHOUT_PULSAR_METADATA", "true"),
         ("TOMBSTONE_VERIFIER_BELIEVED_PATH", "relative/path"),
     ],
 )
@@ -73,3 +76,20 @@ def test_bad_values_name_the_variable(variable: str, value: str) -> None:
     with pytest.raises(ConfigError) as err:
         VerifierConfig.from_env({variable: value})
     assert err.value.variable == variable
+
+
+def test_trusted_keys_and_require_signed(tmp_path: Path) -> None:
+    """Public keys load by file; requiring signatures without a key, or giving the verifier a
+    private key, is refused at start naming the variable."""
+    _, public = write_key_pair(tmp_path, generate_key_pair(), "m1")
+    config = VerifierConfig.from_env(
+        {
+            "TOMBSTONE_VERIFIER_TRUSTED_KEYS": f"m1={public}",
+            "TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true",
+        }
+    )
+    assert (config.trusted_keys.key_ids, config.require_signed) == (("m1",), True)
+    with pytest.raises(ConfigError, match="TOMBSTONE_VERIFIER_TRUSTED_KEYS"):
+        VerifierConfig.from_env({"TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true"})
+    with pytest.raises(ConfigError, match="TOMBSTONE_VERIFIER_TRUSTED_KEYS"):
+        VerifierConfig.from_env({"TOMBSTONE_VERIFIER_TRUSTED_KEYS": str(tmp_path / "m1.key")})

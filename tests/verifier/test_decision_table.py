@@ -84,14 +84,34 @@ CASES = [
          pdli(1), SKIP, MISMATCH, "mismatch"),
     case("ml/metadata-of-a-schema", [lambda w: w.ledger(1, schema_meta()), lambda w: w.ml([2])],
          pdli(1), SKIP, MISMATCH, "mismatch"),
+    # Pulsar < 2.2 wrote no custom metadata: deletable only with a signed intent whose owner
+    # unlinked it (ownership.proves_unlink); an unsigned one is dead-lettered.
     case("ml/metadata-missing", [lambda w: w.ledger(1, {}), lambda w: w.ml([2])], pdli(1),
-         SKIP, MISMATCH, "no_pulsar_metadata"),
-    case("ml/open-ledger-topic-exists",
+         SKIP, MISMATCH, "no_owner_proof"),
+    # OPEN only matters for a ledger that may be about to be referenced (DESIGN §4.4): a
+    # rollover ledger is created before the ML's CAS lists it (ManagedLedgerImpl.createLedger
+    # then updateLedgersListAfterRollover), so an unlisted OPEN ledger newer than the list is
+    # RETRY, never an acknowledged SKIP; one below the lowest listed id is not in creation.
+    case("ml/open-ledger-newer-than-list",
+         [lambda w: w.ledger(3, state=LedgerState.OPEN), lambda w: w.ml([2])], pdli(3),
+         RETRY, None, "open_ledger"),
+    case("ml/in-recovery-newer-than-list",
+         [lambda w: w.ledger(3, state=LedgerState.IN_RECOVERY), lambda w: w.ml([2])], pdli(3),
+         RETRY, None, "open_ledger"),
+    case("ml/open-ledger-below-lowest-listed",
          [lambda w: w.ledger(1, state=LedgerState.OPEN), lambda w: w.ml([2])], pdli(1),
-         SKIP, IN_USE, "open_ledger"),
-    case("ml/in-recovery-topic-exists",
-         [lambda w: w.ledger(1, state=LedgerState.IN_RECOVERY), lambda w: w.ml([2])], pdli(1),
-         SKIP, IN_USE, "open_ledger"),
+         DELETE, None, "ledger"),
+    # A fence token alone proves no unlink (anyone can write one): an OPEN ledger newer than
+    # every reference needs a signed or believed intent (test_legacy_ledgers, test_believed).
+    case("ml/open-ledger-unsigned-fence-reached",
+         [lambda w: w.ledger(3, state=LedgerState.OPEN), lambda w: w.ml([2], version=4)],
+         pdli(3, fence=4), RETRY, None, "open_ledger"),
+    case("ml/open-ledger-fence-not-reached",
+         [lambda w: w.ledger(3, state=LedgerState.OPEN), lambda w: w.ml([2], version=3)],
+         pdli(3, fence=4), RETRY, None, "open_ledger"),
+    case("ml/open-ledger-reconciler-fence-is-no-proof",
+         [lambda w: w.ledger(3, state=LedgerState.OPEN), lambda w: w.ml([2], version=4)],
+         pdli(3, fence=4, source=pb.OPERATOR), RETRY, None, "open_ledger"),
     case("ml/open-ledger-topic-deleted", [lambda w: w.ledger(1, state=LedgerState.OPEN)],
          pdli(1), DELETE, None, "ledger"),
     case("ml/topic-deleted", [lambda w: w.ledger(1)], pdli(1), DELETE, None, "ledger"),
@@ -123,10 +143,30 @@ CASES = [
          [lambda w: w.ledger(5, data_meta()), lambda w: w.cursor(6)],
          pdli(5, **CUR), SKIP, MISMATCH, "mismatch"),
     case("cursor/metadata-missing", [lambda w: w.ledger(5, {}), lambda w: w.cursor(6)],
-         pdli(5, **CUR), SKIP, MISMATCH, "no_pulsar_metadata"),
-    case("cursor/open-ledger-topic-exists",
+         pdli(5, **CUR), SKIP, MISMATCH, "no_owner_proof"),
+    # ManagedCursorImpl.switchToNewLedger persists the new cursorsLedgerId and then deletes
+    # the old ledger without closing it: OPEN, below the current one → DELETE.
+    case("cursor/open-old-ledger-after-switch",
          [lambda w: w.ledger(5, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1]),
-          lambda w: w.cursor(6)], pdli(5, **CUR), SKIP, IN_USE, "open_ledger"),
+          lambda w: w.cursor(6)], pdli(5, **CUR), DELETE, None, "ledger"),
+    # Unsubscribe (ManagedLedgerImpl.asyncDeleteCursor): the cursor znode is removed, then
+    # ManagedCursorImpl.asyncDeleteCursorLedger deletes the OPEN ledger.
+    # Unsigned, the same intent cannot tell an unsubscribed cursor from one in creation.
+    case("cursor/open-ledger-cursor-deleted-unsigned",
+         [lambda w: w.ledger(5, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1])],
+         pdli(5, fence=1, **CUR), RETRY, None, "open_ledger"),
+    case("cursor/open-ledger-unlinked-to-none-unsigned",
+         [lambda w: w.ledger(5, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1]),
+          lambda w: w.cursor(-1, version=1)], pdli(5, fence=1, **CUR), RETRY, None,
+         "open_ledger"),
+    # A new cursor's ledger is created before its znode (ManagedCursorImpl.initialize →
+    # createNewMetadataLedger): without a fence token nothing shows it unlinked.
+    case("cursor/open-ledger-cursor-in-creation",
+         [lambda w: w.ledger(5, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1])],
+         pdli(5, **CUR), RETRY, None, "open_ledger"),
+    case("cursor/open-ledger-newer-than-current",
+         [lambda w: w.ledger(7, cursor_meta(), state=LedgerState.OPEN), lambda w: w.ml([1]),
+          lambda w: w.cursor(6)], pdli(7, **CUR), RETRY, None, "open_ledger"),
     # --- schema ledgers ---
     case("schema/listed", [lambda w: w.ledger(7, schema_meta()), lambda w: w.schema([3, 7])],
          pdli(7, **SCH), SKIP, IN_USE, "listed"),
@@ -143,9 +183,16 @@ CASES = [
          pdli(7, **SCH), SKIP, MISMATCH, "mismatch"),
     case("schema/absent-from-bookkeeper", [lambda w: w.schema([3])], pdli(7, **SCH),
          SKIP, NOT_FOUND, "ledger_absent"),
-    case("schema/open-ledger-locator-exists",
+    case("schema/open-ledger-newer-than-index",
          [lambda w: w.ledger(7, schema_meta(), state=LedgerState.OPEN), lambda w: w.schema([3])],
-         pdli(7, **SCH), SKIP, IN_USE, "open_ledger"),
+         pdli(7, **SCH), RETRY, None, "open_ledger"),
+    case("schema/open-ledger-below-index",
+         [lambda w: w.ledger(2, schema_meta(), state=LedgerState.OPEN), lambda w: w.schema([3])],
+         pdli(2, **SCH), DELETE, None, "ledger"),
+    # BookkeeperSchemaStorage writes the ledger before the locator: no locator is no proof.
+    case("schema/open-ledger-no-locator",
+         [lambda w: w.ledger(7, schema_meta(), state=LedgerState.OPEN)],
+         pdli(7, **SCH), RETRY, None, "open_ledger"),
     # --- offloaded copies ---
     case("offload/listed-same-uuid", [lambda w: w.ml([Listed(1, UUID)]), lambda w: w.objects(1)],
          pdli(1, **OFF), SKIP, IN_USE, "listed"),
@@ -164,7 +211,7 @@ CASES = [
          pdli(1, **OFF), DELETE, None, "offload_objects"),
     case("offload/without-object-metadata",
          [lambda w: w.ml([2]), lambda w: w.objects(1, ml=None, cluster=None)],
-         pdli(1, **OFF), DELETE, None, "offload_objects"),
+         pdli(1, **OFF), SKIP, MISMATCH, "no_owner_proof"),
     case("offload/absent", [lambda w: w.ml([2]), lambda w: w.bucket()], pdli(1, **OFF),
          SKIP, NOT_FOUND, "objects_absent"),
     case("offload/bucket-not-allowed",
@@ -175,7 +222,7 @@ CASES = [
     case("offload/another-cluster", [lambda w: w.ml([2]), lambda w: w.objects(1, cluster="east")],
          pdli(1, **OFF), SKIP, MISMATCH, "mismatch"),
     case("offload/no-bucket-no-default", [lambda w: w.ml([2])], pdli(1, bucket=None, **OFF),
-         SKIP, INVALID, "no_bucket"),
+         SKIP, SkipReason.UNSUPPORTED, "no_default_offload"),
     case("offload/filesystem-not-allowed", [lambda w: w.ml([2])],
          pdli(1, driver="filesystem", **OFF), SKIP, MISMATCH, "mismatch"),
     # --- invalid PDLIs ---
@@ -229,16 +276,6 @@ async def test_offload_evidence_names_the_computed_keys(world: World, parts: Any
         verdict.offload.bucket,
         verdict.offload.keys,
     )
-
-
-async def test_ledger_without_metadata_is_deleted_when_opted_in(
-    world: World, config: Any, store: Any, s3client: Any
-) -> None:
-    """With the operator's opt-in, a ledger without any Pulsar metadata gets DELETE."""
-    await world.ledger(1, {})
-    engine = make_parts(replace(config, allow_without_pulsar_metadata=True), store, s3client)
-    verdict = await engine.engine.verify(pdli(1))
-    assert verdict.decision == DELETE
 
 
 async def test_empty_driver_metadata_uses_the_default_bucket(
@@ -319,3 +356,17 @@ async def test_reconciler_objects_of_another_upload_are_deleted(
         pdli(1, source=pb.RECONCILER, tier=pb.OFFLOAD_LEDGER, uuid=OTHER_UUID)
     )
     assert (abandoned.decision, listed.decision, listed.skip_reason) == (DELETE, SKIP, IN_USE)
+
+
+async def test_open_ledger_past_the_age_window_is_not_in_creation(
+    world: World, config: Any, store: Any, s3client: Any
+) -> None:
+    """An OPEN ledger nothing shows unlinked, newer than the list, is RETRY while young and
+    DELETE once older than the OPEN-ledger age window (the ledger's `ctime`, stored when the
+    BookKeeper client has `storeSystemtimeAsLedgerCreationTime`; else the znode's)."""
+    await world.ledger(3, state=LedgerState.OPEN, ctime=1_000)
+    await world.ml([2])
+    young = make_parts(replace(config, open_ledger_age=timedelta(days=365_000)), store, s3client)
+    old = make_parts(replace(config, open_ledger_age=timedelta(days=1)), store, s3client)
+    verdicts = (await young.engine.verify(pdli(3)), await old.engine.verify(pdli(3)))
+    assert [(v.decision, v.code) for v in verdicts] == [(RETRY, "open_ledger"), (DELETE, "ledger")]

@@ -25,11 +25,12 @@ async def eventually_delete(parts: Any, request: pb.PendingDeleteLedgerInfo) -> 
 async def test_zookeeper_stopped_is_retry_then_recovers(
     world: World, parts: Any, zk: ZooKeeperServer
 ) -> None:
-    """With ZooKeeper down every verdict is RETRY; when it is back, verdicts resume."""
+    """With ZooKeeper down every verdict is RETRY naming ZooKeeper (the deleter pauses on it);
+    when it is back, verdicts resume."""
     await world.ledger(1)
     zk.stop()
     verdict = await parts.engine.verify(pdli(1))
-    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable")
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable_zookeeper")
     zk.start()
     await eventually_delete(parts, pdli(1))
 
@@ -63,26 +64,28 @@ async def test_session_expiry_is_retry_then_recovers(
         verdict = await parts.engine.verify(pdli(1))
     finally:
         zk.resume()
-    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable")
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable_zookeeper")
     await eventually_delete(parts, pdli(1))
 
 
 async def test_s3_down_is_retry_then_recovers(world: World, parts: Any, s3: S3Server) -> None:
-    """HEAD failing for any reason other than 404 gives RETRY; after S3 returns, DELETE."""
+    """HEAD failing for any reason other than 404 gives RETRY (naming S3 when it does not answer
+    at all); after S3 returns, DELETE."""
     await world.objects(1)
     s3.stop()
     try:
         verdict = await parts.engine.verify(pdli(1, **OFFLOAD))
     finally:
         s3.start()
-    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable")
+    assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable_s3")
     world.forget_buckets()  # moto forgets everything when it restarts
     await world.objects(1)
     await eventually_delete(parts, pdli(1, **OFFLOAD))
 
 
 async def test_missing_bucket_is_retry_not_absence(world: World, parts: Any) -> None:
-    """An allowed bucket that does not exist (a misconfiguration) is RETRY, never NOT_FOUND."""
+    """An allowed bucket that does not exist (a misconfiguration) is RETRY, never NOT_FOUND, and
+    not an outage: S3 answered."""
     await world.ml([2])
     verdict = await parts.engine.verify(pdli(1, **OFFLOAD))
     assert (verdict.decision, verdict.code) == (Decision.RETRY, "unavailable")

@@ -117,13 +117,16 @@ class _LateNotificationStore:
     async def watch_node(self, path: str, watch: Any) -> bool:
         raise NotImplementedError
 
-    async def children(self, path: str) -> list[str] | None:
+    async def children(self, path: str, *, watch: Any = None) -> list[str] | None:
         raise NotImplementedError
 
     async def create(self, path: str, data: bytes) -> str:
         raise NotImplementedError
 
-    async def touch(self, path: str) -> None:
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        raise NotImplementedError
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
         raise NotImplementedError
 
     async def delete(self, path: str) -> None:

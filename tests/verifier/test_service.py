@@ -19,14 +19,17 @@ from services.verifier.cli import verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.store_adapter import MetadataZnodeStore
 from tests.helpers import assert_eventually
-from tests.verifier.world import World, pdli
+from tests.verifier.world import World, cursor_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pdpb
 from tombstone.v1 import verifier_pb2 as pb
 from tombstone.v1 import verifier_pb2_grpc as pb_grpc
 
 
 @pytest.fixture
-async def service(config: VerifierConfig) -> AsyncIterator[tuple[pb_grpc.VerifierStub, Any]]:
+async def service(
+    config: VerifierConfig, world: World
+) -> AsyncIterator[tuple[pb_grpc.VerifierStub, Any]]:
+    """A started verifier; `world` first creates the ledgers root it checks at start."""
     async with open_verifier(config) as (runner, parts):
         await runner.start()
         async with aio.insecure_channel(f"127.0.0.1:{runner.port}") as channel:
@@ -128,7 +131,7 @@ async def test_bad_requests_are_invalid_argument(
 
 async def test_believed_set_survives_a_restart(world: World, config: VerifierConfig) -> None:
     """What was believed before a restart is still believed after it."""
-    await world.ledger(1, {})
+    await world.ledger(1, cursor_meta())
     async with open_verifier(config) as (runner, _):
         await runner.start()
         async with aio.insecure_channel(f"127.0.0.1:{runner.port}") as channel:
@@ -143,7 +146,9 @@ async def test_believed_set_survives_a_restart(world: World, config: VerifierCon
     assert (accepted.accepted, verdict.decision, verdict.believed) == (1, pb.DELETE, True)
 
 
-async def test_believed_set_loads_in_the_background(store: Any, config: VerifierConfig) -> None:
+async def test_believed_set_loads_in_the_background(
+    store: Any, config: VerifierConfig, world: World
+) -> None:
     """A serving verifier loads the believed set by itself, with no call needed."""
     await BelievedSet(MetadataZnodeStore(store), config.believed).add([1 << 64])
     async with open_verifier(config) as (runner, parts):

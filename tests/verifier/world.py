@@ -11,7 +11,7 @@ from typing import Any
 
 from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
 from services.metadata.offload import data_object_key, index_object_key, uuid_to_bits
-from services.metadata.paths import LedgerPaths
+from services.metadata.paths import LAYOUT_ZNODE, LedgerLayout, LedgerPaths, layout_text
 from services.metadata.pulsar_formats import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
@@ -70,6 +70,15 @@ class World:
         self.s3 = s3
         self._buckets: set[str] = set()
 
+    async def bookkeeper_root(
+        self, layout: LedgerLayout = LedgerLayout.HIERARCHICAL, root: str = PATHS.root
+    ) -> None:
+        """The ledgers root with its `LAYOUT` (`LedgerLayout.serialize`, as BookKeeper's
+        cluster format writes it) and `/managed-ledgers` (Pulsar's cluster metadata setup)."""
+        await self.store.create(f"{root}/{LAYOUT_ZNODE}", layout_text(layout), make_parents=True)
+        if await self.store.exists("/managed-ledgers") is None:
+            await self.store.create("/managed-ledgers")
+
     async def ledger(
         self,
         ledger_id: int,
@@ -77,6 +86,7 @@ class World:
         *,
         state: LedgerState = LedgerState.CLOSED,
         ctime: int | None = None,
+        path: str | None = None,
     ) -> str:
         metadata = LedgerMetadata(
             ledger_id=ledger_id,
@@ -89,7 +99,7 @@ class World:
             custom_metadata=dict(custom if custom is not None else data_meta()),
             ctime=ctime,
         )
-        path = PATHS.ledger_path(ledger_id)
+        path = path or PATHS.ledger_path(ledger_id)
         await self.store.create(path, encode_ledger_metadata(metadata), make_parents=True)
         return path
 

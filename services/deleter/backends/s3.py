@@ -37,6 +37,8 @@ PERMANENT_CODES = frozenset(
         "InvalidBucketName",
     }
 )
+# Per-key errors that mean the service, not the request, failed (it answers 5xx for them).
+OUTAGE_CODES = frozenset({"InternalError", "ServiceUnavailable", "SlowDown"})
 
 
 class S3OffloadDeleter:
@@ -66,10 +68,24 @@ class S3OffloadDeleter:
         errors = await asyncio.gather(*(self._batcher(bucket).submit(key) for key in keys))
         failed = {key: error for key, error in zip(keys, errors, strict=True) if error}
         if failed:
-            permanent = any(error.split(":", 1)[0] in PERMANENT_CODES for error in failed.values())
-            raise DeleteFailed(Tier.S3, f"s3://{bucket}: {failed}", permanent=permanent)
+            codes = {error.split(":", 1)[0] for error in failed.values()}
+            raise DeleteFailed(
+                Tier.S3,
+                f"s3://{bucket}: {failed}",
+                permanent=bool(codes & PERMANENT_CODES),
+                outage=codes <= OUTAGE_CODES,
+            )
         await self._confirm_absent(bucket, keys)
         return DeleteResult(Tier.S3, True, {"bucket": bucket, "keys": keys})
+
+    async def probe(self) -> None:
+        """HEAD of an allowed bucket: returns once S3 answers (outage probe). Any answer but a
+        5xx shows the service reachable, a 403 or 404 included (those are not outages)."""
+        try:
+            await self._client.head_bucket(Bucket=min(self._allowed))
+        except ClientError as exc:
+            if _server_error(exc):
+                raise
 
     def _check(self, ledger_id: int, bucket: str, keys: Sequence[str]) -> None:
         if bucket not in self._allowed:
@@ -112,9 +128,13 @@ class S3OffloadDeleter:
                 Tier.S3,
                 f"DeleteObjects s3://{bucket}: {code or exc}",
                 permanent=code in PERMANENT_CODES,
+                outage=_server_error(exc),
             ) from exc
         except (BotoCoreError, OSError, TimeoutError) as exc:
-            raise DeleteFailed(Tier.S3, f"DeleteObjects s3://{bucket}: {exc!r}") from exc
+            # No answer (connection refused, reset, timed out): S3 is unreachable.
+            raise DeleteFailed(
+                Tier.S3, f"DeleteObjects s3://{bucket}: {exc!r}", outage=True
+            ) from exc
         errors = {
             error["Key"]: f"{error.get('Code', '')}: {error.get('Message', '')}"
             for error in response.get("Errors", [])
@@ -136,9 +156,12 @@ class S3OffloadDeleter:
                 Tier.S3,
                 f"listing s3://{bucket}/{prefix}: {code or exc}",
                 permanent=code in PERMANENT_CODES,
+                outage=_server_error(exc),
             ) from exc
         except (BotoCoreError, OSError, TimeoutError) as exc:
-            raise DeleteFailed(Tier.S3, f"listing s3://{bucket}/{prefix}: {exc!r}") from exc
+            raise DeleteFailed(
+                Tier.S3, f"listing s3://{bucket}/{prefix}: {exc!r}", outage=True
+            ) from exc
         listed = {item["Key"] for item in response.get("Contents", [])}
         still = sorted(listed.intersection(keys))
         if still:
@@ -162,3 +185,9 @@ async def open_s3_deleter(
             yield deleter
         finally:
             await deleter.aclose()
+
+
+def _server_error(exc: ClientError) -> bool:
+    """A 5xx answer: the service failed, not the request (an outage, not the PDLI's fault)."""
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return isinstance(status, int) and status >= 500

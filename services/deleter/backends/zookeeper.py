@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -26,10 +26,11 @@ from services.metadata.errors import (
     MetadataError,
     NoNode,
     NotEmpty,
+    StoreUnavailable,
     Unsupported,
     VersionConflict,
 )
-from services.metadata.paths import LedgerPaths
+from services.metadata.paths import LedgerLocations, LedgerPaths
 from services.metadata.store import ANY_VERSION, MetadataStore
 
 _log = structlog.get_logger(__name__)
@@ -46,14 +47,18 @@ class ZooKeeperLedgerDeleter:
         self,
         store: MetadataStore,
         *,
-        paths: LedgerPaths,
+        paths: LedgerPaths | None = None,
+        locations: Callable[[], LedgerLocations] | None = None,
         limits: BackendLimits,
         parent_sweep_delay: float = 1.0,
         batch_max: int = DEFAULT_DELETE_BATCH,
         batch_concurrency: int = 4,
     ) -> None:
+        """`locations` gives the root and the layout in force (`LayoutWatch.current`); a fixed
+        `paths` stands for one layout."""
         self._store = store
-        self._paths = paths
+        fixed = LedgerLocations(paths.root, paths.layout) if paths else LedgerLocations()
+        self._locations: Callable[[], LedgerLocations] = locations or (lambda: fixed)
         self._limits = limits
         self._sweep_delay = parent_sweep_delay
         self._pending_parents: set[str] = set()
@@ -78,8 +83,14 @@ class ZooKeeperLedgerDeleter:
         if isinstance(outcome, VersionConflict):
             reason = f"metadata changed since verified: {outcome}"
             raise DeleteFailed(Tier.BOOKKEEPER, reason) from outcome
-        # StoreUnavailable and the rest: the outcome is unknown, or the delete failed.
-        raise DeleteFailed(Tier.BOOKKEEPER, str(outcome)) from outcome
+        # StoreUnavailable (ZooKeeper did not answer: an outage, the outcome is unknown) and
+        # the rest (the delete failed).
+        outage = isinstance(outcome, StoreUnavailable)
+        raise DeleteFailed(Tier.BOOKKEEPER, str(outcome), outage=outage) from outcome
+
+    async def probe(self) -> None:
+        """One read of the ledgers root: returns once ZooKeeper answers (outage probe)."""
+        await self._store.exists(self._locations().root)
 
     async def _delete(self, path: str, version: int) -> MetadataError | None:
         """None when deleted now, else why not: in a multi with concurrent deletes, or alone
@@ -104,9 +115,10 @@ class ZooKeeperLedgerDeleter:
         return outcomes
 
     def _check(self, ledger_id: int, path: str, version: int) -> None:
-        """The evidence must name this ledger under our root, at a real version."""
+        """The evidence must name this ledger at one of its paths under our root and the
+        layouts in play (`LAYOUT`'s and Pulsar's hybrid one), at a real version."""
         try:
-            named = self._paths.ledger_id(path)
+            named = self._locations().ledger_id(path)
         except InvalidArgument as exc:
             raise DeleteFailed(Tier.BOOKKEEPER, str(exc), permanent=True) from exc
         if named != ledger_id:
@@ -119,9 +131,8 @@ class ZooKeeperLedgerDeleter:
             raise DeleteFailed(Tier.BOOKKEEPER, f"evidence version {version}", permanent=True)
 
     def _schedule_parent_sweep(self, path: str) -> None:
-        parent = path.rsplit("/", 1)[0]
         if len(self._pending_parents) < MAX_PENDING_PARENTS:
-            self._pending_parents.add(parent)
+            self._pending_parents.add(path)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep_later(), name="parent-sweep")
 
@@ -132,20 +143,25 @@ class ZooKeeperLedgerDeleter:
     async def sweep_parents(self) -> None:
         """Remove the empty parents of deleted ledgers, deepest first, upwards."""
         while self._pending_parents:
-            parents = sorted(self._pending_parents, key=lambda p: -p.count("/"))
+            paths = sorted(self._pending_parents, key=lambda p: -p.count("/"))
             self._pending_parents.clear()
-            for parent in parents:
-                await self._remove_upwards(parent)
+            for path in paths:
+                await self._remove_upwards(path)
 
-    async def _remove_upwards(self, parent: str) -> None:
-        while parent.startswith(self._paths.root + "/"):
+    async def _remove_upwards(self, path: str) -> None:
+        """The ledger's own directory levels only (its layout's depth): never the root, never
+        a special znode or anything above the root."""
+        try:
+            parents = self._locations().parents(path)
+        except InvalidArgument:
+            return  # the layout changed since: leave the parents (harmless)
+        for parent in parents:
             try:
                 async with self._limits.operation():
                     # Any version is safe: ZooKeeper never deletes a znode with children.
                     await self._store.delete(parent, version=ANY_VERSION)
             except (NotEmpty, NoNode, MetadataError):
                 return
-            parent = parent.rsplit("/", 1)[0]
 
     async def aclose(self) -> None:
         """Stop batching, run the last sweep (bounded by the store's timeouts) and stop the

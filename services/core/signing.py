@@ -1,0 +1,259 @@
+"""Signed intents (DESIGN "Signed intents"): Ed25519 over a canonical encoding of PDLIs.
+
+The marker signs every PDLI it sends with its active key; the verifier holds public keys only
+and checks the signature before deciding. What is signed is our own byte encoding, defined
+below field by field, never the protobuf serialization (which is not canonical: field order,
+map order and unknown fields may differ between encoders, and the retry path re-encodes).
+
+Canonical encoding, version 1:
+
+    b"tombstone/pdli-signature\\x00" || 0x01
+    ledger_id          presence byte (0/1), then int64
+    ledger_type        int32
+    component          int32
+    topic_name, managed_ledger_name, cursor_name, schema_id      string each
+    offload_context    presence byte, then: uuid_msb int64, uuid_lsb int64, driver_name
+                       string, driver_metadata (uint32 count, then key and value strings
+                       sorted by key bytes), complete byte, bookkeeper_deleted byte,
+                       timestamp_ms int64
+    fence_token        presence byte, then int64
+    marked_at_ms       int64
+    source             int32
+    marker_id, cluster, request_id                                string each
+
+Integers are big-endian two's complement; a string is a uint32 byte length and its UTF-8
+bytes. Every field of `PendingDeleteLedgerInfo` is covered except `not_before_ms` (the retry
+path and the DLQ replay rewrite it), `signing_key_id` and `signature`. A field added to the
+PDLI that the verifier must trust needs a new version of this encoding.
+
+The signature covers these bytes through a hash tree, so that PDLIs sent together share one
+Ed25519 signature (`signature_tree.py` defines the tree and the `signature` field's layout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from enum import Enum
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from services.core import signature_tree as tree
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+DOMAIN = b"tombstone/pdli-signature\x00"
+"""Domain separation: these bytes are never a valid message of another protocol."""
+VERSION = 1
+_PREFIX = DOMAIN + bytes([VERSION])
+KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_ABSENT = b"\x00"
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return _U32.pack(len(raw)) + raw
+
+
+def _optional_int64(present: bool, value: int) -> bytes:
+    return b"\x01" + _I64.pack(value) if present else _ABSENT
+
+
+def _ledger_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return _optional_int64(pdli.HasField("ledger_id"), pdli.ledger_id) + _I32.pack(pdli.ledger_type)
+
+
+def _owner_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return b"".join(
+        (
+            _I32.pack(pdli.component),
+            _string(pdli.topic_name),
+            _string(pdli.managed_ledger_name),
+            _string(pdli.cursor_name),
+            _string(pdli.schema_id),
+        )
+    )
+
+
+def _offload_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    if not pdli.HasField("offload_context"):
+        return _ABSENT
+    ctx = pdli.offload_context
+    entries = sorted((k.encode(), v.encode()) for k, v in ctx.driver_metadata.items())
+    metadata = b"".join(_U32.pack(len(k)) + k + _U32.pack(len(v)) + v for k, v in entries)
+    return b"".join(
+        (
+            b"\x01",
+            _I64.pack(ctx.uuid_msb),
+            _I64.pack(ctx.uuid_lsb),
+            _string(ctx.driver_name),
+            _U32.pack(len(entries)),
+            metadata,
+            bytes([ctx.complete, ctx.bookkeeper_deleted]),
+            _I64.pack(ctx.timestamp_ms),
+        )
+    )
+
+
+def _intent_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    return b"".join(
+        (
+            _optional_int64(pdli.HasField("fence_token"), pdli.fence_token),
+            _I64.pack(pdli.marked_at_ms),
+            _I32.pack(pdli.source),
+            _string(pdli.marker_id),
+            _string(pdli.cluster),
+            _string(pdli.request_id),
+        )
+    )
+
+
+def canonical_bytes(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
+    """The bytes a signature covers (the module docstring defines them)."""
+    return b"".join(
+        (_PREFIX, _ledger_part(pdli), _owner_part(pdli), _offload_part(pdli), _intent_part(pdli))
+    )
+
+
+class CanonicalTemplate:
+    """`canonical_bytes` for many PDLIs sharing every field but the ledger's own (id, type,
+    offload context), with the shared parts encoded once (the marker's hot path)."""
+
+    def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
+        self._owner = _PREFIX, _owner_part(shared)
+        self._intent = _intent_part(shared)
+
+    def bytes_for(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
+        """`canonical_bytes` of `shared` merged with `own`."""
+        prefix, owner = self._owner
+        return b"".join((prefix, _ledger_part(own), owner, _offload_part(own), self._intent))
+
+
+def key_id_of(public_key: Ed25519PublicKey) -> str:
+    """The default key id: the first 8 bytes of SHA-256 of the raw public key, in hex."""
+    return hashlib.sha256(_raw_public(public_key)).hexdigest()[:16]
+
+
+def _raw_public(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def check_key_id(key_id: str) -> str:
+    if not KEY_ID.match(key_id):
+        raise ValueError(f"key id {key_id!r} must be 1-64 characters of A-Z a-z 0-9 . _ -")
+    return key_id
+
+
+class IntentSigner:
+    """The marker's keyring: private keys by id, one of them active (the one that signs).
+
+    PDLIs encoded together are signed together: one Ed25519 signature per batch of up to
+    `signature_tree.MAX_LEAVES`, each PDLI carrying its own proof (`signature_tree`).
+    Keeping retired keys lets an operator switch the active id back without a restart of
+    the verifiers; only the active key ever signs.
+    """
+
+    def __init__(self, keys: Mapping[str, Ed25519PrivateKey], active: str) -> None:
+        if active not in keys:
+            raise ValueError(f"active key id {active!r} is not among {sorted(keys)}")
+        self._keys = dict(keys)
+        self.key_id = active
+        self._key = keys[active]
+        self._id_field = _pd.PendingDeleteLedgerInfo(signing_key_id=active).SerializeToString()
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self._keys))
+
+    def signatures(self, canonicals: Sequence[bytes]) -> list[bytes]:
+        """The `signature` field value of each PDLI, given its canonical bytes."""
+        blobs: list[bytes] = []
+        for start in range(0, len(canonicals), tree.MAX_LEAVES):
+            chunk = canonicals[start : start + tree.MAX_LEAVES]
+            root, paths = tree.build([tree.leaf_hash(c) for c in chunk])
+            signature = self._key.sign(tree.root_message(len(chunk), root))
+            count = len(chunk)
+            blobs += [tree.encode(signature, i, count, path) for i, path in enumerate(paths)]
+        return blobs
+
+    def signature_fields(self, canonicals: Sequence[bytes]) -> list[bytes]:
+        """The serialized `signing_key_id` and `signature` fields of each PDLI.
+
+        Appended to a PDLI's serialization they parse as part of it (protobuf merges
+        concatenated encodings, the last value of a field winning)."""
+        return [
+            self._id_field + _pd.PendingDeleteLedgerInfo(signature=blob).SerializeToString()
+            for blob in self.signatures(canonicals)
+        ]
+
+    def sign(self, *pdlis: _pd.PendingDeleteLedgerInfo) -> None:
+        """Set each PDLI's key id and signature over its current fields (one batch)."""
+        blobs = self.signatures([canonical_bytes(p) for p in pdlis])
+        for pdli, blob in zip(pdlis, blobs, strict=True):
+            pdli.signing_key_id = self.key_id
+            pdli.signature = blob
+
+
+class SignatureStatus(Enum):
+    """What a PDLI's signature fields say, checked against the trusted keys."""
+
+    VALID = "valid"
+    UNSIGNED = "unsigned"
+    """No key id and no signature."""
+    UNKNOWN_KEY = "unknown_key"
+    """A key id no trusted key has (a retired, foreign or made-up key)."""
+    BAD_SIGNATURE = "bad_signature"
+    """A trusted key id whose signature does not match the fields: tampered or forged."""
+
+
+class TrustedKeys:
+    """The verifier's public keys by id; any of them is accepted (rotation).
+
+    Batch roots already verified are remembered (a bounded set), so the other PDLIs of a
+    batch cost hashing only.
+    """
+
+    def __init__(
+        self, keys: Mapping[str, Ed25519PublicKey] | None = None, *, remember: int = 65_536
+    ) -> None:
+        self._keys = dict(keys or {})
+        self._verified: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
+        self._remember = remember
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self._keys))
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def check(self, pdli: _pd.PendingDeleteLedgerInfo) -> SignatureStatus:
+        if not pdli.signing_key_id and not pdli.signature:
+            return SignatureStatus.UNSIGNED
+        key = self._keys.get(pdli.signing_key_id)
+        if key is None:
+            return SignatureStatus.UNKNOWN_KEY
+        claimed = tree.root_of(tree.leaf_hash(canonical_bytes(pdli)), pdli.signature)
+        if claimed is None:
+            return SignatureStatus.BAD_SIGNATURE
+        signature, message = claimed
+        seen = (pdli.signing_key_id, message, signature)
+        if seen in self._verified:
+            self._verified.move_to_end(seen)
+            return SignatureStatus.VALID
+        try:
+            key.verify(signature, message)
+        except InvalidSignature:
+            return SignatureStatus.BAD_SIGNATURE
+        self._verified[seen] = None
+        if len(self._verified) > self._remember:
+            self._verified.popitem(last=False)
+        return SignatureStatus.VALID
