@@ -33,6 +33,8 @@ from services.deleter.outage import GateSettings
 from services.systopic.retry import RetryPolicy
 
 DEFAULT_PORT = 50053
+DEFAULT_METRICS_PORT = 9103
+"""Where `/metrics` listens unless `TOMBSTONE_METRICS_PORT` says otherwise (0: off)."""
 DEFAULT_VERIFIER = "127.0.0.1:50052"  # the verifier's own default port
 
 DELETER_ID = setting("DELETER_ID", parse_str, "", "Instance name (default deleter-<hostname>).")
@@ -250,7 +252,7 @@ class DeleterConfig:
             zookeeper=ZooKeeperConfig.from_env(environ),
             pulsar=PulsarConfig.from_env(environ),
             s3=S3Config.from_env(environ),
-            metrics=MetricsConfig.from_env(environ),
+            metrics=MetricsConfig.from_env(environ, default_port=DEFAULT_METRICS_PORT),
             log=LogConfig.from_env(environ),
             verifier=ClientConfig.from_env(
                 environ, target="VERIFIER", default_address=DEFAULT_VERIFIER
