@@ -137,6 +137,13 @@ ADMIN_URL = setting(
 DLQ_SUBSCRIPTION = setting(
     "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
 )
+STATUS_INTERVAL = setting(
+    "DELETER_STATUS_INTERVAL",
+    parse_duration,
+    timedelta(seconds=30),
+    "How often the backlog and dead-letter gauges are refreshed (three admin calls; a DLQ "
+    "scan only when its depth changed).",
+)
 DLQ_SCAN_MAX = setting(
     "DELETER_DLQ_SCAN_MAX", parse_int(1, 1_000_000), 10_000, "Most dead letters one scan reads."
 )
@@ -234,6 +241,8 @@ class DeleterConfig:
     dlq_subscription: str = "tombstone-dlq"
     """Subscription on the dead-letter topic that keeps dead letters until replayed."""
     dlq_scan_max: int = 10_000
+    status_interval: timedelta = timedelta(seconds=30)
+    """Refresh period of the backlog and dead-letter gauges."""
     forged_pace: ForgedPace = field(default_factory=ForgedPace)
     """Token bucket per source for dead-lettering forged PDLIs."""
     outage: GateSettings = field(default_factory=GateSettings)
@@ -280,6 +289,7 @@ class DeleterConfig:
             admin_url=ADMIN_URL.read(environ),
             dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
             dlq_scan_max=DLQ_SCAN_MAX.read(environ),
+            status_interval=_positive(STATUS_INTERVAL.name, STATUS_INTERVAL.read(environ)),
             forged_pace=ForgedPace(
                 rate=FORGED_RATE.read(environ), burst=FORGED_BURST.read(environ)
             ),
