@@ -11,6 +11,8 @@ from services.deleter.metrics import DeleterMetrics
 from services.deleter.pool import PoolStatus
 from services.deleter.status_gauges import StatusGauges
 
+IDLE = PoolStatus(0, 0, 0)
+
 
 class FakeStatus:
     """The admin's two status calls, with counts of how often each ran."""
@@ -20,8 +22,10 @@ class FakeStatus:
         self.reasons: dict[str, int] | None = {}
         self.fail: Exception | None = None
         self.scans = 0
+        self.asked = asyncio.Event()
 
     async def backlogs(self) -> tuple[int, int, int]:
+        self.asked.set()
         if self.fail is not None:
             raise self.fail
         return self.backlog
@@ -31,9 +35,7 @@ class FakeStatus:
         return self.reasons
 
 
-def make(
-    source: FakeStatus, pool: PoolStatus = PoolStatus(0, 0, 0)
-) -> tuple[StatusGauges, Metrics]:
+def make(source: FakeStatus, pool: PoolStatus = IDLE) -> tuple[StatusGauges, Metrics]:
     metrics = Metrics()
     gauges = StatusGauges(
         source,
@@ -111,8 +113,7 @@ async def test_run_refreshes_until_stopped() -> None:
     gauges, metrics = make(source)
     stopping = asyncio.Event()
     task = asyncio.create_task(gauges.run(stopping))
-    while value(metrics, "tombstone_deleter_system_topic_backlog") != 1.0:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(source.asked.wait(), 5)
     stopping.set()
     await asyncio.wait_for(task, 5)
-    assert task.done()
+    assert value(metrics, "tombstone_deleter_system_topic_backlog") == 1.0
