@@ -13,6 +13,7 @@ from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
 from services.marker.config import DEFAULT_ADDRESS
+from services.marker.owners import resolve_owner
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -86,6 +87,15 @@ def mark(
     if address:
         config = dataclasses.replace(config, address=address)
     try:
+        # The names are checked here as the marker will check them (canonical Pulsar names
+        # only), so a typo or an alias is refused before anything is sent.
+        resolve_owner(
+            request.component,
+            topic_name=topic_name,
+            ml_name=ml_name,
+            cursor_name=cursor_name,
+            schema_id=schema_id,
+        )
         response = asyncio.run(_call(config, request))
     except TombstoneError as exc:
         click.echo(f"error ({exc.grpc_code.name}): {exc}", err=True)
