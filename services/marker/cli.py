@@ -7,11 +7,11 @@ import dataclasses
 import sys
 
 import click
-from google.protobuf import json_format
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
+from services.core.json_output import message_json
 from services.marker.config import DEFAULT_ADDRESS
 from services.marker.owners import resolve_owner
 from tombstone.v1 import marker_pb2 as _mk
@@ -100,7 +100,7 @@ def mark(
     except TombstoneError as exc:
         click.echo(f"error ({exc.grpc_code.name}): {exc}", err=True)
         sys.exit(1)
-    click.echo(json_format.MessageToJson(response) if as_json else describe(response))
+    click.echo(message_json(response) if as_json else describe(response))
 
 
 async def _call(config: ClientConfig, request: _mk.MarkLedgersRequest) -> _mk.MarkLedgersResponse:

@@ -197,7 +197,11 @@ async def test_a_refused_process_exits_with_one_line(
             cwd=ROOT,
             env=inherited
             | env
-            | {"TOMBSTONE_ZOOKEEPER_SERVERS": zk.address, "TOMBSTONE_GRPC_PORT": "0"},
+            | {
+                "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+                "TOMBSTONE_GRPC_PORT": "0",
+                "TOMBSTONE_METRICS_PORT": "0",
+            },
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -34,6 +34,7 @@ def marker_env(
 ) -> dict[str, str]:
     return {
         "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_METRICS_PORT": "0",  # off: its default port is fixed
         "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
