@@ -70,6 +70,7 @@ class ServiceRunner:
         self.name = name
         self.metrics = Metrics()
         """The service's metrics; create its own metrics with `runner.metrics.counter(...)`."""
+        self.metrics.build_info(name)
         self.resources = contextlib.AsyncExitStack()
         """Clients entered here are closed in reverse at the end of shutdown."""
         self.port: int | None = None

@@ -90,6 +90,26 @@ async def test_unknown_enum_numbers_are_skip_invalid(service: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    "alias",
+    [
+        "public/default/./persistent/orders",
+        "public/default/persistent/orders/",
+        "public//default/persistent/orders",
+        "public/default/persistent/%2E%2E",
+    ],
+)
+async def test_an_alias_in_verify_batch_is_skip_invalid(service: Any, alias: str) -> None:
+    """A PDLI whose ML name is an alias of a canonical one is SKIP INVALID naming the field,
+    in Verify and VerifyBatch alike."""
+    stub, _ = service
+    single = await stub.Verify(pb.VerifyRequest(pdli=pdli(1, ml=alias)))
+    batch = await stub.VerifyBatch(pb.VerifyBatchRequest(pdlis=[pdli(1, ml=alias)]))
+    assert {(v.skip_reason, v.reason.split(":")[0]) for v in (single, *batch.verdicts)} == {
+        (pb.INVALID, "managed_ledger_name")
+    }
+
+
+@pytest.mark.parametrize(
     ("method", "request_", "field"),
     [
         ("Verify", pb.VerifyRequest(), "pdli"),
@@ -100,6 +120,16 @@ async def test_unknown_enum_numbers_are_skip_invalid(service: Any) -> None:
         (
             "Believe",
             pb.BelieveRequest(pdlis=[pdli(1, cursor="", component=pdpb.MANAGED_CURSOR)]),
+            "pdlis[0].cursor_name",
+        ),
+        (
+            "Believe",
+            pb.BelieveRequest(pdlis=[pdli(1, ml="public/default/./persistent/orders")]),
+            "pdlis[0].managed_ledger_name",
+        ),
+        (
+            "Believe",
+            pb.BelieveRequest(pdlis=[pdli(1, cursor="..", component=pdpb.MANAGED_CURSOR)]),
             "pdlis[0].cursor_name",
         ),
     ],
