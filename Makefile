@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
+.PHONY: fuzz model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -38,6 +38,10 @@ typecheck: setup
 # The protocol model, checked with spin: ours verifies, PIP-186's rule fails (docs/model.md).
 model: setup
 	$(PY) model/check.py
+
+# gRPC fuzzing of the three services' surfaces, 10,000 generated calls each (docs/fuzz.md).
+fuzz: setup
+	$(PY) -m tests.fuzz.run --requests $${FUZZ_REQUESTS:-10000}
 
 bench: setup
 	$(PY) -m benchmarks list

@@ -112,10 +112,10 @@ stats_cursor_ledgers() {
             if c.get("cursorLedger", -1) >= 0]'
 }
 
-# status_field NAME: `tombstone deleter status --json` -> that number (proto3 JSON leaves
-# zeros out, and writes int64 as strings).
+# status_field NAME: `tombstone deleter status --json` -> that number (every field is
+# printed, zeros included, under its snake_case name; a missing one is an error).
 status_field() {
-    _json "[int(d.get('$1', 0))]"
+    _json "[int(d['$1'])]"
 }
 
 # zk_ledger_ids ROOT: `zookeeper-shell ls -R ROOT` output -> the ledger ids whose znodes exist.
@@ -409,7 +409,7 @@ check_objects() {
 
 tombstone_drained() {
     STATUS_JSON="$(deleter_status)" || return 1
-    [[ "$(printf '%s' "$STATUS_JSON" | status_field estimatedInFlight)" -eq 0 ]]
+    [[ "$(printf '%s' "$STATUS_JSON" | status_field estimated_in_flight)" -eq 0 ]]
 }
 
 step_tombstone() {
@@ -418,7 +418,7 @@ step_tombstone() {
         report FAIL tombstone "deleter unreachable or deletions still in flight after ${SMOKE_WAIT}s"
         return 1
     fi
-    letters="$(printf '%s' "$STATUS_JSON" | status_field deadLetterBacklog)"
+    letters="$(printf '%s' "$STATUS_JSON" | status_field dead_letter_backlog)"
     if [[ "$letters" -ne 0 ]]; then
         report FAIL tombstone "$letters dead letters (tombstone deleter dlq list)"
         return 1

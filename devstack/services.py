@@ -26,8 +26,14 @@ from devstack.child import ChildProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_EVENT = "service_ready"
-DEFAULT_ENV = {"TOMBSTONE_LOG_FORMAT": "json", "TOMBSTONE_GRPC_PORT": "0"}
-"""JSON lines so readiness can be read from the log; port 0 so the OS picks a free one."""
+DEFAULT_ENV = {
+    "TOMBSTONE_LOG_FORMAT": "json",
+    "TOMBSTONE_GRPC_PORT": "0",
+    "TOMBSTONE_METRICS_PORT": "0",
+}
+"""JSON lines so readiness can be read from the log; gRPC port 0 so the OS picks a free one;
+`/metrics` off unless asked for (its default ports are fixed, and several stacks may run on
+one machine)."""
 _POLL_SECONDS = 0.1
 
 

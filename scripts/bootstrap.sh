@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the local stack and the tests need on a fresh Debian machine:
-# the ZooKeeper server and a Java runtime from Debian, then a virtualenv with the project.
+# the ZooKeeper server, a Java runtime, spin and promtool from Debian, then a virtualenv with
+# the project.
 # Safe to run again: each step is skipped when it is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,7 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v spin >/dev/null 2>&1 || need_apt+=(spin)
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -17,6 +19,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    if [[ " ${need_apt[*]} " == *" prometheus "* ]]; then
+        # Only promtool is wanted (the rules' tests). Where an init system runs, Debian's
+        # package starts a Prometheus server on port 9090: stop it and keep it off at boot.
+        if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+            $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+        elif command -v service >/dev/null 2>&1; then
+            $SUDO service prometheus stop >/dev/null 2>&1 || true
+        fi
+    fi
 fi
 
 PY=${PYTHON:-python3}

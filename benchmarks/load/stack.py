@@ -59,6 +59,7 @@ BUCKET = "pulsar-offload"
 def _common_env(zk: ZooKeeperServer, port: int) -> dict[str, str]:
     return {
         "TOMBSTONE_GRPC_PORT": str(port),
+        "TOMBSTONE_METRICS_PORT": "0",
         "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
     }

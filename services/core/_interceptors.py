@@ -2,8 +2,9 @@
 
 Each interceptor wraps the method handler's behaviour, so its code runs inside the RPC's own
 task and contextvars bound there reach every log line of the call. Order (outermost first):
-logging, errors, auth — so an auth refusal is mapped like any other `TombstoneError` and
-logged with the method and request id.
+logging, errors, auth, decoding — so an auth refusal is mapped like any other `TombstoneError`
+and logged with the method and request id, and a caller's bytes are parsed only once it is
+authorized.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from grpc import aio
 
 from services.core._tokens import Principal
 from services.core.config import AuthConfig
-from services.core.errors import PermissionDenied, TombstoneError, Unauthenticated
+from services.core.errors import InvalidArgument, PermissionDenied, TombstoneError, Unauthenticated
 from services.core.metrics import Metrics
 
 _log = structlog.get_logger(__name__)
@@ -129,10 +130,23 @@ class LoggingInterceptor(_WrappingInterceptor):
                 _log.debug("rpc_done", code=code.name, seconds=round(elapsed, 6))
 
 
+MAX_DETAILS = 1024
+
+
+def bounded(details: str) -> str:
+    """`details`, or its start and how long it was when it is longer than `MAX_DETAILS`."""
+    if len(details) <= MAX_DETAILS:
+        return details
+    return f"{details[: MAX_DETAILS - 40]}... ({len(details)} characters)"
+
+
 class ErrorInterceptor(_WrappingInterceptor):
     """`TombstoneError` → its status; anything else → INTERNAL, logged with its traceback.
 
     Cancellation and aborts pass through untouched: the server never crashes on a handler bug.
+    The status message is cut to `MAX_DETAILS` characters: it travels in a trailer, and a
+    message echoing a caller's 70 KB name would exceed grpc's metadata limit, turning the
+    INVALID_ARGUMENT into a RESOURCE_EXHAUSTED. The field name comes first, so it survives.
     """
 
     @asynccontextmanager
@@ -142,8 +156,9 @@ class ErrorInterceptor(_WrappingInterceptor):
         except aio.AbortError:
             raise
         except TombstoneError as err:
-            _log.info("rpc_failed", code=err.grpc_code.name, error=str(err))
-            await context.abort(err.grpc_code, str(err))
+            details = bounded(str(err))
+            _log.info("rpc_failed", code=err.grpc_code.name, error=details)
+            await context.abort(err.grpc_code, details)
         except Exception:
             _log.exception("rpc_internal_error")
             request_id = structlog.contextvars.get_contextvars().get("request_id", "")
@@ -197,3 +212,68 @@ class AuthInterceptor(_WrappingInterceptor):
                 f"may not call {method}"
             )
         return principal
+
+
+class DecodingInterceptor(aio.ServerInterceptor):  # type: ignore[misc]
+    """Parses unary requests inside the call, after auth, so bad bytes are a bad request.
+
+    Left to grpc, a request that is not valid protobuf (a cut varint, bad UTF-8 in a string)
+    fails before any interceptor runs: the caller gets UNKNOWN whatever its token, and the
+    log gets a traceback. Here the handler receives the raw bytes and the wrapped behaviour
+    parses them: a failure is `InvalidArgument("request", ...)`, INVALID_ARGUMENT like any
+    other malformed field, and an unauthenticated caller is refused before its bytes are read.
+    """
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, Any]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        cached = self._wrapped.get(handler_call_details.method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = _decoding_handler(handler)
+        self._wrapped[handler_call_details.method] = (handler, wrapped)
+        return wrapped
+
+
+def _decoding_handler(handler: grpc.RpcMethodHandler) -> Any:
+    parse = handler.request_deserializer
+    kind, make = (
+        (handler.unary_stream, grpc.unary_stream_rpc_method_handler)
+        if handler.response_streaming
+        else (handler.unary_unary, grpc.unary_unary_rpc_method_handler)
+    )
+
+    def decode(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # DecodeError, or a UnicodeDecodeError from a string field
+            raise InvalidArgument("request", f"not a valid protobuf message ({exc})") from None
+
+    if handler.response_streaming:
+
+        async def stream(request: bytes, context: aio.ServicerContext) -> AsyncIterator[Any]:
+            result = kind(decode(request), context)
+            if inspect.isasyncgen(result):
+                async for item in result:
+                    yield item
+            else:
+                await result
+
+        behaviour: Any = stream
+    else:
+
+        async def unary(request: bytes, context: aio.ServicerContext) -> Any:
+            return await kind(decode(request), context)
+
+        behaviour = unary
+    return make(
+        behaviour, request_deserializer=None, response_serializer=handler.response_serializer
+    )

@@ -197,7 +197,13 @@ def _tls_from_env(environ: Environ) -> TlsServerConfig | None:
 # --- metrics and logs ----------------------------------------------------------------------
 
 METRICS_HOST = setting("METRICS_HOST", parse_str, "127.0.0.1", "Address of /metrics.")
-METRICS_PORT = setting("METRICS_PORT", parse_port, 0, "Port of /metrics; 0 turns it off.")
+METRICS_PORT = setting(
+    "METRICS_PORT",
+    parse_port,
+    -1,
+    "Port of /metrics; 0 turns it off. Default: the service's own (marker 9101, verifier 9102, "
+    "deleter 9103).",
+)
 LOG_LEVEL = setting(
     "LOG_LEVEL",
     parse_choice("debug", "info", "warning", "error", "critical"),
@@ -219,11 +225,13 @@ class MetricsConfig:
     host: str = "127.0.0.1"
     """Bind address of the HTTP endpoint."""
     port: int = 0
-    """HTTP port; 0 turns the endpoint off."""
+    """HTTP port; 0 turns the endpoint off. Built in code the endpoint is off; read from the
+    environment it is on, at the service's own port unless `TOMBSTONE_METRICS_PORT` says."""
 
     @classmethod
-    def from_env(cls, environ: Environ = os.environ) -> MetricsConfig:
-        return cls(host=METRICS_HOST.read(environ), port=METRICS_PORT.read(environ))
+    def from_env(cls, environ: Environ = os.environ, *, default_port: int) -> MetricsConfig:
+        port = METRICS_PORT.read(environ)
+        return cls(host=METRICS_HOST.read(environ), port=default_port if port < 0 else port)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from services.core._interceptors import AuthInterceptor, ErrorInterceptor, LoggingInterceptor
+from services.core._interceptors import (
+    AuthInterceptor,
+    DecodingInterceptor,
+    ErrorInterceptor,
+    LoggingInterceptor,
+)
 from services.core.config import GrpcServerConfig, MetricsConfig, TlsServerConfig
 from services.core.errors import TombstoneError
 from services.core.metrics import Metrics, MetricsServer
@@ -65,6 +70,7 @@ class ServiceRunner:
         self.name = name
         self.metrics = Metrics()
         """The service's metrics; create its own metrics with `runner.metrics.counter(...)`."""
+        self.metrics.build_info(name)
         self.resources = contextlib.AsyncExitStack()
         """Clients entered here are closed in reverse at the end of shutdown."""
         self.port: int | None = None
@@ -157,6 +163,7 @@ class ServiceRunner:
                 LoggingInterceptor(self.metrics),
                 ErrorInterceptor(),
                 AuthInterceptor(self._config.auth, self._method_roles),
+                DecodingInterceptor(),
             ],
             options=_server_options(self._config),
         )

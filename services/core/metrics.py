@@ -9,6 +9,8 @@ is blocked.
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 from collections.abc import Sequence
 
 import prometheus_client
@@ -17,6 +19,15 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 PREFIX = "tombstone_"
+DISTRIBUTION = "pulsar-tombstone"
+
+
+def version() -> str:
+    """The installed distribution's version; `unknown` when run from a bare source tree."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class Metrics:
@@ -42,6 +53,14 @@ class Metrics:
     ) -> Histogram:
         """A histogram named `tombstone_<name>`; seconds unless the name says otherwise."""
         return Histogram(PREFIX + name, help, labels, registry=self.registry, buckets=buckets)
+
+    def build_info(self, service: str) -> None:
+        """`tombstone_build_info{service,version,python} 1`: which build answers a scrape (and,
+        joined on `instance`, which build raised an alert)."""
+        info = self.gauge(
+            "build_info", "Always 1; the labels name the build.", ["service", "version", "python"]
+        )
+        info.labels(service, version(), platform.python_version()).set(1)
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -88,20 +88,12 @@ class DeleterAdmin:
         self._lock = asyncio.Lock()
 
     async def status(self) -> Status:
-        t = self._topics
-        system, retry, dead = await asyncio.gather(
-            self._stats.backlog(t.system, t.subscription),
-            self._stats.backlog(t.retry, t.subscription),
-            self._stats.backlog(t.dead_letter, t.dead_letter_subscription),
-        )
+        system, retry, dead = await self.backlogs()
         by_reason: dict[str, int] = {}
         if dead:
-            try:
-                entries, _ = await self.list_dead_letters(limit=self._scan_max)
-            except Conflict:
-                # Another deleter is scanning the DLQ right now: report the depth alone.
-                entries = []
-            by_reason = dict(collections.Counter(e.reason_code for e in entries))
+            counted = await self.dead_letters_by_reason()
+            # None: another deleter is scanning the DLQ right now; report the depth alone.
+            by_reason = counted if counted is not None else {}
         pool = self._pool_status()
         return Status(
             system_topic_backlog=system,
@@ -112,6 +104,25 @@ class DeleterAdmin:
             dead_letter_backlog=dead,
             dead_letters_by_reason=by_reason,
         )
+
+    async def backlogs(self) -> tuple[int, int, int]:
+        """Backlogs of the system, retry and dead-letter topics (three admin calls)."""
+        t = self._topics
+        system, retry, dead = await asyncio.gather(
+            self._stats.backlog(t.system, t.subscription),
+            self._stats.backlog(t.retry, t.subscription),
+            self._stats.backlog(t.dead_letter, t.dead_letter_subscription),
+        )
+        return system, retry, dead
+
+    async def dead_letters_by_reason(self) -> dict[str, int] | None:
+        """Dead letters counted by reason code (at most `scan_max` read); None when another
+        scan holds the dead-letter subscription."""
+        try:
+            entries, _ = await self.list_dead_letters(limit=self._scan_max)
+        except Conflict:
+            return None
+        return dict(collections.Counter(e.reason_code for e in entries))
 
     async def list_dead_letters(
         self, *, limit: int, reason_code: str = ""

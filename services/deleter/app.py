@@ -33,6 +33,7 @@ from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import BookKeeperDeleter, OffloadDeleter
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
 from services.deleter.startup import watch_ledgers_layout
+from services.deleter.status_gauges import StatusGauges
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic._consumer import (
     ConsumerSettings,
@@ -67,6 +68,13 @@ async def run(config: DeleterConfig) -> None:
         runner.add_servicer(_dl_grpc.add_DeleterAdminServicer_to_server, servicer, SERVICE_NAME)
         runner.add_background("pool", lambda: deleter.pool.run(runner.stopping))
         runner.add_background("health", lambda: follow_outages(deleter.outage, runner))
+        gauges = StatusGauges(
+            deleter.admin,
+            metrics,
+            pool_status=deleter.pool.status,
+            interval=config.status_interval,
+        )
+        runner.add_background("status_gauges", lambda: gauges.run(runner.stopping))
         await runner.run()
 
 

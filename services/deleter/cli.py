@@ -9,12 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
+from services.core.json_output import message_json
 from services.deleter.config import DEFAULT_ADDRESS
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -109,7 +109,7 @@ def _run(address: str | None, call: Callable[[_dl_grpc.DeleterAdminStub], Awaita
 
 
 def _print(response: M, as_json: bool, describe: Callable[[M], str]) -> None:
-    click.echo(json_format.MessageToJson(response) if as_json else describe(response))
+    click.echo(message_json(response) if as_json else describe(response))
 
 
 def describe_status(s: _dl.GetStatusResponse) -> str:

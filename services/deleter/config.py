@@ -33,6 +33,8 @@ from services.deleter.outage import GateSettings
 from services.systopic.retry import RetryPolicy
 
 DEFAULT_PORT = 50053
+DEFAULT_METRICS_PORT = 9103
+"""Where `/metrics` listens unless `TOMBSTONE_METRICS_PORT` says otherwise (0: off)."""
 DEFAULT_VERIFIER = "127.0.0.1:50052"  # the verifier's own default port
 
 DELETER_ID = setting("DELETER_ID", parse_str, "", "Instance name (default deleter-<hostname>).")
@@ -135,6 +137,13 @@ ADMIN_URL = setting(
 DLQ_SUBSCRIPTION = setting(
     "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
 )
+STATUS_INTERVAL = setting(
+    "DELETER_STATUS_INTERVAL",
+    parse_duration,
+    timedelta(seconds=30),
+    "How often the backlog and dead-letter gauges are refreshed (three admin calls; a DLQ "
+    "scan only when its depth changed).",
+)
 DLQ_SCAN_MAX = setting(
     "DELETER_DLQ_SCAN_MAX", parse_int(1, 1_000_000), 10_000, "Most dead letters one scan reads."
 )
@@ -232,6 +241,8 @@ class DeleterConfig:
     dlq_subscription: str = "tombstone-dlq"
     """Subscription on the dead-letter topic that keeps dead letters until replayed."""
     dlq_scan_max: int = 10_000
+    status_interval: timedelta = timedelta(seconds=30)
+    """Refresh period of the backlog and dead-letter gauges."""
     forged_pace: ForgedPace = field(default_factory=ForgedPace)
     """Token bucket per source for dead-lettering forged PDLIs."""
     outage: GateSettings = field(default_factory=GateSettings)
@@ -250,7 +261,7 @@ class DeleterConfig:
             zookeeper=ZooKeeperConfig.from_env(environ),
             pulsar=PulsarConfig.from_env(environ),
             s3=S3Config.from_env(environ),
-            metrics=MetricsConfig.from_env(environ),
+            metrics=MetricsConfig.from_env(environ, default_port=DEFAULT_METRICS_PORT),
             log=LogConfig.from_env(environ),
             verifier=ClientConfig.from_env(
                 environ, target="VERIFIER", default_address=DEFAULT_VERIFIER
@@ -278,6 +289,7 @@ class DeleterConfig:
             admin_url=ADMIN_URL.read(environ),
             dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
             dlq_scan_max=DLQ_SCAN_MAX.read(environ),
+            status_interval=_positive(STATUS_INTERVAL.name, STATUS_INTERVAL.read(environ)),
             forged_pace=ForgedPace(
                 rate=FORGED_RATE.read(environ), burst=FORGED_BURST.read(environ)
             ),

@@ -48,3 +48,30 @@ class DeleterMetrics:
             "From receipt to settlement of one message (holding time included).",
             buckets=_LATENCY_BUCKETS,
         )
+        # `tombstone deleter status` as gauges (services/deleter/status_gauges.py).
+        self.oldest_pending_age = m.gauge(
+            "deleter_oldest_pending_age_seconds",
+            "Age (since publication) of the oldest message received here and not yet settled.",
+        )
+        self.system_topic_backlog = m.gauge(
+            "deleter_system_topic_backlog", "Unacknowledged messages of the system topic."
+        )
+        self.retry_topic_backlog = m.gauge(
+            "deleter_retry_topic_backlog", "Unacknowledged messages of the retry topic."
+        )
+        self.dead_letter_backlog = m.gauge(
+            "deleter_dead_letter_backlog", "Dead letters kept on the dead-letter subscription."
+        )
+        self.dead_letters = m.gauge(
+            "deleter_dead_letters",
+            "Dead letters by reason code (counted from at most DELETER_DLQ_SCAN_MAX of them).",
+            ["reason"],
+        )
+        self.status_refreshed = m.gauge(
+            "deleter_status_refreshed_timestamp_seconds",
+            "Unix time of the last successful refresh of the backlog and dead-letter gauges.",
+        )
+        self.status_refresh_failures = m.counter(
+            "deleter_status_refresh_failures",
+            "Refreshes of the backlog and dead-letter gauges that failed (values kept).",
+        )

@@ -7,12 +7,13 @@ import dataclasses
 import sys
 
 import click
-from google.protobuf import json_format
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
+from services.core.json_output import message_json
 from services.marker.config import DEFAULT_ADDRESS
+from services.marker.owners import resolve_owner
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -86,11 +87,20 @@ def mark(
     if address:
         config = dataclasses.replace(config, address=address)
     try:
+        # The names are checked here as the marker will check them (canonical Pulsar names
+        # only), so a typo or an alias is refused before anything is sent.
+        resolve_owner(
+            request.component,
+            topic_name=topic_name,
+            ml_name=ml_name,
+            cursor_name=cursor_name,
+            schema_id=schema_id,
+        )
         response = asyncio.run(_call(config, request))
     except TombstoneError as exc:
         click.echo(f"error ({exc.grpc_code.name}): {exc}", err=True)
         sys.exit(1)
-    click.echo(json_format.MessageToJson(response) if as_json else describe(response))
+    click.echo(message_json(response) if as_json else describe(response))
 
 
 async def _call(config: ClientConfig, request: _mk.MarkLedgersRequest) -> _mk.MarkLedgersResponse:

@@ -38,6 +38,8 @@ from services.marker.owners import EncodingOptions
 from services.metadata import CompressionType
 
 DEFAULT_PORT = 50051
+DEFAULT_METRICS_PORT = 9101
+"""Where `/metrics` listens unless `TOMBSTONE_METRICS_PORT` says otherwise (0: off)."""
 DEFAULT_VERIFIER = "127.0.0.1:50052"
 
 MARKER_ID = setting(
@@ -180,7 +182,7 @@ class MarkerConfig:
             grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
             zookeeper=ZooKeeperConfig.from_env(environ),
             pulsar=PulsarConfig.from_env(environ),
-            metrics=MetricsConfig.from_env(environ),
+            metrics=MetricsConfig.from_env(environ, default_port=DEFAULT_METRICS_PORT),
             log=LogConfig.from_env(environ),
             verifier=(
                 ClientConfig.from_env(environ, target="VERIFIER", default_address=DEFAULT_VERIFIER)

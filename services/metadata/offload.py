@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from services.core.errors import InvalidArgument
 from services.metadata.ledger_metadata import KEY_MANAGED_LEDGER, decode_raw_ledger_metadata
 from services.metadata.paths import check_ledger_id
+from services.metadata.pulsar_names import check_managed_ledger_name
 from tombstone.formats import managed_ledger_pb2 as _ml
 
 INDEX_SUFFIX = "-index"
@@ -112,10 +113,31 @@ def parse_object_key(key: str) -> OffloadObjectKey:
 def filesystem_offload_path(
     storage_base_path: str | None, ml_name: str, ledger_id: int, offload_id: str
 ) -> str:
-    """`<storageBasePath>/<mlName>/<ledgerId>-<uuid>` (no base when it is None)."""
+    """`<storageBasePath>/<mlName>/<ledgerId>-<uuid>` (no base when it is None).
+
+    Built from checked parts only: a canonical ML name (no empty, `.` or `..` segment, no
+    escaped separator), a canonical uuid and a ledger id, under a base without dot segments.
+    So the path names exactly the directory of the owner `ml_name` names, whatever the
+    filesystem resolves.
+    """
     check_uuid(offload_id)
+    check_managed_ledger_name(ml_name)
     leaf = f"{ml_name}/{check_ledger_id(ledger_id)}-{offload_id}"
-    return leaf if storage_base_path is None else f"{storage_base_path.rstrip('/')}/{leaf}"
+    if storage_base_path is None:
+        return leaf
+    return f"{check_storage_base_path(storage_base_path).rstrip('/')}/{leaf}"
+
+
+def check_storage_base_path(base: str, field: str = "storageBasePath") -> str:
+    """A filesystem offloader base (`file:///data`, `hdfs://nn:8020/offload`, `/data`): no `.`
+    or `..` segment and no control character, so that it cannot resolve elsewhere."""
+    _, sep, rest = base.partition("://")
+    path = rest.partition("/")[2] if sep else base
+    if not base or any(part in (".", "..") for part in path.split("/")):
+        raise InvalidArgument(field, f"{base!r} is empty or has a dot segment")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in base):
+        raise InvalidArgument(field, f"{base!r} contains a control character")
+    return base
 
 
 def driver_properties(context: _ml.OffloadContext) -> dict[str, str]:

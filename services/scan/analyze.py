@@ -22,6 +22,8 @@ Kinds of a ledger finding:
 Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
 owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
 `offload_no_match`.
+`services.scan.canonical` then turns deletable findings whose owner names are not canonical
+into `noncanonical_name` (never deletable).
 """
 
 from __future__ import annotations

@@ -60,7 +60,14 @@ def extract_options(func: F) -> F:
         ),
         click.option("--zk-timeout", default="10s", show_default=True),
         click.option("--subtree-level", default=4, show_default=True),
-        click.option("--concurrency", default=64, show_default=True, help="Reads per task."),
+        click.option(
+            "--concurrency",
+            default=64,
+            show_default=True,
+            help="Requests in flight per extract task (ZooKeeper or S3). Times the tasks "
+            "running at once (executor cores / spark.task.cpus, summed) is the cluster's "
+            "ceiling on ZooKeeper.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)

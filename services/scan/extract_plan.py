@@ -60,6 +60,8 @@ class ExtractSettings:
     """BookKeeper subtree depth of a unit: 4 means the parents of the leaves in both layouts
     (short `00/0000`, long `000/0000/0042/9496`), at most 10,000 ledgers each."""
     concurrency: int = 64
+    """Requests in flight per task (`ReadLimits`); a task holds one ZooKeeper session. The
+    cluster-wide ceiling is this times the tasks running at once (docs/reconciler.md)."""
     task_timeout_s: float = 3600.0
 
 

@@ -44,7 +44,9 @@ class Truncated(Exception):
 @dataclass(frozen=True)
 class ReadLimits:
     concurrency: int = 64
-    """Reads in flight per task."""
+    """Requests in flight per task (ZooKeeper reads and listings, or S3 HEADs): each reader
+    runs its per-item work sequentially inside one of `concurrency` slots, so this is a hard
+    ceiling per task, and a running task holds one ZooKeeper session."""
 
 
 async def _bounded(
@@ -193,7 +195,10 @@ async def read_schemas(store: MetadataStore, tenant: str, out: Out, limits: Read
         if not node.data and depth == 3:
             nested = await _children(store, path)
             if nested:  # a V1 namespace directory: tenant/cluster/ns/<topic> below it
-                await asyncio.gather(*(read(f"{schema_id}/{n}", 4) for n in nested))
+                # One after the other, inside this read's slot: a task never has more than
+                # `concurrency` requests in flight (the per-executor ZooKeeper bound).
+                for n in nested:
+                    await read(f"{schema_id}/{n}", 4)
                 return
         try:
             locator = decode_schema_locator(node.data, path=path)

@@ -19,6 +19,7 @@ from services.core.errors import CorruptData
 from services.scan import analyze as A
 from services.scan import insights
 from services.scan.candidates import deletion_candidates
+from services.scan.canonical import reject_noncanonical
 from services.scan.config import AnalyzeConfig
 from services.scan.report import write_html_report, write_summary
 from services.scan.safety import SafetyVerdict, check_safety, gate_candidates
@@ -86,6 +87,10 @@ def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis
         now_ms=now_ms,
         min_age_ms=config.min_age_ms,
     )
+    # Names from ZooKeeper, custom metadata and object metadata become PDLI fields: only
+    # canonical ones may be proposed.
+    ledgers = reject_noncanonical(ledgers, F.col("pdli_component"))
+    objects = reject_noncanonical(objects, F.lit("MANAGED_LEDGER"))
     dormant = insights.dormant_topics(
         extract.managed_ledgers,
         extract.ml_ledgers,

@@ -91,9 +91,6 @@ def build(
     metrics.believed_batches.set_function(lambda: believed.batches)
     metrics.believed_buckets.set_function(lambda: believed.buckets)
     metrics.cache_entries.set_function(lambda: len(owners))
-    metrics.cache_ratio.set_function(
-        lambda: owners.stats.hits / max(1, owners.stats.hits + owners.stats.misses)
-    )
     return VerifierParts(engine, believed, owners, shadows, metrics)
 
 

@@ -38,6 +38,8 @@ from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 
 DEFAULT_PORT = 50052
+DEFAULT_METRICS_PORT = 9102
+"""Where `/metrics` listens unless `TOMBSTONE_METRICS_PORT` says otherwise (0: off)."""
 """The verifier's gRPC port unless `TOMBSTONE_GRPC_PORT` says otherwise."""
 
 LEDGERS_ROOT = setting("VERIFIER_LEDGERS_ROOT", parse_str, "/ledgers", "BookKeeper ledgers root.")
@@ -169,7 +171,7 @@ class VerifierConfig:
             raise ConfigError(TRUSTED_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
         return cls(
             grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
-            metrics=MetricsConfig.from_env(environ),
+            metrics=MetricsConfig.from_env(environ, default_port=DEFAULT_METRICS_PORT),
             log=LogConfig.from_env(environ),
             zookeeper=ZooKeeperConfig.from_env(environ),
             s3=s3,

@@ -6,8 +6,9 @@ Metric names (Prometheus adds `_total` to counters):
   forged or stale PDLIs shows here first);
 - `tombstone_verifier_metadata_reads_total{kind}`: store reads (owner, ledger, believed, other)
   and object HEADs (`object_head`);
-- `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss; with
-  `tombstone_verifier_owner_cache_hit_ratio` and `..._owner_cache_entries`;
+- `tombstone_verifier_owner_cache_lookups_total{result}`: hit or miss (the hit ratio is the
+  recording rule `tombstone:verifier_owner_cache_hit_ratio:rate5m`, a ratio of rates, never a
+  gauge averaged since start); `..._owner_cache_entries`;
 - `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
   `tombstone_verifier_believed_buckets`;
 - `tombstone_verifier_signatures_total{result}`: signature checks by result (valid, unsigned,
@@ -47,9 +48,6 @@ class VerifierMetrics:
         )
         self.cache = metrics.counter(
             "verifier_owner_cache_lookups", "Owner-cache lookups by result.", ["result"]
-        )
-        self.cache_ratio = metrics.gauge(
-            "verifier_owner_cache_hit_ratio", "Share of owner lookups served from the cache."
         )
         self.cache_entries = metrics.gauge("verifier_owner_cache_entries", "Cached owners.")
         self.believed_entries = metrics.gauge("verifier_believed_entries", "Believed-set size.")
@@ -104,7 +102,7 @@ def _log_fields(
 ) -> dict[str, object]:
     return {
         "ledger_id": pdli.ledger_id if pdli.HasField("ledger_id") else None,
-        "tier": target.tier.value if target else _pb.LedgerType.Name(pdli.ledger_type),
+        "tier": target.tier.value if target else _tier_name(pdli.ledger_type),
         "owner": target.owner_path if target else None,
         "source": target.source.value if target else None,
         "marker_id": pdli.marker_id,
@@ -114,6 +112,13 @@ def _log_fields(
         "reason": verdict.reason,
         "believed": verdict.believed,
     }
+
+
+def _tier_name(ledger_type: int) -> str:
+    """The PDLI's tier for a log line; proto3 enums are open, so a number may have no name."""
+    if ledger_type in _pb.LedgerType.values():
+        return _pb.LedgerType.Name(ledger_type)  # type: ignore[arg-type]
+    return str(ledger_type)
 
 
 _READ_KINDS = ("ledger", "owner", "believed", "children", "other")

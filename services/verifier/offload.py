@@ -32,6 +32,7 @@ from services.metadata.offload import (
     legacy_location,
     offload_location,
 )
+from services.metadata.pulsar_names import managed_ledger_path, topic_from_managed_ledger_name
 from services.verifier.model import (
     Difference,
     OffloadEvidence,
@@ -99,14 +100,21 @@ class OffloadInspector:
         )
 
     def _filesystem(self, target: Target) -> Verdict:
+        """The MapFile directory of exactly the owner the in-use check read.
+
+        The path is rebuilt from the canonical parts of the target's ML name, and that name
+        must be the one whose znode (`owner_path`) was checked: an alias (`t/ns/./persistent/x`)
+        would otherwise pass the check on a missing owner and resolve to a live directory.
+        An `InvalidArgument` raised here is a SKIP INVALID verdict.
+        """
         assert target.offload is not None
-        assert target.ml_name is not None
+        ml_name = _canonical_owner_ml(target)
         stored = target.offload.driver_metadata.get(PROP_STORAGE_BASE_PATH)
         base = self._policy.filesystem_base or (None if stored in (None, "", "null") else stored)
         if (base or "") not in self._policy.allowed_filesystem_bases:
             diff = Difference("storageBasePath", "an allowed base", base)
             return _mismatch("storage base path not allowed", [diff])
-        path = filesystem_offload_path(base, target.ml_name, target.ledger_id, target.offload.uuid)
+        path = filesystem_offload_path(base, ml_name, target.ledger_id, target.offload.uuid)
         evidence = OffloadEvidence(driver_name=FILESYSTEM_DRIVER, filesystem_path=path)
         return delete("offload_filesystem", f"offloaded copy at {path}", offload=evidence)
 
@@ -247,6 +255,19 @@ class OffloadInspector:
             if cluster is not None and expected_cluster is not None and cluster != expected_cluster:
                 out.append(Difference(META_CLUSTER, expected_cluster, cluster))
         return out
+
+
+def _canonical_owner_ml(target: Target) -> str:
+    """The target's ML name rebuilt from its parsed parts; it must be the name as given and
+    the owner whose znode the in-use check read."""
+    if target.ml_name is None:
+        raise InvalidArgument("managed_ledger_name", "missing (required for an offloaded copy)")
+    rebuilt = topic_from_managed_ledger_name(target.ml_name).managed_ledger_name
+    if rebuilt != target.ml_name or managed_ledger_path(rebuilt) != target.owner_path:
+        raise InvalidArgument(
+            "managed_ledger_name", f"{target.ml_name!r} is not the owner {target.owner_path!r}"
+        )
+    return rebuilt
 
 
 def _mismatch(reason: str, differences: Sequence[Difference]) -> Verdict:

@@ -20,7 +20,7 @@ import structlog
 
 from services.core.errors import InvalidArgument, TombstoneError
 from services.metadata.pulsar_formats import decode_managed_ledger_info
-from services.metadata.pulsar_names import managed_ledger_name, managed_ledger_path
+from services.metadata.pulsar_names import MANAGED_LEDGERS_ROOT, managed_ledger_name
 from services.verifier.owners import SHADOW_SOURCE
 from services.verifier.ports import ZnodeStore
 
@@ -45,7 +45,10 @@ class ShadowIndex:
     async def scan(self) -> None:
         """Read every ML znode; replace the index only when the whole scan succeeded."""
         found: dict[str, list[str]] = {}
-        ml_paths = [managed_ledger_path(name) async for name in self._names()]
+        # The names come from ZooKeeper's own listing, so each path is a znode that exists:
+        # it is read as listed, canonical or not. A name Pulsar would not write can only add
+        # a shadow reference here (a RETRY, never a DELETE); refusing it would fail the scan.
+        ml_paths = [f"{MANAGED_LEDGERS_ROOT}/{name}" async for name in self._names()]
         limit = asyncio.Semaphore(_CONCURRENCY)
 
         async def check(path: str) -> None:

@@ -14,9 +14,9 @@ from typing import TypeVar
 from services.core.errors import InvalidArgument
 from services.metadata.offload import uuid_from_bits
 from services.metadata.pulsar_names import (
+    check_cursor_name,
     check_managed_ledger_name,
     check_schema_id,
-    check_segment,
     cursor_path,
     managed_ledger_name,
     managed_ledger_path,
@@ -98,6 +98,10 @@ def _owner(pdli: _pb.PendingDeleteLedgerInfo, component: Component) -> OwnerName
 
 # A stream of PDLIs names few owners, each many times: validating each name once saves most
 # of the validation cost. Only successes are cached (an error is raised, never stored).
+# Every name must be canonical (`services.metadata.pulsar_names`): the owner path read by the
+# in-use check and every target built later (ledger metadata match, object identity,
+# filesystem path) derive from the same accepted strings, so no alias can be checked under
+# one owner and deleted under another.
 @functools.lru_cache(maxsize=65_536)
 def _owner_names(
     component: Component, ml: str, topic: str, cursor_name: str, schema: str
@@ -121,7 +125,7 @@ def _owner_names(
         return ml_name, ml_path, None, None, ml_path
     if not cursor_name:
         raise InvalidArgument("cursor_name", "missing (required for MANAGED_CURSOR)")
-    cursor = _named(lambda v: check_segment(v, "cursor_name"), cursor_name, "cursor_name")
+    cursor = _named(check_cursor_name, cursor_name, "cursor_name")
     return ml_name, ml_path, cursor, None, cursor_path(ml_name, cursor)
 
 

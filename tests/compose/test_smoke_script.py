@@ -7,7 +7,7 @@ The recorded outputs follow the real tools' formats: `pulsar-admin topics stats-
 prints `ManagedLedgerInternalStats` (ledgers with `ledgerId`/`offloaded`, cursors with
 `cursorLedger`) through Jackson's pretty printer; `zookeeper-shell ls -R` is ZooKeeperMain's
 one path per line (the devstack test feeds it real output); `mc ls --recursive` ends each
-line with the key; `tombstone deleter status --json` is proto3 JSON of GetStatusResponse.
+line with the key; `tombstone deleter status --json` is GetStatusResponse with every field.
 """
 
 from __future__ import annotations
@@ -165,7 +165,11 @@ def _stack(fake: FakeDocker, *, zk_after_trim: list[int], objects_after_trim: li
         mc_listing([10, 11, 12, 13]),
         mc_listing(objects_after_trim),
     )
-    fake.rule(r"exec -T deleter sh -c ", '{\n  "systemTopicBacklog": "0"\n}\n')
+    fake.rule(
+        r"exec -T deleter sh -c ",
+        '{\n  "estimated_in_flight": 0,\n  "system_topic_backlog": 0,\n'
+        '  "dead_letter_backlog": 0\n}\n',
+    )
 
 
 def test_run_passes_when_every_trimmed_ledger_and_object_is_gone(tmp_path: Path) -> None:

@@ -37,6 +37,8 @@ class FakeVerifier(_grpc.VerifierServicer):
         pdli = request.pdli
         require(pdli.HasField("ledger_id"), "pdli.ledger_id", "is required")
         require_non_negative(pdli.ledger_id, "pdli.ledger_id")
+        # Echoes the caller's input, as the name checks of the real services do.
+        require(not pdli.topic_name.startswith("bad"), "pdli.topic_name", f"{pdli.topic_name!r}")
         if pdli.ledger_id == CRASH_LEDGER:
             raise RuntimeError("unexpected bug")
         if pdli.ledger_id == SLOW_LEDGER:

@@ -18,7 +18,7 @@ from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier
 async def main() -> None:
     configure_logging(LogConfig.from_env(os.environ))
     grpc = GrpcServerConfig.from_env(os.environ, default_port=0)
-    metrics = MetricsConfig.from_env(os.environ)
+    metrics = MetricsConfig.from_env(os.environ, default_port=0)
     async with ServiceRunner(
         name="slow", grpc=grpc, metrics=metrics, method_roles=METHOD_ROLES
     ) as runner:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +30,7 @@ def test_defaults_from_an_empty_environment() -> None:
     """With nothing set, every piece takes its documented default."""
     expected = (
         GrpcServerConfig(port=50051),
-        MetricsConfig(),
+        MetricsConfig(port=9101),
         LogConfig(),
         ZooKeeperConfig(),
         PulsarConfig(),
@@ -37,7 +38,7 @@ def test_defaults_from_an_empty_environment() -> None:
     )
     actual = (
         GrpcServerConfig.from_env({}, default_port=50051),
-        MetricsConfig.from_env({}),
+        MetricsConfig.from_env({}, default_port=9101),
         LogConfig.from_env({}),
         ZooKeeperConfig.from_env({}),
         PulsarConfig.from_env({}),
@@ -135,7 +136,7 @@ def test_every_backend_variable() -> None:
         ZooKeeperConfig.from_env(env),
         PulsarConfig.from_env(env),
         S3Config.from_env(env),
-        MetricsConfig.from_env(env),
+        MetricsConfig.from_env(env, default_port=9101),
         LogConfig.from_env(env),
     )
     assert expected == actual
@@ -210,7 +211,11 @@ def test_bad_server_values_name_the_variable(variable: str, value: str) -> None:
         (PulsarConfig.from_env, "TOMBSTONE_PULSAR_SERVICE_URL", "http://broker"),
         (PulsarConfig.from_env, "TOMBSTONE_PULSAR_TOPIC_PARTITIONS", "-2"),
         (LogConfig.from_env, "TOMBSTONE_LOG_LEVEL", "loud"),
-        (MetricsConfig.from_env, "TOMBSTONE_METRICS_PORT", "-1"),
+        (
+            functools.partial(MetricsConfig.from_env, default_port=9101),
+            "TOMBSTONE_METRICS_PORT",
+            "-1",
+        ),
     ],
 )
 def test_bad_backend_values_name_the_variable(factory, variable: str, value: str) -> None:
@@ -255,3 +260,13 @@ def test_unknown_variables_are_reported() -> None:
     """A misspelt TOMBSTONE_ variable is flagged; other variables are ignored."""
     env = {"TOMBSTONE_GRPC_PORT": "1", "TOMBSTONE_GRPC_PROT": "1", "HOME": "/root"}
     assert unknown_variables(env) == ["TOMBSTONE_GRPC_PROT"]
+
+
+def test_metrics_on_by_default_at_the_service_port_and_off_at_zero() -> None:
+    """`/metrics` is served at the service's own port unless the variable says, 0 is off."""
+    expected = (9103, 0, 9200)
+    actual = tuple(
+        MetricsConfig.from_env(env, default_port=9103).port
+        for env in ({}, {"TOMBSTONE_METRICS_PORT": "0"}, {"TOMBSTONE_METRICS_PORT": "9200"})
+    )
+    assert expected == actual

@@ -10,7 +10,7 @@ from grpc import aio
 
 from services.core.config import GrpcServerConfig, MetricsConfig
 from services.core.grpc_server import ServiceRunner
-from services.core.metrics import Metrics, MetricsServer
+from services.core.metrics import Metrics, MetricsServer, version
 from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier, verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
@@ -73,3 +73,21 @@ async def test_runner_counts_rpcs_on_its_endpoint() -> None:
         _, body = await scrape(runner.metrics_port or 0)
     line = 'tombstone_rpc_calls_total{code="OK",method="/tombstone.v1.Verifier/Verify"} 1.0'
     assert line in body
+
+
+def test_every_service_runner_exports_its_build_info() -> None:
+    """`tombstone_build_info` names the service and the installed version, with value 1."""
+    runner = ServiceRunner(
+        name="fake",
+        grpc=GrpcServerConfig(grace_period=timedelta(0)),
+        method_roles=METHOD_ROLES,
+        handle_signals=False,
+    )
+    [sample] = [
+        s
+        for m in runner.metrics.registry.collect()
+        if m.name == "tombstone_build_info"
+        for s in m.samples
+    ]
+    expected = ("fake", version(), 1.0)
+    assert expected == (sample.labels["service"], sample.labels["version"], sample.value)

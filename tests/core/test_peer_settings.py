@@ -21,6 +21,7 @@ from services.core.peer_settings import (
     retry_budget,
 )
 from services.metadata.zk_store import ZkMetadataStore
+from tests.verifier.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = Published("marker", "m1", offload_tier=True, retry_window_s=60.0)
@@ -184,6 +185,9 @@ async def test_a_refused_process_exits_with_one_line(
     """`python -m services.<service>` beside a running peer it would leak with: exit status 1
     and one line on stderr (no traceback) that names the variable to change."""
     async with ZkMetadataStore.connect(zk.address) as store:
+        # A cluster the services accept at start (ledgers root, LAYOUT, /managed-ledgers), so
+        # that what refuses them is the peer's settings.
+        await World(store).bookkeeper_root()
         await PeerSettings(store, peer).join()
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
         process = await asyncio.create_subprocess_exec(
@@ -193,7 +197,11 @@ async def test_a_refused_process_exits_with_one_line(
             cwd=ROOT,
             env=inherited
             | env
-            | {"TOMBSTONE_ZOOKEEPER_SERVERS": zk.address, "TOMBSTONE_GRPC_PORT": "0"},
+            | {
+                "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+                "TOMBSTONE_GRPC_PORT": "0",
+                "TOMBSTONE_METRICS_PORT": "0",
+            },
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -45,8 +45,22 @@ async def test_dlq_list_as_json(address: str) -> None:
     code, out = await cli(
         "deleter", "dlq", "list", "--reason", "permanent_error", "--json", "--address", address
     )
-    letters = json.loads(out)["deadLetters"]
-    assert (code, [d["messageId"] for d in letters]) == (0, ["7:2:0:-1", "7:3:0:-1"])
+    letters = json.loads(out)["dead_letters"]
+    assert (code, [d["message_id"] for d in letters]) == (0, ["7:2:0:-1", "7:3:0:-1"])
+
+
+async def test_status_as_json_has_snake_case_numbers(address: str) -> None:
+    """`status --json`: proto field names and integers as numbers (zeros: test_json_output)."""
+    code, out = await cli("deleter", "status", "--json", "--address", address)
+    status = json.loads(out)
+    expected = (0, 5, 900, 2)
+    actual = (
+        code,
+        status["estimated_in_flight"],
+        status["oldest_pending_age_ms"],
+        status["dead_letters_by_reason"]["permanent_error"],
+    )
+    assert expected == actual
 
 
 async def test_dlq_replay_by_id(address: str) -> None:

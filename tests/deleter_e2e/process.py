@@ -23,6 +23,7 @@ def deleter_env(
     s3_settings = s3.client_config()
     env = {
         "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_METRICS_PORT": "0",  # off: its default port is fixed
         "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,

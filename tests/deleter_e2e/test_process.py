@@ -38,7 +38,7 @@ async def test_cli_status_reaches_zero_and_sigterm_exits_zero(
             code, out = await cli("deleter", "status", "--json", "--address", address)
             assert code == 0, out
             status: dict[str, object] = json.loads(out)
-            assert (status.get("estimatedInFlight", 0), status.get("inProcess", 0)) == (0, 0)
+            assert (status["estimated_in_flight"], status["in_process"]) == (0, 0)
             return status
 
         await assert_eventually(zero_in_flight, timeout=60, interval=0.5)

@@ -34,6 +34,7 @@ def marker_env(
 ) -> dict[str, str]:
     return {
         "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_METRICS_PORT": "0",  # off: its default port is fixed
         "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
@@ -121,6 +122,19 @@ async def test_cli_reports_errors_with_the_status(tmp_path: Path) -> None:
         env={"TOMBSTONE_MARKER_ADDRESS": "127.0.0.1:1", "TOMBSTONE_MARKER_TIMEOUT": "2s"},
     )
     assert (code, "error (UNAVAILABLE)" in out) == (1, True)
+
+
+async def test_cli_refuses_an_alias_before_sending(tmp_path: Path) -> None:
+    """`tombstone mark` with a dot-segment ML name fails with INVALID_ARGUMENT naming the
+    field, without contacting any marker (the address below has none)."""
+    code, out = await run_cli(
+        "mark",
+        "--ml",
+        "public/default/./persistent/orders",
+        "1",
+        env={"TOMBSTONE_MARKER_ADDRESS": "127.0.0.1:1", "TOMBSTONE_MARKER_TIMEOUT": "2s"},
+    )
+    assert (code, "error (INVALID_ARGUMENT): managed_ledger_name" in out) == (1, True)
 
 
 async def test_sigterm_lets_an_in_flight_mark_finish(

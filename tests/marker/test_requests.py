@@ -45,6 +45,32 @@ def _request(**fields: object) -> _mk.MarkLedgersRequest:
             "new_cursor_ledger_id",
         ),
         ({"request_id": "x" * 200}, "request_id"),
+        ({"managed_ledger_name": "public/default/./persistent/orders"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public/./default/persistent/orders"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public/default/persistent/.."}, "managed_ledger_name"),
+        ({"managed_ledger_name": f"{ML}/"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public//default/persistent/orders"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public/default/persistent/%2E%2E"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public/default/persistent/a%2Fb"}, "managed_ledger_name"),
+        ({"managed_ledger_name": "public/default/persistent/a%00"}, "managed_ledger_name"),
+        (
+            {"managed_ledger_name": "", "topic_name": "persistent://public/default/.."},
+            "topic_name",
+        ),
+        (
+            {"managed_ledger_name": "", "topic_name": "persistent://public/default/a\x00"},
+            "topic_name",
+        ),
+        ({"component": _pd.MANAGED_CURSOR, "cursor_name": ".."}, "cursor_name"),
+        ({"component": _pd.MANAGED_CURSOR, "cursor_name": "a%2F.."}, "cursor_name"),
+        (
+            {"component": _pd.SCHEMA_STORAGE, "managed_ledger_name": "", "schema_id": "t/./x"},
+            "schema_id",
+        ),
+        (
+            {"component": _pd.SCHEMA_STORAGE, "managed_ledger_name": "", "schema_id": "t/ns/x/"},
+            "schema_id",
+        ),
     ],
 )
 def test_bad_requests_name_the_field(fields: dict[str, object], field: str) -> None:

@@ -101,6 +101,24 @@ def test_filesystem_path() -> None:
     assert f"t/ns/persistent/x/7-{U}" == filesystem_offload_path(None, "t/ns/persistent/x", 7, U)
 
 
+@pytest.mark.parametrize(
+    ("base", "ml_name", "field"),
+    [
+        ("file:///data", "t/ns/./persistent/x", "ml_name"),
+        ("file:///data", "t/ns/persistent/..", "ml_name"),
+        ("file:///data", "t/ns/persistent/a%2Fb", "ml_name"),
+        ("file:///data", "t//persistent/x", "ml_name"),
+        ("file:///data/../other", "t/ns/persistent/x", "storageBasePath"),
+        ("/data/./x", "t/ns/persistent/x", "storageBasePath"),
+    ],
+)
+def test_filesystem_path_only_from_canonical_parts(base: str, ml_name: str, field: str) -> None:
+    """A path is never built from a non-canonical ML name or a base with dot segments."""
+    with pytest.raises(InvalidArgument) as err:
+        filesystem_offload_path(base, ml_name, 7, U)
+    assert err.value.field == field
+
+
 def test_location_from_2_7_properties() -> None:
     """2.7+ driverMetadata names the driver, bucket, region and serviceEndpoint."""
     props = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -144,3 +146,120 @@ def test_partitioned_metadata_path_of_a_partition_is_the_base_topic() -> None:
     """A partition's partitioned-topic metadata lives under the base topic's name."""
     expected = "/admin/partitioned-topics/t/ns/persistent/x"
     assert expected == partitioned_topic_path("persistent://t/ns/x-partition-2")
+
+
+@pytest.mark.parametrize(
+    "ml_name",
+    [
+        "t/ns/persistent/x",
+        "t/c/ns/persistent/x",
+        "public/default/persistent/my+topic%3A1",
+        "a-b=c:d.e_f/ns/persistent/x*y.z-1_2",
+        "t/ns/persistent/%C3%A9",  # é (NFC)
+        "t/ns/persistent/e%CC%81",  # e + combining acute (NFD): another, valid name
+        "T/ns/persistent/x",  # ZooKeeper and S3 are case-sensitive: another owner
+        "t/ns/persistent/..x",
+        "t/ns/persistent/%25",  # a literal '%' in the local name
+    ],
+)
+def test_canonical_managed_ledger_names_are_accepted(ml_name: str) -> None:
+    """Every name Pulsar's getPersistenceNamingEncoding can write is accepted as is."""
+    assert ml_name == managed_ledger_path(ml_name).removeprefix("/managed-ledgers/")
+
+
+@pytest.mark.parametrize(
+    "ml_name",
+    [
+        "t/ns/./persistent/x",
+        "t/../t/persistent/x",
+        "./ns/persistent/x",
+        "t/ns/persistent/.",
+        "t/ns/persistent/..",
+        "t/ns/persistent/x/",
+        "t//ns/persistent/x",
+        "/t/ns/persistent/x",
+        "t/ns/persistent/x/../y",
+        "t/ns/persistent/%2E%2E",
+        "t/ns/persistent/%2e",
+        "t/ns/persistent/a%2Fb",
+        "t/ns/persistent/a%2fb",
+        "t/ns/persistent/a%5Cb",
+        "t/ns/persistent/a%00b",
+        "t/ns/persistent/a\x00b",
+        "t/ns/persistent/a%0Ab",
+        "t/ns/persistent/%C2%85",  # C1 control (NEL)
+        "t/ns/persistent/%c3%a9",  # lowercase escapes: not what URLEncoder writes
+        "t/ns/persistent/%41",  # an escape of a character the encoder keeps
+        "t/ns/persistent/a%20b",  # space is '+'
+        "t/ns/persistent/a b",
+        "t/ns/persistent/%C3",  # not UTF-8
+        "t/ns/persistent/%zz",
+        "t/ns/non-persistent/x",
+        "t/ns/PERSISTENT/x",
+        "té/ns/persistent/x",  # Java's \\w is ASCII only
+        "t/ns\x00/persistent/x",
+        "t/ns/persistent/",
+        "t/ns/persistent/" + "x" * 2049,
+        "t" * 256 + "/ns/persistent/x",
+    ],
+)
+def test_non_canonical_managed_ledger_names_are_rejected(ml_name: str) -> None:
+    """Dot, empty and extra segments, escapes of separators, dots or controls, and any other
+    encoding than URLEncoder's are rejected, naming the field; nothing is normalised."""
+    with pytest.raises(InvalidArgument) as err:
+        managed_ledger_path(ml_name)
+    assert err.value.field == "ml_name"
+
+
+@pytest.mark.parametrize(
+    ("cursor", "accepted"),
+    [
+        ("my-sub", True),
+        ("my+sub%3A1", True),
+        ("pulsar.repl.east:1", True),  # replicator cursors are opened unencoded
+        ("__compaction", True),
+        (".", False),
+        ("..", False),
+        ("a/b", False),
+        ("a%2Fb", False),
+        ("%2E%2E", False),
+        ("a%00", False),
+        ("my sub", False),
+        ("", False),
+    ],
+)
+def test_cursor_names(cursor: str, accepted: bool) -> None:
+    """Cursor znode names are encoded subscriptions or replicator names, nothing else."""
+    expected = None if accepted else "cursor_name"
+    assert expected == _rejected_field(lambda: cursor_path("t/ns/persistent/x", cursor))
+
+
+@pytest.mark.parametrize(
+    ("schema_id", "accepted"),
+    [
+        ("t/ns/my+topic", True),
+        ("t/c/ns/x", True),
+        ("t/ns/x-partition-01", True),  # not a partition for Pulsar (leading zero)
+        ("t/ns/x-partition-3", False),  # getSchemaName strips the partition suffix
+        ("t/ns/..", False),
+        ("t/./x", False),
+        ("t/ns/x/", False),
+        ("t/ns/%2E", False),
+        ("t/ns/a%2Fb", False),
+        ("t/ns/x/y/z", False),
+        ("t//x", False),
+    ],
+)
+def test_schema_ids(schema_id: str, accepted: bool) -> None:
+    """Schema ids are canonical `tenant/ns/<encoded base topic>` (or V1 with a cluster)."""
+    expected = None if accepted else "schema_id"
+    assert expected == _rejected_field(lambda: schema_path(schema_id))
+
+
+def _rejected_field(call: Callable[[], object]) -> str | None:
+    """The field an `InvalidArgument` names, or None when the call succeeds."""
+    try:
+        call()
+    except InvalidArgument as err:
+        return err.field
+    return None

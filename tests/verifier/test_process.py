@@ -25,6 +25,7 @@ async def test_the_process_serves_and_exits_zero_on_sigterm(
     client = s3.client_config()
     env = {
         "TOMBSTONE_GRPC_PORT": "0",
+        "TOMBSTONE_METRICS_PORT": "0",  # off: its default port is fixed
         "TOMBSTONE_LOG_FORMAT": "json",
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_S3_ENDPOINT_URL": client["endpoint_url"],

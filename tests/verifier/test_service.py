@@ -75,6 +75,40 @@ async def test_malformed_pdli_is_skip_invalid_naming_the_field(service: Any) -> 
     assert (response.skip_reason, response.reason.split(":")[0]) == (pb.INVALID, "ledger_id")
 
 
+async def test_unknown_enum_numbers_are_skip_invalid(service: Any) -> None:
+    """proto3 enums are open: a PDLI with a tier and component no proto names (found by the
+    gRPC fuzz campaign, docs/fuzz.md) is SKIP INVALID, not INTERNAL from logging the verdict."""
+    stub, _ = service
+    bad = pdli(None)
+    bad.ledger_type = pdpb.LedgerType.ValueType(-1)
+    bad.component = pdpb.LedgerComponent.ValueType(99)
+    response = await stub.Verify(pb.VerifyRequest(pdli=bad))
+    assert (response.decision, response.skip_reason) == (pb.SKIP, pb.INVALID)
+    bad.ledger_id = 7
+    batch = await stub.VerifyBatch(pb.VerifyBatchRequest(pdlis=[bad]))
+    assert [(v.decision, v.skip_reason) for v in batch.verdicts] == [(pb.SKIP, pb.INVALID)]
+
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        "public/default/./persistent/orders",
+        "public/default/persistent/orders/",
+        "public//default/persistent/orders",
+        "public/default/persistent/%2E%2E",
+    ],
+)
+async def test_an_alias_in_verify_batch_is_skip_invalid(service: Any, alias: str) -> None:
+    """A PDLI whose ML name is an alias of a canonical one is SKIP INVALID naming the field,
+    in Verify and VerifyBatch alike."""
+    stub, _ = service
+    single = await stub.Verify(pb.VerifyRequest(pdli=pdli(1, ml=alias)))
+    batch = await stub.VerifyBatch(pb.VerifyBatchRequest(pdlis=[pdli(1, ml=alias)]))
+    assert {(v.skip_reason, v.reason.split(":")[0]) for v in (single, *batch.verdicts)} == {
+        (pb.INVALID, "managed_ledger_name")
+    }
+
+
 @pytest.mark.parametrize(
     ("method", "request_", "field"),
     [
@@ -86,6 +120,16 @@ async def test_malformed_pdli_is_skip_invalid_naming_the_field(service: Any) -> 
         (
             "Believe",
             pb.BelieveRequest(pdlis=[pdli(1, cursor="", component=pdpb.MANAGED_CURSOR)]),
+            "pdlis[0].cursor_name",
+        ),
+        (
+            "Believe",
+            pb.BelieveRequest(pdlis=[pdli(1, ml="public/default/./persistent/orders")]),
+            "pdlis[0].managed_ledger_name",
+        ),
+        (
+            "Believe",
+            pb.BelieveRequest(pdlis=[pdli(1, cursor="..", component=pdpb.MANAGED_CURSOR)]),
             "pdlis[0].cursor_name",
         ),
     ],

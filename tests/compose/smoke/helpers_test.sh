@@ -50,9 +50,9 @@ test_complete_object_ledger_ids_need_data_and_index() {
     assert_eq "12" "$(fixture mc-ls.txt | complete_object_ledger_ids)"
 }
 
-test_status_fields_default_to_zero() {
-    assert_eq "0" "$(echo '{}' | status_field deadLetterBacklog)"
-    assert_eq "7" "$(echo '{"estimatedInFlight": "7"}' | status_field estimatedInFlight)"
+test_status_fields_are_numbers() {
+    assert_eq "0" "$(echo '{"dead_letter_backlog": 0}' | status_field dead_letter_backlog)"
+    assert_eq "7" "$(echo '{"estimated_in_flight": 7}' | status_field estimated_in_flight)"
 }
 
 test_id_sets() {
