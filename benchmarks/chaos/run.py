@@ -12,8 +12,6 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from aiolimiter import AsyncLimiter
-
 from benchmarks.chaos.faults import Fault, FaultLog, Injector, plan
 from benchmarks.chaos.intruder import Intruder, check_s2, plant
 from benchmarks.chaos.stack import BUCKET, DELETERS, FOREIGN_BUCKET, ChaosStack
@@ -55,17 +53,8 @@ class ChaosWorkload(Workload):
     """The load test's brokers, made to ride out outages: a topic whose write or re-read
     fails keeps re-reading its ML (as a broker does) instead of giving up the run."""
 
-    async def _topic_loop(self, topic: TopicState, limiter: AsyncLimiter) -> None:
-        while time.monotonic() < self._deadline:
-            await limiter.acquire(self.options.batch)
-            if time.monotonic() >= self._deadline:
-                return
-            try:
-                await self._roll_over(topic)
-                await self._trim(topic)
-            except TombstoneError as exc:
-                self.stats.errors.append(f"{topic.ml_name}: {exc}")
-                await self._reload_until_read(topic)
+    async def _recover(self, topic: TopicState) -> None:
+        await self._reload_until_read(topic)
 
     async def _reload_until_read(self, topic: TopicState) -> None:
         while True:

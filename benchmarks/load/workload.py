@@ -227,7 +227,12 @@ class Workload:
                 await self._trim(topic)
             except TombstoneError as exc:
                 self.stats.errors.append(f"{topic.ml_name}: {exc}")
-                await self._reload(topic)
+                await self._recover(topic)
+
+    async def _recover(self, topic: TopicState) -> None:
+        """After a failed write or re-read: re-read the topic's ML once (a failure here ends
+        the run, as the load test wants; the chaos campaign keeps re-reading)."""
+        await self._reload(topic)
 
     async def _roll_over(self, topic: TopicState) -> None:
         """Add `batch` ledgers and write the list. On failure the local list forgets them

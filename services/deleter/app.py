@@ -34,7 +34,7 @@ from services.deleter.ports import BookKeeperDeleter, OffloadDeleter
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
 from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.connect import connect_store
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -107,14 +107,7 @@ def published_settings(config: DeleterConfig) -> Published:
 async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
     """Publish the settings on their own session; refuse to start beside a leaking peer."""
     zk = config.zookeeper
-    store = await runner.resources.enter_async_context(
-        ZkMetadataStore.connect(
-            zk.servers,
-            chroot=zk.chroot or None,
-            session_timeout=zk.session_timeout.total_seconds(),
-            request_timeout=zk.operation_timeout.total_seconds(),
-        )
-    )
+    store = await runner.resources.enter_async_context(connect_store(zk))
     board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
     await board.join()
     runner.resources.push_async_callback(board.leave)
@@ -236,14 +229,7 @@ async def _bookkeeper(
     if config.bookkeeper_backend == "none":
         return None
     zk = config.zookeeper
-    store = await stack.enter_async_context(
-        ZkMetadataStore.connect(
-            zk.servers,
-            chroot=zk.chroot or None,
-            session_timeout=zk.session_timeout.total_seconds(),
-            request_timeout=zk.operation_timeout.total_seconds(),
-        )
-    )
+    store = await stack.enter_async_context(connect_store(zk))
     layout = await watch_ledgers_layout(stack, store, config.ledgers_root)
     deleter = ZooKeeperLedgerDeleter(
         store,

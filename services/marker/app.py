@@ -18,7 +18,7 @@ from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
 from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.connect import connect_store
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
@@ -107,14 +107,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
     ) as runner:
         stack = runner.resources
         zk = config.zookeeper
-        store = await stack.enter_async_context(
-            ZkMetadataStore.connect(
-                zk.servers,
-                chroot=zk.chroot or None,
-                session_timeout=zk.session_timeout.total_seconds(),
-                request_timeout=zk.operation_timeout.total_seconds(),
-            )
-        )
+        store = await stack.enter_async_context(connect_store(zk))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         stack.push_async_callback(board.leave)

@@ -12,10 +12,10 @@ import structlog
 
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published
+from services.metadata.connect import connect_store
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
-from services.metadata.zk_store import ZkMetadataStore
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
 from services.verifier.config import VerifierConfig
@@ -117,14 +117,7 @@ async def open_verifier(
         handle_signals=handle_signals,
     ) as runner:
         zk = config.zookeeper
-        store = await runner.resources.enter_async_context(
-            ZkMetadataStore.connect(
-                zk.servers,
-                chroot=zk.chroot or None,
-                session_timeout=zk.session_timeout.total_seconds(),
-                request_timeout=zk.operation_timeout.total_seconds(),
-            )
-        )
+        store = await runner.resources.enter_async_context(connect_store(zk))
         layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak

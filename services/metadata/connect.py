@@ -1,0 +1,18 @@
+"""A metadata-store session opened with the operator's `TOMBSTONE_ZOOKEEPER_*` settings."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from services.core.config import ZooKeeperConfig
+from services.metadata.zk_store import ZkMetadataStore
+
+
+def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
+    """A session to the cluster's ZooKeeper (servers, chroot, session and request timeouts)."""
+    return ZkMetadataStore.connect(
+        zk.servers,
+        chroot=zk.chroot or None,
+        session_timeout=zk.session_timeout.total_seconds(),
+        request_timeout=zk.operation_timeout.total_seconds(),
+    )
