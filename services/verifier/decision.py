@@ -296,9 +296,8 @@ class DecisionEngine:
             if undecided is not None:
                 return undecided
         if min_age is not None and now_ms - ctime < min_age:
-            return skip(
-                SkipReason.IN_USE, "too_young", "ledger younger than the reconciler age window"
-            )
+            # Undecided, not settled: retried, then dead-lettered if it stays young.
+            return retry("too_young", "ledger younger than the reconciler age window")
         evidence = BookKeeperEvidence(path=path, version=node.version)
         return delete(
             "ledger",

@@ -41,6 +41,7 @@ from services.verifier.model import (
     Target,
     Verdict,
     delete,
+    retry,
     skip,
 )
 from services.verifier.owners import Owner
@@ -151,9 +152,8 @@ class OffloadInspector:
         if min_age_ms is not None and any(
             now_ms - h.last_modified_ms < min_age_ms for h in present
         ):
-            return skip(
-                SkipReason.IN_USE, "too_young", "object younger than the reconciler age window"
-            )
+            # Undecided, not settled: retried, then dead-lettered if it stays young.
+            return retry("too_young", "object younger than the reconciler age window")
         evidence = OffloadEvidence(driver_name=driver, bucket=bucket, keys=keys)
         return delete(
             "offload_objects",

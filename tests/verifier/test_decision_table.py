@@ -306,11 +306,12 @@ async def test_filesystem_offload_gives_a_path(
     )
 
 
-async def test_reconciler_young_ledger_is_in_use(world: World, parts: Any) -> None:
-    """A RECONCILER PDLI for a ledger younger than the age window (3 days) is SKIP IN_USE."""
+async def test_reconciler_young_ledger_is_retried(world: World, parts: Any) -> None:
+    """A RECONCILER PDLI for a ledger younger than the age window (3 days) is undecided, not
+    settled: RETRY (dead-lettered if it stays young), never an acknowledged SKIP."""
     await world.ledger(1)
     verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER))
-    assert (verdict.decision, verdict.skip_reason, verdict.code) == (SKIP, IN_USE, "too_young")
+    assert (verdict.decision, verdict.code) == (RETRY, "too_young")
 
 
 async def test_reconciler_old_ledger_is_deleted(
@@ -323,11 +324,11 @@ async def test_reconciler_old_ledger_is_deleted(
     assert verdict.decision == DELETE
 
 
-async def test_reconciler_young_objects_are_in_use(world: World, parts: Any) -> None:
-    """Offloaded objects younger than the window are SKIP IN_USE for the reconciler."""
+async def test_reconciler_young_objects_are_retried(world: World, parts: Any) -> None:
+    """Offloaded objects younger than the window are undecided for the reconciler: RETRY."""
     await world.objects(1)
     verdict = await parts.engine.verify(pdli(1, source=pb.RECONCILER, **OFF))
-    assert (verdict.decision, verdict.skip_reason) == (SKIP, IN_USE)
+    assert (verdict.decision, verdict.code) == (RETRY, "too_young")
 
 
 async def test_reconciler_objects_of_a_deleted_topic_are_deleted(
