@@ -20,11 +20,13 @@ from datetime import timedelta
 from typing import Any
 
 from aiobotocore.session import get_session
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, OffloadDefaults, ZooKeeperConfig
+from services.core.signing import IntentSigner, TrustedKeys
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.offload import uuid_to_bits
@@ -59,9 +61,10 @@ LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
 
 @asynccontextmanager
 async def verifier_with(
-    zk: ZooKeeperServer, s3: S3Server, *, default_bucket: str | None
+    zk: ZooKeeperServer, s3: S3Server, *, default_bucket: str | None, **settings: Any
 ) -> AsyncIterator[tuple[str, VerifierParts]]:
-    """A verifier allowing BUCKET, with or without a default offload bucket."""
+    """A verifier allowing BUCKET, with or without a default offload bucket; `settings`
+    are further VerifierConfig fields (signature settings)."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=0),
         zookeeper=ZooKeeperConfig(servers=zk.address),
@@ -70,6 +73,7 @@ async def verifier_with(
             allowed_buckets=frozenset({BUCKET}), default_bucket=default_bucket, cluster_name=CLUSTER
         ),
         shadow_scan_interval=timedelta(0),
+        **settings,
     )
     async with open_verifier(config) as (runner, parts):
         await runner.start()
@@ -195,6 +199,44 @@ async def test_pre_210_objects_are_deleted_when_their_index_names_the_owner(
         dead = await delete_all(zk, s3, broker, verifier)
     assert set() == objects_in_s3(s3) & keys
     assert dead == {}
+
+
+async def test_pre_210_objects_of_a_pre_22_ledger_are_deleted_on_a_signed_intent(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> None:
+    """Objects with version keys only whose index names no owner (the ledger predates
+    Pulsar 2.2: no custom metadata), trimmed through a signing marker that sends no believed
+    report, to a verifier requiring signatures: the signed intent read from the owner's
+    unlink is the proof, and both objects go."""
+    create_topics(broker)
+    await write_owner(zk, driver={"bucket": BUCKET, "region": "", "serviceEndpoint": ""})
+    keys = await put_objects(s3, index_names=None)
+    key = Ed25519PrivateKey.generate()
+    signer = IntentSigner({"marker-1": key}, "marker-1")
+    trusted = TrustedKeys({"marker-1": key.public_key()})
+    async with verifier_with(
+        zk, s3, default_bucket=None, trusted_keys=trusted, require_signed=True
+    ) as (verifier, _parts):
+        await trim_ledger_1(zk, broker, None, signer=signer)
+        dead = await delete_all(zk, s3, broker, verifier)
+    assert set() == objects_in_s3(s3) & keys
+    assert dead == {}
+
+
+async def test_pre_210_objects_of_a_pre_22_ledger_stay_on_an_unsigned_intent(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> None:
+    """The same objects trimmed by a marker that does not sign, with no believed report:
+    nothing proves the owner's unlink, so nothing is deleted and the PDLI is not
+    acknowledged: it ends in the DLQ as `mismatch`."""
+    create_topics(broker)
+    await write_owner(zk, driver={"bucket": BUCKET, "region": "", "serviceEndpoint": ""})
+    keys = await put_objects(s3, index_names=None)
+    async with verifier_with(zk, s3, default_bucket=None) as (verifier, _parts):
+        await trim_ledger_1(zk, broker, None)
+        dead = await delete_all(zk, s3, broker, verifier)
+    assert keys == objects_in_s3(s3) & keys
+    assert dead == {"mismatch": 1}
 
 
 async def test_a_forged_pdli_for_listed_pre_210_objects_deletes_nothing(
