@@ -13,8 +13,10 @@ from google.protobuf.message import Message
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
+from services.core.env_cli import env_command
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
+from services.core.version import version_option
 from services.deleter.config import DEFAULT_ADDRESS
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -24,6 +26,7 @@ M = TypeVar("M", bound=Message)
 
 
 @click.group()
+@version_option("tombstone deleter")
 def deleter() -> None:
     """The deleter pool (phase 2: verify, delete, acknowledge, retry or dead-letter)."""
 
@@ -31,10 +34,10 @@ def deleter() -> None:
 @deleter.command()
 def serve() -> None:
     """Run a deleter (settings from TOMBSTONE_* variables)."""
-    from services.core.peer_settings import refuse_on_config_error
+    from services.core.service_main import run_service
     from services.deleter.__main__ import main
 
-    refuse_on_config_error("deleter", main)
+    run_service("deleter", main)
 
 
 _address = click.option(
@@ -146,3 +149,6 @@ def describe_replay(r: _dl.ReplayDeadLettersResponse) -> str:
     if r.not_found:
         text += f"; not found: {', '.join(r.not_found)}"
     return text
+
+
+deleter.add_command(env_command("deleter"))

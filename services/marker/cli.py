@@ -10,8 +10,10 @@ import click
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
+from services.core.env_cli import env_command
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
+from services.core.version import version_option
 from services.marker.config import DEFAULT_ADDRESS
 from services.marker.owners import resolve_owner
 from tombstone.v1 import marker_pb2 as _mk
@@ -24,6 +26,7 @@ _SOURCES = {"operator": _pd.OPERATOR, "broker": _pd.BROKER, "reconciler": _pd.RE
 
 
 @click.group()
+@version_option("tombstone marker")
 def marker() -> None:
     """The marker service (phase 1: record intents, then unlink)."""
 
@@ -31,10 +34,10 @@ def marker() -> None:
 @marker.command()
 def serve() -> None:
     """Serve the Marker gRPC API (settings from TOMBSTONE_* variables)."""
-    from services.core.peer_settings import refuse_on_config_error
+    from services.core.service_main import run_service
     from services.marker.__main__ import main
 
-    refuse_on_config_error("marker", main)
+    run_service("marker", main)
 
 
 @click.command()
@@ -131,3 +134,6 @@ def describe(response: _mk.MarkLedgersResponse) -> str:
             f"  not marked {n.ledger_id}: {_mk.NotMarkedReason.Name(n.reason)} {n.message}"
         )
     return "\n".join(lines)
+
+
+marker.add_command(env_command("marker"))
