@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
+from services.core.enums import enum_name
 from services.core.env_cli import env_command
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
@@ -131,7 +132,7 @@ def describe_dead_letters(r: _dl.ListDeadLettersResponse) -> str:
     lines = []
     for d in r.dead_letters:
         what = (
-            f"ledger {d.pdli.ledger_id} {_pd.LedgerType.Name(d.pdli.ledger_type)}"
+            f"ledger {d.pdli.ledger_id} {enum_name(_pd.LedgerType.Name, d.pdli.ledger_type)}"
             if d.HasField("pdli")
             else f"{len(d.raw)} undecodable bytes"
         )
