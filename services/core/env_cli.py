@@ -207,3 +207,8 @@ __all__ = [
     "settings_of",
     "warn_unknown_variables",
 ]
+
+
+if __name__ == "__main__":
+    # `python -m services.core.env_cli`: the table of docs/operations.md, regenerated.
+    sys.stdout.write(settings_markdown())

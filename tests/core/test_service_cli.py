@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,7 +18,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.cli import cli
 from services.core._env import Setting, unknown_variable_warnings
 from services.core.config import PulsarConfig, ZooKeeperConfig
-from services.core.env_cli import SERVICES, settings_of
+from services.core.env_cli import SERVICES, settings_markdown, settings_of
 from services.core.errors import Unavailable
 from services.core.service_main import EXIT_CONFIG, EXIT_UNAVAILABLE, check_reachable
 from services.core.version import version
@@ -168,3 +169,11 @@ async def test_an_unreachable_broker_stops_the_marker_with_one_line_and_exit_3(
         "(connection refused); check TOMBSTONE_PULSAR_SERVICE_URL",
     )
     assert "Traceback" not in done.stderr
+
+
+def test_the_settings_table_of_the_docs_is_the_code_s() -> None:
+    """docs/operations.md holds exactly the generated table (names, readers, defaults,
+    formats, help); regenerate it with `python -m services.core.env_cli`."""
+    text = (Path(__file__).parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = text.split("<!-- settings:begin -->\n")[1].split("<!-- settings:end -->")[0]
+    assert table == settings_markdown()
