@@ -62,8 +62,16 @@ def dlq() -> None:
 
 
 @dlq.command("list")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--reason", "reason_code", default="", help="Only this reason code.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=100,
+    show_default=True,
+    help="Most dead letters listed (1-10000).",
+)
+@click.option(
+    "--reason", "reason_code", default="", help="Only this reason code, e.g. retries_exhausted."
+)
 @_address
 @_json
 def list_dead_letters(limit: int, reason_code: str, address: str | None, as_json: bool) -> None:
@@ -76,7 +84,9 @@ def list_dead_letters(limit: int, reason_code: str, address: str | None, as_json
 @dlq.command("replay")
 @click.argument("message_ids", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Replay every dead letter (of --reason).")
-@click.option("--reason", "reason_code", default="", help="Only this reason code.")
+@click.option(
+    "--reason", "reason_code", default="", help="Only this reason code, e.g. retries_exhausted."
+)
 @_address
 @_json
 def replay(

@@ -43,17 +43,41 @@ def serve() -> None:
 @click.command()
 @click.argument("ledger_ids", nargs=-1, type=int, required=True)
 @click.option(
-    "--component", type=click.Choice(sorted(_COMPONENTS)), default="ml", show_default=True
+    "--component",
+    type=click.Choice(sorted(_COMPONENTS)),
+    default="ml",
+    show_default=True,
+    help="Owner of the ledgers: a managed ledger's list, a cursor, or a schema.",
 )
-@click.option("--topic", "topic_name", default="", help="persistent://tenant/ns/topic")
+@click.option("--topic", "topic_name", default="", help="Topic: persistent://tenant/ns/topic.")
 @click.option("--ml", "ml_name", default="", help="Managed-ledger name (tenant/ns/persistent/x).")
 @click.option("--cursor", "cursor_name", default="", help="Cursor name (MANAGED_CURSOR).")
 @click.option("--schema-id", default="", help="Schema id tenant/ns/topic (SCHEMA_STORAGE).")
-@click.option("--mode", type=click.Choice(sorted(_MODES)), default="marker", show_default=True)
-@click.option("--expected-version", type=int, default=None, help="Fail unless the owner is at it.")
-@click.option("--new-cursor-ledger-id", type=int, default=None, help="Cursor's ledger afterwards.")
 @click.option(
-    "--source", type=click.Choice(sorted(_SOURCES)), default="operator", show_default=True
+    "--mode",
+    type=click.Choice(sorted(_MODES)),
+    default="marker",
+    show_default=True,
+    help="Who unlinks the ledgers from the owner znode: the marker, or the caller afterwards.",
+)
+@click.option(
+    "--expected-version",
+    type=int,
+    default=None,
+    help="Owner znode version (integer); fail unless the owner is at it.",
+)
+@click.option(
+    "--new-cursor-ledger-id",
+    type=int,
+    default=None,
+    help="Cursor's ledger id afterwards (MANAGED_CURSOR).",
+)
+@click.option(
+    "--source",
+    type=click.Choice(sorted(_SOURCES)),
+    default="operator",
+    show_default=True,
+    help="Who asks for the deletion (recorded in every PDLI).",
 )
 @click.option("--address", default=None, help="Marker host:port (TOMBSTONE_MARKER_ADDRESS).")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")

@@ -9,8 +9,10 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -177,3 +179,33 @@ def test_the_settings_table_of_the_docs_is_the_code_s() -> None:
     text = (Path(__file__).parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
     table = text.split("<!-- settings:begin -->\n")[1].split("<!-- settings:end -->")[0]
     assert table == settings_markdown()
+
+
+def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+    yield path, command
+    if isinstance(command, click.Group):
+        for name in command.list_commands(click.Context(command)):
+            sub = command.get_command(click.Context(command), name)
+            if sub is not None:
+                yield from _commands(sub, f"{path} {name}")
+
+
+def test_every_service_option_has_help() -> None:
+    """Every option of the services' commands says what it takes (units, formats)."""
+    missing = []
+    for root in ("marker", "mark", "verifier", "deleter", "health", "keys"):
+        top = cli.get_command(click.Context(cli), root)
+        assert top is not None
+        for path, command in _commands(top, root):
+            missing += [
+                f"{path} {param.opts[0]}"
+                for param in command.params
+                if isinstance(param, click.Option) and not param.help
+            ]
+    assert missing == []
+
+
+def test_health_timeout_takes_the_duration_syntax() -> None:
+    result = CliRunner().invoke(cli, ["health", "--timeout", "2 days"])
+    assert result.exit_code == 2
+    assert "expected a duration" in result.output
