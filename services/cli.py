@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from services.core.version import version_option
+
 # name -> "module:attribute" of a click command or group.
 SUBCOMMANDS: dict[str, str] = {
     "demo": "devstack.demo:demo",
@@ -51,6 +53,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@version_option("tombstone")
 def cli() -> None:
     """Tombstone: safe two-phase deletion of Pulsar ledgers and their offloaded copies."""
 

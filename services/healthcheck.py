@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import timedelta
 
 import click
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.core.click_types import Duration
 
 
 async def check_health(address: str, *, service: str = "", timeout: float = 3.0) -> str:
@@ -32,11 +35,19 @@ async def check_health(address: str, *, service: str = "", timeout: float = 3.0)
 
 
 @click.command()
-@click.option("--address", default="127.0.0.1:50051", show_default=True, help="host:port")
+@click.option(
+    "--address", default="127.0.0.1:50051", show_default=True, help="Service gRPC host:port."
+)
 @click.option("--service", default="", help="Service name, e.g. tombstone.v1.Marker (default: all)")
-@click.option("--timeout", type=click.FloatRange(0.1, 60), default=3.0, show_default=True)
-def health(address: str, service: str, timeout: float) -> None:
+@click.option(
+    "--timeout",
+    type=Duration(timedelta(milliseconds=100), timedelta(seconds=60)),
+    default="3s",
+    show_default=True,
+    help="How long to wait for the answer: a duration (500ms, 3s, or plain seconds), 100ms-60s.",
+)
+def health(address: str, service: str, timeout: timedelta) -> None:
     """Exit 0 if the gRPC service at ADDRESS reports SERVING (for container healthchecks)."""
-    status = asyncio.run(check_health(address, service=service, timeout=timeout))
+    status = asyncio.run(check_health(address, service=service, timeout=timeout.total_seconds()))
     click.echo(f"{address}: {status}")
     sys.exit(0 if status == "SERVING" else 1)

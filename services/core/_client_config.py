@@ -64,18 +64,37 @@ def client_settings(target: str, default_address: str) -> dict[str, Setting[Any]
     # "VERIFIER" and "verifier" declare the same settings instead of conflicting ones.
     target = target.lower()
     return {
-        "ADDRESS": setting(f"{up}_ADDRESS", parse_str, default_address, f"{target} host:port."),
+        "ADDRESS": setting(
+            f"{up}_ADDRESS", parse_str, default_address, f"{target} host:port.", format="host:port"
+        ),
         "TOKEN": setting(
-            f"{up}_TOKEN", parse_optional_str, None, f"Token for {target}.", secret=True
+            f"{up}_TOKEN",
+            parse_optional_str,
+            None,
+            f"Token for {target}.",
+            secret=True,
+            format="token",
         ),
         "TLS_CA_FILE": setting(
-            f"{up}_TLS_CA_FILE", parse_optional_str, None, f"CA of {target}'s certificate."
+            f"{up}_TLS_CA_FILE",
+            parse_optional_str,
+            None,
+            f"CA of {target}'s certificate.",
+            format="path",
         ),
         "TLS_CERT_FILE": setting(
-            f"{up}_TLS_CERT_FILE", parse_optional_str, None, f"Client cert for {target}."
+            f"{up}_TLS_CERT_FILE",
+            parse_optional_str,
+            None,
+            f"Client cert for {target}.",
+            format="path",
         ),
         "TLS_KEY_FILE": setting(
-            f"{up}_TLS_KEY_FILE", parse_optional_str, None, f"Client key for {target}."
+            f"{up}_TLS_KEY_FILE",
+            parse_optional_str,
+            None,
+            f"Client key for {target}.",
+            format="path",
         ),
         "TIMEOUT": setting(
             f"{up}_TIMEOUT", parse_duration, timedelta(seconds=10), f"Deadline of {target} calls."

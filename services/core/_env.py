@@ -8,13 +8,13 @@ variable.
 
 from __future__ import annotations
 
+import difflib
 import importlib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Generic, TypeVar
 
+from services.core import durations
 from services.core.errors import ConfigError
 
 PREFIX = "TOMBSTONE_"
@@ -43,6 +43,8 @@ class Setting(Generic[T]):
     default: T
     help: str
     secret: bool = False
+    format: str = "text"
+    """What a value looks like (unit and syntax), for `env` listings and the docs."""
 
     def read(self, environ: Mapping[str, str]) -> T:
         """The parsed value, or the default when the variable is unset or blank."""
@@ -57,11 +59,20 @@ class Setting(Generic[T]):
 
 
 def setting(
-    name: str, parse: Callable[[str], T], default: T, help: str, *, secret: bool = False
+    name: str,
+    parse: Callable[[str], T],
+    default: T,
+    help: str,
+    *,
+    secret: bool = False,
+    format: str | None = None,
 ) -> Setting[T]:
-    """Declare `TOMBSTONE_<name>`. Declaring the same name twice must agree on its help."""
+    """Declare `TOMBSTONE_<name>`. Declaring the same name twice must agree on its help.
+
+    `format` defaults to the one the parser was registered with (every parser below is)."""
     full = name if name.startswith(PREFIX) else PREFIX + name
-    declared = Setting(full, parse, default, help, secret)
+    shape = format or _FORMATS.get(parse, "text")
+    declared = Setting(full, parse, default, help, secret, shape)
     existing = _REGISTRY.get(full)
     if existing is not None and existing.help != help:
         raise ValueError(f"{full} is declared twice with different meanings")
@@ -69,15 +80,20 @@ def setting(
     return declared
 
 
-def describe_env() -> dict[str, str]:
-    """Every variable any service reads, mapped to its help text (sorted by name)."""
+def all_settings() -> dict[str, Setting[object]]:
+    """Every declared setting of every part of the project, by name (sorted)."""
     for module in _SETTING_MODULES:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if not (exc.name and module.startswith(exc.name)):
                 raise
-    return {name: _REGISTRY[name].help for name in sorted(_REGISTRY)}
+    return {name: _REGISTRY[name] for name in sorted(_REGISTRY)}
+
+
+def describe_env() -> dict[str, str]:
+    """Every variable any service reads, mapped to its help text (sorted by name)."""
+    return {name: s.help for name, s in all_settings().items()}
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
@@ -86,41 +102,57 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return sorted(name for name in environ if name.startswith(PREFIX) and name not in known)
 
 
+def unknown_variable_warnings(environ: Mapping[str, str]) -> list[str]:
+    """One line per unknown `TOMBSTONE_*` variable, naming the closest known one if any."""
+    known = list(describe_env())
+    lines = []
+    for name in unknown_variables(environ):
+        line = f"warning: unknown variable {name} is ignored"
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close:
+            line += f" (did you mean {close[0]}?)"
+        lines.append(line)
+    return lines
+
+
 # --- parsers -------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# The format of each parser, so that `setting()` knows it without being told.
+_FORMATS: dict[Callable[[str], object], str] = {durations.parse_duration: durations.DURATION_FORMAT}
+parse_duration = durations.parse_duration
 
 
-def parse_duration(raw: str) -> timedelta:
-    """`"30"` or `"30s"` (seconds), `"500ms"`, `"5m"`, `"1h"`."""
-    match = _DURATION.match(raw)
-    if match is None:
-        raise ValueError("expected a duration such as 30, 30s, 500ms, 5m or 1h")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+def _described(format: str, parse: Callable[[str], T]) -> Callable[[str], T]:
+    _FORMATS[parse] = format
+    return parse
 
 
 def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
     """An integer parser with inclusive bounds."""
 
     def parse(raw: str) -> int:
-        value = int(raw)
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError("expected an integer") from None
         if minimum is not None and value < minimum:
             raise ValueError(f"must be at least {minimum}")
         if maximum is not None and value > maximum:
             raise ValueError(f"must be at most {maximum}")
         return value
 
-    return parse
+    low = "" if minimum is None else str(minimum)
+    high = "" if maximum is None else str(maximum)
+    return _described(f"integer {low}..{high}" if low or high else "integer", parse)
 
 
-parse_port = parse_int(0, 65535)
+parse_port = _described("port 0..65535", parse_int(0, 65535))
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def parse_bool(raw: str) -> bool:
+def _parse_bool(raw: str) -> bool:
     """`true/false`, `yes/no`, `on/off`, `1/0` (any case)."""
     lowered = raw.lower()
     if lowered in _TRUE:
@@ -130,31 +162,46 @@ def parse_bool(raw: str) -> bool:
     raise ValueError("expected true or false")
 
 
-def parse_optional_bool(raw: str) -> bool | None:
+_BOOL = "true/false (yes/no, on/off, 1/0)"
+parse_bool = _described(_BOOL, _parse_bool)
+
+
+def _parse_optional_bool(raw: str) -> bool | None:
     """Like `parse_bool`; the default (None) means "decide from other settings"."""
     return parse_bool(raw)
 
 
-def parse_str(raw: str) -> str:
+parse_optional_bool = _described(_BOOL, _parse_optional_bool)
+
+
+def _parse_str(raw: str) -> str:
     return raw
 
 
-def parse_optional_str(raw: str) -> str | None:
+def _parse_optional_str(raw: str) -> str | None:
     return raw
 
 
-def parse_list(raw: str) -> tuple[str, ...]:
+parse_str = _described("text", _parse_str)
+parse_optional_str = _described("text", _parse_optional_str)
+
+
+def _parse_list(raw: str) -> tuple[str, ...]:
     """Comma-separated values, blanks dropped."""
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+parse_list = _described("comma-separated list", _parse_list)
+
+
 def parse_choice(*choices: str) -> Callable[[str], str]:
-    """One of `choices`, case-insensitive."""
+    """One of `choices`, case-insensitive; the value comes back spelt as declared."""
+    spelt = {choice.lower(): choice for choice in choices}
 
     def parse(raw: str) -> str:
-        lowered = raw.lower()
-        if lowered not in choices:
+        choice = spelt.get(raw.lower())
+        if choice is None:
             raise ValueError(f"expected one of {', '.join(choices)}")
-        return lowered
+        return choice
 
-    return parse
+    return _described("one of " + "|".join(choices), parse)

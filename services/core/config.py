@@ -2,7 +2,8 @@
 
 This module (through `from_env`) is the only code that reads the environment. A service's own
 `config.py` composes these pieces with its own settings, declared with `setting(...)` so that
-`describe_env()` lists them too. Durations accept `30`, `30s`, `500ms`, `5m`, `1h`.
+`describe_env()` lists them too. Durations use the one syntax of `services.core.durations`
+(`30` seconds, `500ms`, `90s`, `1h30m`, `3d`), as the CLI options do.
 """
 
 from __future__ import annotations
@@ -77,10 +78,18 @@ GRPC_GRACE = setting(
 GRPC_MAX_MESSAGE = setting(
     "GRPC_MAX_MESSAGE_BYTES", parse_int(1024), 4 * 1024 * 1024, "Largest gRPC message, bytes."
 )
-TLS_CERT = setting("GRPC_TLS_CERT_FILE", parse_optional_str, None, "Server certificate (PEM).")
-TLS_KEY = setting("GRPC_TLS_KEY_FILE", parse_optional_str, None, "Server private key (PEM).")
+TLS_CERT = setting(
+    "GRPC_TLS_CERT_FILE", parse_optional_str, None, "Server certificate (PEM).", format="path"
+)
+TLS_KEY = setting(
+    "GRPC_TLS_KEY_FILE", parse_optional_str, None, "Server private key (PEM).", format="path"
+)
 TLS_CA = setting(
-    "GRPC_TLS_CLIENT_CA_FILE", parse_optional_str, None, "CA that signs client certificates."
+    "GRPC_TLS_CLIENT_CA_FILE",
+    parse_optional_str,
+    None,
+    "CA that signs client certificates.",
+    format="path",
 )
 TLS_REQUIRE_CLIENT = setting(
     "GRPC_TLS_REQUIRE_CLIENT_CERT",
@@ -100,12 +109,14 @@ AUTH_TOKENS: Setting[dict[str, Principal]] = setting(
     {},
     "Inline token table: '<token> <role>[,<role>] [<subject>]' entries separated by ';'.",
     secret=True,
+    format="token table",
 )
 AUTH_TOKENS_FILE: Setting[dict[str, Principal]] = setting(
     "AUTH_TOKENS_FILE",
     lambda raw: parse_tokens(Path(raw).read_text(encoding="utf-8")),
     {},
     "Token table file: JSON {token: {subject, roles}} or '<token> <role>[,<role>]' lines.",
+    format="path",
 )
 
 
@@ -398,6 +409,7 @@ OFFLOAD_DEFAULT_BUCKET = setting(
     parse_optional_str,
     None,
     "Bucket of ledgers offloaded without driver metadata (Pulsar 2.1); unset: none applies.",
+    format="bucket name",
 )
 
 

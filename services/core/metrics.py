@@ -9,7 +9,6 @@ is blocked.
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 from collections.abc import Sequence
 
@@ -18,16 +17,11 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services.core.version import DISTRIBUTION, version
+
+__all__ = ["DISTRIBUTION", "PREFIX", "Metrics", "version"]
+
 PREFIX = "tombstone_"
-DISTRIBUTION = "pulsar-tombstone"
-
-
-def version() -> str:
-    """The installed distribution's version; `unknown` when run from a bare source tree."""
-    try:
-        return importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class Metrics:

@@ -27,8 +27,7 @@ import asyncio
 import contextlib
 import json
 import secrets
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -44,16 +43,6 @@ _log = structlog.get_logger(__name__)
 ROOT = "/tombstone/settings"
 SERVICES = ("marker", "verifier", "deleter")
 CHECK_INTERVAL = timedelta(seconds=30)
-
-
-def refuse_on_config_error(service: str, run: Callable[[], None]) -> None:
-    """Run a service's `main`; a `ConfigError` (a bad variable, or `UnsafeSettings`) ends the
-    process with one line on stderr and exit status 1 instead of a traceback."""
-    try:
-        run()
-    except ConfigError as e:
-        sys.stderr.write(f"{service}: refusing to start: {e}\n")
-        raise SystemExit(1) from None
 
 
 class UnsafeSettings(ConfigError):

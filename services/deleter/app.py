@@ -16,6 +16,7 @@ from services.core.client import open_channel
 from services.core.errors import Conflict
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published, retry_budget
+from services.core.service_main import check_reachable
 from services.deleter._pulsar_admin import PulsarTopicStats
 from services.deleter._verifier import GrpcVerdictSource
 from services.deleter.admin import DeleterAdmin, Topics
@@ -62,6 +63,8 @@ async def run(config: DeleterConfig) -> None:
         name="deleter", grpc=config.grpc, metrics=config.metrics, method_roles=METHOD_ROLES
     ) as runner:
         await _join_peers(runner, config)
+        # A broker that refuses connections ends the start now, not after the client's timeout.
+        await check_reachable(pulsar=config.pulsar)
         metrics = DeleterMetrics(runner.metrics)
         deleter = await build(runner.resources, config, metrics)
         servicer = DeleterAdminServicer(deleter.admin)

@@ -13,8 +13,11 @@ from google.protobuf.message import Message
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
+from services.core.enums import enum_name
+from services.core.env_cli import env_command
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
+from services.core.version import version_option
 from services.deleter.config import DEFAULT_ADDRESS
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -24,6 +27,7 @@ M = TypeVar("M", bound=Message)
 
 
 @click.group()
+@version_option("tombstone deleter")
 def deleter() -> None:
     """The deleter pool (phase 2: verify, delete, acknowledge, retry or dead-letter)."""
 
@@ -31,10 +35,10 @@ def deleter() -> None:
 @deleter.command()
 def serve() -> None:
     """Run a deleter (settings from TOMBSTONE_* variables)."""
-    from services.core.peer_settings import refuse_on_config_error
+    from services.core.service_main import run_service
     from services.deleter.__main__ import main
 
-    refuse_on_config_error("deleter", main)
+    run_service("deleter", main)
 
 
 _address = click.option(
@@ -58,8 +62,16 @@ def dlq() -> None:
 
 
 @dlq.command("list")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@click.option("--reason", "reason_code", default="", help="Only this reason code.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=100,
+    show_default=True,
+    help="Most dead letters listed (1-10000).",
+)
+@click.option(
+    "--reason", "reason_code", default="", help="Only this reason code, e.g. retries_exhausted."
+)
 @_address
 @_json
 def list_dead_letters(limit: int, reason_code: str, address: str | None, as_json: bool) -> None:
@@ -72,7 +84,9 @@ def list_dead_letters(limit: int, reason_code: str, address: str | None, as_json
 @dlq.command("replay")
 @click.argument("message_ids", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Replay every dead letter (of --reason).")
-@click.option("--reason", "reason_code", default="", help="Only this reason code.")
+@click.option(
+    "--reason", "reason_code", default="", help="Only this reason code, e.g. retries_exhausted."
+)
 @_address
 @_json
 def replay(
@@ -128,7 +142,7 @@ def describe_dead_letters(r: _dl.ListDeadLettersResponse) -> str:
     lines = []
     for d in r.dead_letters:
         what = (
-            f"ledger {d.pdli.ledger_id} {_pd.LedgerType.Name(d.pdli.ledger_type)}"
+            f"ledger {d.pdli.ledger_id} {enum_name(_pd.LedgerType.Name, d.pdli.ledger_type)}"
             if d.HasField("pdli")
             else f"{len(d.raw)} undecodable bytes"
         )
@@ -146,3 +160,6 @@ def describe_replay(r: _dl.ReplayDeadLettersResponse) -> str:
     if r.not_found:
         text += f"; not found: {', '.join(r.not_found)}"
     return text
+
+
+deleter.add_command(env_command("deleter"))

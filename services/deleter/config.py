@@ -161,6 +161,7 @@ FORGED_RATE = setting(
     _positive_float,
     1.0,
     "Forged PDLIs dead-lettered per second and source; the excess waits, held in the window.",
+    format="number > 0 (per second)",
 )
 FORGED_BURST = setting(
     "DELETER_FORGED_DLQ_BURST",

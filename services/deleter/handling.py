@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import structlog
 
+from services.core.enums import enum_name
 from services.core.errors import CorruptData, TombstoneError
 from services.core.logging import audit
 from services.deleter.forged import ForgedLimiter
@@ -283,7 +284,7 @@ class Handler:
         raise DeleteFailed(
             tier,
             f"DELETE verdict with {evidence or 'no'} evidence for a "
-            f"{_pd.LedgerType.Name(pdli.ledger_type)} PDLI",
+            f"{enum_name(_pd.LedgerType.Name, pdli.ledger_type)} PDLI",
             permanent=True,
         )
 
@@ -307,12 +308,15 @@ class Handler:
         result: DeleteResult,
     ) -> None:
         self._metrics.deleted.labels(result.tier.value).inc()
+        size = deleted_bytes(verdict) if result.removed else None
+        if size is not None:
+            self._metrics.bytes_deleted.labels(result.tier.value).inc(size)
         audit(
             "ledger_deleted",
             ledger_id=pdli.ledger_id,
             tier=result.tier.value,
             removed=result.removed,
-            component=_pd.LedgerComponent.Name(pdli.component),
+            component=enum_name(_pd.LedgerComponent.Name, pdli.component),
             owner=owner_label(pdli),
             source=source_name(pdli),
             marker_id=pdli.marker_id,
@@ -417,6 +421,17 @@ class Handler:
         _log.warning("message_released", message_id=message.message_id, reason=why)
         self._metrics.released.inc()
         await source.release(message)
+
+
+def deleted_bytes(verdict: _vf.VerifyResponse) -> int | None:
+    """The size the verifier found of what its evidence names; None when it did not know (an
+    open ledger, an object store that gave no size, a filesystem copy): never guessed."""
+    evidence = verdict.WhichOneof("evidence")
+    if evidence == "bookkeeper" and verdict.bookkeeper.HasField("length_bytes"):
+        return max(0, verdict.bookkeeper.length_bytes)
+    if evidence == "offload" and verdict.offload.HasField("size_bytes"):
+        return max(0, verdict.offload.size_bytes)
+    return None
 
 
 def _is_filesystem(evidence: _vf.OffloadEvidence) -> bool:

@@ -15,6 +15,12 @@ class DeleterMetrics:
         self.deleted = m.counter(
             "deleter_deleted", "Copies deleted (or found already absent).", ["tier"]
         )
+        self.bytes_deleted = m.counter(
+            "deleter_bytes_deleted",
+            "Bytes deleted, from the sizes in the verifier's evidence (a closed ledger's length, "
+            "the offloaded objects' sizes); a copy of unknown size adds nothing.",
+            ["tier"],
+        )
         self.failed = m.counter("deleter_delete_failed", "Delete attempts that failed.", ["tier"])
         self.acknowledged = m.counter("deleter_acknowledged", "Messages acknowledged.")
         self.retried = m.counter("deleter_retried", "PDLIs sent to the retry topic.")

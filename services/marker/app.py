@@ -10,6 +10,7 @@ import structlog
 from services.core.client import open_channel
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published
+from services.core.service_main import check_reachable
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
@@ -112,6 +113,8 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         await board.join()  # refuses to start beside a peer whose settings would leak
         stack.push_async_callback(board.leave)
         runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
+        # A broker that refuses connections ends the start now, not after the client's timeout.
+        await check_reachable(pulsar=config.pulsar)
         publisher = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, producer_settings(config))
         )

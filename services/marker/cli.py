@@ -10,8 +10,10 @@ import click
 
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
+from services.core.env_cli import env_command
 from services.core.errors import TombstoneError
 from services.core.json_output import message_json
+from services.core.version import version_option
 from services.marker.config import DEFAULT_ADDRESS
 from services.marker.owners import resolve_owner
 from tombstone.v1 import marker_pb2 as _mk
@@ -24,6 +26,7 @@ _SOURCES = {"operator": _pd.OPERATOR, "broker": _pd.BROKER, "reconciler": _pd.RE
 
 
 @click.group()
+@version_option("tombstone marker")
 def marker() -> None:
     """The marker service (phase 1: record intents, then unlink)."""
 
@@ -31,26 +34,50 @@ def marker() -> None:
 @marker.command()
 def serve() -> None:
     """Serve the Marker gRPC API (settings from TOMBSTONE_* variables)."""
-    from services.core.peer_settings import refuse_on_config_error
+    from services.core.service_main import run_service
     from services.marker.__main__ import main
 
-    refuse_on_config_error("marker", main)
+    run_service("marker", main)
 
 
 @click.command()
 @click.argument("ledger_ids", nargs=-1, type=int, required=True)
 @click.option(
-    "--component", type=click.Choice(sorted(_COMPONENTS)), default="ml", show_default=True
+    "--component",
+    type=click.Choice(sorted(_COMPONENTS)),
+    default="ml",
+    show_default=True,
+    help="Owner of the ledgers: a managed ledger's list, a cursor, or a schema.",
 )
-@click.option("--topic", "topic_name", default="", help="persistent://tenant/ns/topic")
+@click.option("--topic", "topic_name", default="", help="Topic: persistent://tenant/ns/topic.")
 @click.option("--ml", "ml_name", default="", help="Managed-ledger name (tenant/ns/persistent/x).")
 @click.option("--cursor", "cursor_name", default="", help="Cursor name (MANAGED_CURSOR).")
 @click.option("--schema-id", default="", help="Schema id tenant/ns/topic (SCHEMA_STORAGE).")
-@click.option("--mode", type=click.Choice(sorted(_MODES)), default="marker", show_default=True)
-@click.option("--expected-version", type=int, default=None, help="Fail unless the owner is at it.")
-@click.option("--new-cursor-ledger-id", type=int, default=None, help="Cursor's ledger afterwards.")
 @click.option(
-    "--source", type=click.Choice(sorted(_SOURCES)), default="operator", show_default=True
+    "--mode",
+    type=click.Choice(sorted(_MODES)),
+    default="marker",
+    show_default=True,
+    help="Who unlinks the ledgers from the owner znode: the marker, or the caller afterwards.",
+)
+@click.option(
+    "--expected-version",
+    type=int,
+    default=None,
+    help="Owner znode version (integer); fail unless the owner is at it.",
+)
+@click.option(
+    "--new-cursor-ledger-id",
+    type=int,
+    default=None,
+    help="Cursor's ledger id afterwards (MANAGED_CURSOR).",
+)
+@click.option(
+    "--source",
+    type=click.Choice(sorted(_SOURCES)),
+    default="operator",
+    show_default=True,
+    help="Who asks for the deletion (recorded in every PDLI).",
 )
 @click.option("--address", default=None, help="Marker host:port (TOMBSTONE_MARKER_ADDRESS).")
 @click.option("--json", "as_json", is_flag=True, help="Print the response as JSON.")
@@ -131,3 +158,6 @@ def describe(response: _mk.MarkLedgersResponse) -> str:
             f"  not marked {n.ledger_id}: {_mk.NotMarkedReason.Name(n.reason)} {n.message}"
         )
     return "\n".join(lines)
+
+
+marker.add_command(env_command("marker"))

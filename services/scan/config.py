@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from services.core import durations
 from services.core.errors import InvalidArgument
 
 #: Shorter age windows are refused unless `allow_short_min_age` is set: a ledger's reference
@@ -14,17 +14,14 @@ from services.core.errors import InvalidArgument
 MIN_AGE_FLOOR = timedelta(days=1)
 DEFAULT_MIN_AGE = timedelta(days=3)
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
 
 def parse_duration(text: str, field: str = "duration") -> timedelta:
-    """Parse "90s", "15m", "6h", "3d" or "2w" into a timedelta."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise InvalidArgument(field, f"{text!r} is not a duration like 3d, 12h or 30m")
-    amount, unit = int(match.group(1)), match.group(2)
-    return timedelta(**{_UNITS[unit]: amount})
+    """`text` in the suite's one duration syntax (`services.core.durations`: 90s, 1h30m, 3d,
+    plain seconds), the same the services' `TOMBSTONE_*` durations use."""
+    try:
+        return durations.parse_duration(text)
+    except ValueError as exc:
+        raise InvalidArgument(field, f"{text!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from google.protobuf import message as _message
 
+from services.core.enums import enum_name
 from services.core.errors import CorruptData
 from services.core.signing import CanonicalTemplate, IntentSigner, canonical_bytes
 from services.systopic.ports import OutgoingMessage
@@ -39,6 +40,13 @@ def owner_label(pdli: _pd.PendingDeleteLedgerInfo) -> str:
 _TYPE_NAMES = {value: name for name, value in _pd.LedgerType.items()}
 
 
+def _type_name(ledger_type: int) -> str:
+    # A number outside the enum (a forged or newer PDLI) must not stop a retry copy from
+    # being built: the copy would be released and redelivered forever instead.
+    name = _TYPE_NAMES.get(ledger_type)  # type: ignore[call-overload]
+    return name if name is not None else enum_name(_pd.LedgerType.Name, ledger_type)
+
+
 def _shared_properties(pdli: _pd.PendingDeleteLedgerInfo) -> dict[str, str]:
     # Three properties in all (with the ledger id and type): each one costs the client and
     # the broker work per message, and everything else is in the payload.
@@ -56,7 +64,7 @@ def encode_intent(
     ledger_id = str(pdli.ledger_id)
     properties = _shared_properties(pdli)
     properties[PROP_LEDGER_ID] = ledger_id
-    properties[PROP_LEDGER_TYPE] = _TYPE_NAMES[pdli.ledger_type]
+    properties[PROP_LEDGER_TYPE] = _type_name(pdli.ledger_type)
     payload = pdli.SerializeToString()
     if signer is not None:
         [fields] = signer.signature_fields([canonical_bytes(pdli)])
@@ -115,7 +123,7 @@ class IntentEncoder:
         properties = {
             **self._properties,
             PROP_LEDGER_ID: ledger_id,
-            PROP_LEDGER_TYPE: _TYPE_NAMES[own.ledger_type],
+            PROP_LEDGER_TYPE: _type_name(own.ledger_type),
         }
         return OutgoingMessage(self._head + own.SerializeToString(), ledger_id, properties)
 

@@ -61,7 +61,9 @@ class S3ObjectStore:
         metadata = {k.lower(): v for k, v in (response.get("Metadata") or {}).items()}
         modified = response.get("LastModified")
         modified_ms = int(modified.timestamp() * 1000) if modified is not None else 0
-        return ObjectHead(user_metadata=metadata, last_modified_ms=modified_ms)
+        length = response.get("ContentLength")
+        size = length if isinstance(length, int) and length >= 0 else None
+        return ObjectHead(user_metadata=metadata, last_modified_ms=modified_ms, size=size)
 
     async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
         if start < 0 or length <= 0:

@@ -6,10 +6,12 @@ import asyncio
 
 import click
 
-from services.core.config import describe_env
+from services.core.env_cli import env_command
+from services.core.version import version_option
 
 
 @click.group()
+@version_option("tombstone verifier")
 def verifier() -> None:
     """The verifier: decides DELETE, SKIP or RETRY for each pending deletion."""
 
@@ -17,15 +19,10 @@ def verifier() -> None:
 @verifier.command()
 def serve() -> None:
     """Serve the Verifier gRPC API (configured by TOMBSTONE_* variables)."""
-    from services.core.peer_settings import refuse_on_config_error
+    from services.core.service_main import run_service
     from services.verifier.__main__ import main
 
-    refuse_on_config_error("verifier", lambda: asyncio.run(main()))
+    run_service("verifier", lambda: asyncio.run(main()))
 
 
-@verifier.command("env")
-def env() -> None:
-    """List the TOMBSTONE_VERIFIER_* variables and what they mean."""
-    for name, text in describe_env().items():
-        if name.startswith("TOMBSTONE_VERIFIER_"):
-            click.echo(f"{name}\t{text}")
+verifier.add_command(env_command("verifier"))

@@ -107,6 +107,7 @@ TRUSTED_KEYS: Setting[TrustedKeys] = setting(
     TrustedKeys(),
     "Marker public keys whose PDLI signatures are trusted: comma-separated [id=]path (PEM or "
     "base64) or [id=]base64:<key>; the id defaults to the key's fingerprint.",
+    format="key list",
 )
 REQUIRE_SIGNED = setting(
     "VERIFIER_REQUIRE_SIGNED",

@@ -298,7 +298,9 @@ class DecisionEngine:
         if min_age is not None and now_ms - ctime < min_age:
             # Undecided, not settled: retried, then dead-lettered if it stays young.
             return retry("too_young", "ledger younger than the reconciler age window")
-        evidence = BookKeeperEvidence(path=path, version=node.version)
+        # Only a CLOSED ledger's length is final; an open one's is unknown, never guessed.
+        length = metadata.length if metadata.state is LedgerState.CLOSED else None
+        evidence = BookKeeperEvidence(path=path, version=node.version, length_bytes=length)
         return delete(
             "ledger",
             f"delete {path} at version {node.version}",

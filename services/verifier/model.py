@@ -93,6 +93,8 @@ class BookKeeperEvidence:
 
     path: str
     version: int
+    length_bytes: int | None = None
+    """The ledger's length from its metadata; None unless the ledger is CLOSED (unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,8 @@ class OffloadEvidence:
     bucket: str = ""
     keys: tuple[str, ...] = ()
     filesystem_path: str = ""
+    size_bytes: int | None = None
+    """Total size of the objects found; None when any size is unknown (or a filesystem copy)."""
 
 
 @dataclass(frozen=True, slots=True)

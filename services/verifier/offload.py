@@ -154,7 +154,9 @@ class OffloadInspector:
         ):
             # Undecided, not settled: retried, then dead-lettered if it stays young.
             return retry("too_young", "object younger than the reconciler age window")
-        evidence = OffloadEvidence(driver_name=driver, bucket=bucket, keys=keys)
+        sizes = [h.size for h in present]
+        size = None if None in sizes else sum(s for s in sizes if s is not None)
+        evidence = OffloadEvidence(driver_name=driver, bucket=bucket, keys=keys, size_bytes=size)
         return delete(
             "offload_objects",
             f"{len(present)} object(s) in {bucket}",

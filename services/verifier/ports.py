@@ -108,6 +108,8 @@ class ObjectHead:
 
     user_metadata: Mapping[str, str]
     last_modified_ms: int
+    size: int | None = None
+    """Content-Length in bytes; None when the store did not say."""
 
 
 class ObjectStore(Protocol):

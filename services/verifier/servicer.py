@@ -49,12 +49,16 @@ def verdict_to_proto(verdict: Verdict) -> _pb.VerifyResponse:
     if verdict.bookkeeper is not None:
         response.bookkeeper.path = verdict.bookkeeper.path
         response.bookkeeper.version = verdict.bookkeeper.version
+        if verdict.bookkeeper.length_bytes is not None:
+            response.bookkeeper.length_bytes = verdict.bookkeeper.length_bytes
     elif verdict.offload is not None:
         evidence = verdict.offload
         response.offload.driver_name = evidence.driver_name
         response.offload.bucket = evidence.bucket
         response.offload.keys.extend(evidence.keys)
         response.offload.filesystem_path = evidence.filesystem_path
+        if evidence.size_bytes is not None:
+            response.offload.size_bytes = evidence.size_bytes
     return response
 
 

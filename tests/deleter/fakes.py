@@ -93,6 +93,8 @@ class FakeBookKeeper:
     deleted: list[tuple[int, str, int]] = field(default_factory=list)
     fail: TombstoneError | None = None
     gate: asyncio.Event | None = None
+    removed: bool = True
+    """False: the znode was already gone (a `DeleteResult` that removed nothing)."""
 
     async def delete_ledger(self, *, ledger_id: int, path: str, version: int) -> DeleteResult:
         if self.gate is not None:
@@ -100,7 +102,8 @@ class FakeBookKeeper:
         if self.fail is not None:
             raise self.fail
         self.deleted.append((ledger_id, path, version))
-        return DeleteResult(Tier.BOOKKEEPER, True, {"znode_path": path, "znode_version": version})
+        evidence: dict[str, object] = {"znode_path": path, "znode_version": version}
+        return DeleteResult(Tier.BOOKKEEPER, self.removed, evidence)
 
 
 @dataclass

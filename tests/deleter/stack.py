@@ -198,6 +198,7 @@ class RunningDeleter:
     deleter: Deleter
     task: asyncio.Task[None]
     stop: asyncio.Event
+    metrics: DeleterMetrics
 
 
 @asynccontextmanager
@@ -205,11 +206,12 @@ async def running_deleter(
     config: DeleterConfig, wrap_backends: Callable[[Backends], Backends] | None = None
 ) -> AsyncIterator[RunningDeleter]:
     async with AsyncExitStack() as stack:
-        deleter = await build(stack, config, DeleterMetrics(), wrap_backends=wrap_backends)
+        metrics = DeleterMetrics()
+        deleter = await build(stack, config, metrics, wrap_backends=wrap_backends)
         stop = asyncio.Event()
         task = asyncio.create_task(deleter.pool.run(stop))
         try:
-            yield RunningDeleter(deleter, task, stop)
+            yield RunningDeleter(deleter, task, stop, metrics)
         finally:
             stop.set()
             await task

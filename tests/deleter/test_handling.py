@@ -282,3 +282,66 @@ async def test_metrics_count_each_outcome(
         value("dead_lettered_total", reason="undecodable"),
         value("acknowledged_total"),
     ) == (1.0, 1.0, 1.0, 1.0, 4.0)
+
+
+async def test_bytes_deleted_count_the_sizes_in_the_evidence_and_never_guess(
+    handler: Handler, verifier: FakeVerifier, bookkeeper: FakeBookKeeper, metrics: DeleterMetrics
+) -> None:
+    """A closed ledger's length and the offloaded objects' size are counted by tier after the
+    delete; a copy of unknown size (an open ledger, no Content-Length) adds nothing, and so
+    does a znode that was already gone."""
+    sized = delete_verdict(1)
+    sized.bookkeeper.length_bytes = 100
+    objects = offload_verdict(3)
+    objects.offload.size_bytes = 2048
+    answers = {1: sized, 2: delete_verdict(2), 3: objects, 4: offload_verdict(4), 5: sized}
+    verifier.answer = lambda p: answers[p.ledger_id]
+    for ledger_id in (1, 2, 3, 4):
+        await process(handler, incoming(pdli(ledger_id, offload=ledger_id > 2)))
+    bookkeeper.removed = False
+    await process(handler, incoming(pdli(5)))
+
+    def value(tier: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "tombstone_deleter_bytes_deleted_total", {"tier": tier}
+        )
+
+    assert (value("bookkeeper"), value("s3")) == (100.0, 2048.0)
+
+
+@pytest.mark.parametrize("field", ["ledger_type", "component"])
+async def test_an_unknown_enum_number_is_settled_not_a_crash(
+    handler: Handler, bookkeeper: FakeBookKeeper, dlq_sink: FakePublisher, field: str
+) -> None:
+    """proto3 enums are open: a PDLI with a tier or component no proto names (the verifier
+    answers SKIP INVALID to it; here one answered DELETE) is settled, and the names in the
+    reason and the audit line read UNKNOWN(<n>) instead of raising."""
+    odd = pdli(7)
+    setattr(odd, field, 99)
+    message = incoming(odd)
+    with capture_logs() as logs:
+        source = await process(handler, message)
+    assert source.acked == [message.message_id]
+    if field == "ledger_type":
+        [letter] = dlq_sink.sent
+        assert "UNKNOWN(99) PDLI" in letter.properties[PROP_REASON]
+    else:
+        [line] = [entry for entry in logs if entry.get("audit")]
+        assert (bookkeeper.deleted, line["component"]) == (
+            [(7, "/ledgers/00/0000/L0007", 0)],
+            "UNKNOWN(99)",
+        )
+
+
+async def test_a_pdli_of_unknown_tier_is_retried_not_released(
+    handler: Handler, verifier: FakeVerifier, retry_sink: FakePublisher
+) -> None:
+    """The retry copy of a PDLI whose tier no proto names is built (its type property reads
+    UNKNOWN(99)); a copy that could not be built would be released and redelivered forever."""
+    verifier.answer = lambda p: retry()
+    odd = pdli(7)
+    odd.ledger_type = 99  # type: ignore[assignment]
+    message = incoming(odd)
+    source = await process(handler, message)
+    assert (source.acked, source.released) == ([message.message_id], [])
+    assert decode_intent(retry_sink.sent[0].payload).ledger_type == 99

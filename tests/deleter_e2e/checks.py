@@ -14,9 +14,14 @@ from tests.deleter.stack import BUCKET
 
 
 def objects_in_s3(s3: S3Server) -> set[str]:
+    return set(object_sizes_in_s3(s3))
+
+
+def object_sizes_in_s3(s3: S3Server) -> dict[str, int]:
+    """Every object's key and size (bytes) in the offload bucket."""
     client = boto3.client("s3", **s3.client_config())
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
-    return {item["Key"] for page in pages for item in page.get("Contents", [])}
+    return {item["Key"]: item["Size"] for page in pages for item in page.get("Contents", [])}
 
 
 async def ledgers_in_zookeeper(zk: ZooKeeperServer, ids: set[int]) -> set[int]:

@@ -21,6 +21,7 @@ from tests.deleter_e2e.checks import (
     cursor_and_schema_ledgers_now,
     ledgers_in_zookeeper,
     listed_now,
+    object_sizes_in_s3,
     objects_in_s3,
 )
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -36,7 +37,8 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     them (it deletes by id without closing)."""
     create_topics(broker)
     model = await write_cluster(zk, s3)
-    objects_before = objects_in_s3(s3)
+    sizes = object_sizes_in_s3(s3)
+    objects_before = set(sizes)
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             marked = await mark_trims(marker, model)
@@ -67,3 +69,9 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     assert objects_before - gone_keys == remaining
     assert listed_keys <= remaining
     assert status.dead_letter_backlog == 0
+    # Bytes deleted come from the verifier's evidence: every deleted object's size exactly;
+    # for BookKeeper the lengths of the closed ledgers (open cursor ledgers add nothing).
+    deleted_bytes = running.metrics.registry.get_sample_value
+    bytes_s3 = deleted_bytes("tombstone_deleter_bytes_deleted_total", {"tier": "s3"})
+    assert bytes_s3 == sum(sizes[key] for key in gone_keys) > 0
+    assert (deleted_bytes("tombstone_deleter_bytes_deleted_total", {"tier": "bookkeeper"}) or 0) > 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.metadata.ledger_metadata import LedgerState
+from services.metadata.ledger_metadata import LedgerState, decode_ledger_metadata
 from services.verifier.model import Decision, SkipReason
 from tests.verifier.conftest import make_parts
 from tests.verifier.world import (
@@ -258,23 +258,29 @@ async def test_decision_table(c: Case, batch: bool, world: World, parts: Any) ->
         verdict = await parts.engine.verify(c.request)
     assert (c.decision, c.skip, c.code) == (verdict.decision, verdict.skip_reason, verdict.code)
     if verdict.decision is DELETE and c.request.ledger_type == pb.LEDGER:
-        stat = await world.store.exists(verdict.bookkeeper.path)
-        assert stat is not None
-        assert (verdict.bookkeeper.path, stat.version) == (
+        node = await world.store.get(verdict.bookkeeper.path)
+        stored = decode_ledger_metadata(node.data, ledger_id=c.request.ledger_id, path="")
+        assert (verdict.bookkeeper.path, node.version) == (
             f"/ledgers/00/0000/L000{c.request.ledger_id}",
             verdict.bookkeeper.version,
         )
+        # The size counted by the deleter: the metadata's length, final only once CLOSED.
+        closed = stored.state is LedgerState.CLOSED
+        assert verdict.bookkeeper.length_bytes == (stored.length if closed else None)
 
 
 async def test_offload_evidence_names_the_computed_keys(world: World, parts: Any) -> None:
-    """DELETE for an offloaded copy names the bucket and the two keys built from uuid and id."""
+    """DELETE for an offloaded copy names the bucket, the two keys built from uuid and id, and
+    their total size (the Content-Length of each HEAD; the data and index objects of
+    BlobStoreManagedLedgerOffloader are one byte each here)."""
     await world.ml([2])
     keys = await world.objects(1)
     verdict = await parts.engine.verify(pdli(1, **OFF))
-    assert (DELETE, "offload", keys) == (
+    assert (DELETE, "offload", keys, 2) == (
         verdict.decision,
         verdict.offload.bucket,
         verdict.offload.keys,
+        verdict.offload.size_bytes,
     )
 
 

@@ -43,14 +43,17 @@ async def status_of(call: Any) -> tuple[grpc.StatusCode, str]:
 
 
 async def test_verify_returns_the_verdict_with_evidence(world: World, service: Any) -> None:
-    """Verify answers DELETE with the ledger znode path and version."""
+    """Verify answers DELETE with the ledger znode path and version, and the length of the
+    CLOSED ledger (BookKeeper's LedgerMetadataFormat.length, 100 in the world's metadata)."""
     stub, _ = service
     await world.ledger(1)
     response = await stub.Verify(pb.VerifyRequest(pdli=pdli(1)))
-    assert (response.decision, response.bookkeeper.path, response.bookkeeper.version) == (
+    bk = response.bookkeeper
+    assert (response.decision, bk.path, bk.version, bk.length_bytes) == (
         pb.DELETE,
         "/ledgers/00/0000/L0001",
         0,
+        100,
     )
 
 

@@ -100,19 +100,27 @@ class BookKeeperEvidence(_message.Message):
 
     PATH_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    LENGTH_BYTES_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     version: _builtins.int
+    length_bytes: _builtins.int
+    """The ledger's length in bytes from its metadata (LedgerMetadata.length),
+    set only when the ledger is CLOSED: an open ledger's length is unknown.
+    """
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
         version: _builtins.int = ...,
+        length_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_length_bytes", b"_length_bytes", "length_bytes", b"length_bytes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_length_bytes", b"_length_bytes", "length_bytes", b"length_bytes", "path", b"path", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__length_bytes: _TypeAlias = _typing.Literal["length_bytes"]  # noqa: Y015
+    _WhichOneofArgType__length_bytes: _TypeAlias = _typing.Literal["_length_bytes", b"_length_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__length_bytes) -> _WhichOneofReturnType__length_bytes | None: ...
 
 Global___BookKeeperEvidence: _TypeAlias = BookKeeperEvidence  # noqa: Y015
 
@@ -126,9 +134,14 @@ class OffloadEvidence(_message.Message):
     BUCKET_FIELD_NUMBER: _builtins.int
     KEYS_FIELD_NUMBER: _builtins.int
     FILESYSTEM_PATH_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
     driver_name: _builtins.str
     bucket: _builtins.str
     filesystem_path: _builtins.str
+    size_bytes: _builtins.int
+    """Total size in bytes of the objects found (Content-Length of their HEADs),
+    set only when every one's size is known; unset for the filesystem offloader.
+    """
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -138,12 +151,15 @@ class OffloadEvidence(_message.Message):
         bucket: _builtins.str = ...,
         keys: _abc.Iterable[_builtins.str] | None = ...,
         filesystem_path: _builtins.str = ...,
+        size_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes", "size_bytes", b"size_bytes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "driver_name", b"driver_name", "filesystem_path", b"filesystem_path", "keys", b"keys"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes", "bucket", b"bucket", "driver_name", b"driver_name", "filesystem_path", b"filesystem_path", "keys", b"keys", "size_bytes", b"size_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__size_bytes: _TypeAlias = _typing.Literal["size_bytes"]  # noqa: Y015
+    _WhichOneofArgType__size_bytes: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__size_bytes) -> _WhichOneofReturnType__size_bytes | None: ...
 
 Global___OffloadEvidence: _TypeAlias = OffloadEvidence  # noqa: Y015
 
