@@ -84,9 +84,13 @@ def _objects_source(
     listings: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """How the offload tier was read: not at all, a live listing, or inventory files."""
-    scope = next((r["scope"] for r in listings if r["kind"] == "offload_objects"), NO_BUCKET)
+    scopes = {str(r["scope"]) for r in tasks if r["kind"] == "offload_objects"}
+    # An extract without the listing's row (older runs) is judged by its object tasks.
+    scope = next(
+        (r["scope"] for r in listings if r["kind"] == "offload_objects"),
+        ",".join(sorted(scopes)) or NO_BUCKET,
+    )
     buckets = [] if scope == NO_BUCKET else str(scope).split(",")
-    scopes = {r["scope"] for r in tasks if r["kind"] == "offload_objects"}
     if not buckets:
         source = "none"
     elif scopes <= set(buckets):

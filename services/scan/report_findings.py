@@ -64,13 +64,17 @@ def coverage(summary: Summary) -> str:
         ),
         numeric=(1, 2, 3, 4),
     )
-    listings = table(
-        ("listing", "under", "units found", "status", "error"),
-        (
-            (row["kind"], row["scope"], row["rows"], _status(row["status"]), row.get("error"))
-            for row in cov.get("listings", [])
-        ),
-        numeric=(2,),
+    listings = (
+        para("No listing was recorded.")
+        if not cov.get("listings")
+        else table(
+            ("listing", "under", "units found", "status", "error"),
+            (
+                (row["kind"], row["scope"], row["rows"], _status(row["status"]), row.get("error"))
+                for row in cov.get("listings", [])
+            ),
+            numeric=(2,),
+        )
     )
     return section(
         "coverage",
@@ -196,7 +200,7 @@ def items(summary: Summary) -> str:
             item.get("kind"),
             _reason(item, window),
             human_bytes(item.get("size_bytes") or 0),
-            human_duration(item["age_ms"] / 1000) if item.get("age_ms") is not None else "",
+            human_duration(item["age_ms"] / 1000) if item.get("age_ms") is not None else "unknown",
         )
         for item in shown
     )
@@ -319,7 +323,7 @@ def ages(summary: Summary) -> str:
         values,
         [svg.Series("ledgers", svg.BLUE), svg.Series("objects", svg.ORANGE)],
         marker_at=marker,
-        marker_label=f"age window {human_duration(window)}: younger is never proposed",
+        marker_label=f"age window {human_duration(window)}",
         y_label="orphans",
     )
     return section(
@@ -327,7 +331,8 @@ def ages(summary: Summary) -> str:
         "Orphan ages",
         chart,
         para(
-            "Each bar counts the orphans whose age falls in its range (lower bound included).",
+            "Each bar counts the orphans whose age falls in its range (lower bound included). "
+            "Left of the dashed line they are younger than the age window: never proposed.",
             "meta",
         ),
     )
@@ -349,9 +354,10 @@ def also(summary: Summary) -> str:
         "Also reported",
         bullets(
             [
-                f"{plural(summary.get('dormant_topics', 0), 'topic')} that look never loaded "
-                "(their retention cannot apply): <code>dormant_topics/</code>",
-                f"{plural(summary.get('inactive_cursors', 0), 'inactive cursor')}: "
+                "Dormant topics (they look never loaded, so their retention cannot apply): "
+                f"{human_count(summary.get('dormant_topics', 0))} in <code>dormant_topics/</code>",
+                "Inactive cursors (they hold back retention): "
+                f"{human_count(summary.get('inactive_cursors', 0))} in "
                 "<code>inactive_cursors/</code>",
             ]
         ),

@@ -186,10 +186,12 @@ def vbar_chart(
         )
     if marker_at is not None:
         x = left + marker_at * slot
+        # The label sits on the side of the line with more room.
+        anchor, dx = ("end", -4) if x > WIDTH / 2 else ("start", 4)
         out.append(
             f"<line class='window' x1='{x:.1f}' y1='{top - 6}' x2='{x:.1f}' y2='{top + plot_h}' "
             f"stroke='{RED}' stroke-width='2' stroke-dasharray='6 4'/>"
-            f"<text x='{x + 4:.1f}' y='{top + 6}' {FONT} fill='{RED}'>"
+            f"<text x='{x + dx:.1f}' y='{top + 6}' {FONT} fill='{RED}' text-anchor='{anchor}'>"
             f"{escape(marker_label)}</text>"
         )
     out.append(_axis_line(left, top, plot_h))

@@ -275,9 +275,22 @@ def write_history(out: Path, body: dict[str, Any]) -> Path:
     return run
 
 
+def _crop_blank_bottom(path: Path, margin: int = 24) -> None:
+    """The browser window is taller than the page: cut the white below it."""
+    from PIL import Image, ImageOps
+
+    with Image.open(path) as image:
+        bottom = (ImageOps.invert(image.convert("RGB")).getbbox() or (0, 0, 0, image.height))[3]
+        cropped = image.crop((0, 0, image.width, min(image.height, bottom + margin)))
+    # A page of flat colours: a 64-colour palette keeps it legible at a third of the size.
+    cropped.convert("RGB").quantize(64).save(path, optimize=True)
+
+
 if __name__ == "__main__":
     from tests.scan.chromium import screenshot
 
+    target = Path(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = write_history(Path(tmp), summary(risky_options=["--no-head-objects"]))
-        screenshot(run_dir / "report.html", Path(sys.argv[1]))
+        screenshot(run_dir / "report.html", target)
+    _crop_blank_bottom(target)
