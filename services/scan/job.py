@@ -180,14 +180,16 @@ def report_sections(
     """What the report shows beyond the counts (also writes tasks.csv and items.csv)."""
     manifest = [r.asDict() for r in extract.scan_manifest.collect()]
     edges = report_data.age_edges_s(int(config.min_age.total_seconds()))
-    items = report_data.report_items(ledgers, objects, candidates, verdict.refused)
+    # Counted, binned, listed and written: computed once (everything not referenced).
+    items = report_data.report_items(ledgers, objects, candidates, verdict.refused).persist()
+    try:
+        listed, bins = report_data.summarize_items(items, out, edges)
+    finally:
+        items.unpersist()
     return {
         "coverage": report_data.coverage(manifest, out),
-        "items": report_data.summarize_items(items, out),
-        "age_histogram": {
-            "edges_s": edges,
-            "bins": report_data.age_bins(ledgers, objects, edges),
-        },
+        "items": listed,
+        "age_histogram": {"edges_s": edges, "bins": bins},
         "submit_plan": report_data.submit_plan(candidates),
     }
 

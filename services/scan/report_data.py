@@ -189,19 +189,38 @@ def _item_order() -> list[Column]:
     ]
 
 
-def summarize_items(items: DataFrame, out: Path) -> dict[str, Any]:
-    """Write items.csv (every item, names decoded) and return the counts and the top items."""
-    totals = items.agg(
-        F.count("*").alias("total"), F.sum(F.col("proposed").cast("int")).alias("proposed")
-    ).collect()[0]
+def summarize_items(
+    items: DataFrame, out: Path, edges_s: Sequence[int]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Write items.csv (every item, names decoded); return the counts with the top items,
+    and the orphans' age bins (one grouping gives both)."""
+    groups = [r.asDict() for r in _grouped(items, edges_s).collect()]
     top = [row.asDict() for row in items.orderBy(*_item_order()).limit(TOP_ITEMS).collect()]
     _write_items_csv(items, out)
-    return {
-        "total": int(totals["total"] or 0),
-        "proposed": int(totals["proposed"] or 0),
+    bins: dict[tuple[str, int], int] = {}
+    for g in groups:
+        if g["orphan"]:
+            key = (g["source"], g["bin"])
+            bins[key] = bins.get(key, 0) + g["count"]
+    summary = {
+        "total": sum(g["count"] for g in groups),
+        "proposed": sum(g["count"] for g in groups if g["proposed"]),
         "shown": top,
         "csv": ITEMS_CSV,
     }
+    ages = [{"source": s, "bin": b, "count": c} for (s, b), c in sorted(bins.items())]
+    return summary, ages
+
+
+def _grouped(items: DataFrame, edges_s: Sequence[int]) -> DataFrame:
+    """Items per (source, proposed, orphan with a known age, age bin). Bin i holds ages in
+    [edges[i], edges[i+1]), the last bin everything older; a negative age (a time in the
+    future, an unknown time) falls in bin 0."""
+    index: Column = F.lit(0)
+    for edge in edges_s[1:]:
+        index = index + F.when(F.col("age_ms") >= edge * 1000, 1).otherwise(0)
+    orphan = F.col("orphan_reason").isNotNull() & F.col("age_ms").isNotNull()
+    return items.groupBy("source", "proposed", orphan.alias("orphan"), index.alias("bin")).count()
 
 
 def _write_items_csv(items: DataFrame, out: Path) -> None:
@@ -236,28 +255,6 @@ def _write_items_csv(items: DataFrame, out: Path) -> None:
 
 def age_edges_s(min_age_s: int) -> list[int]:
     return sorted({*AGE_EDGES_S, min_age_s})
-
-
-def age_bins(
-    ledger_findings: DataFrame, object_findings: DataFrame, edges_s: Sequence[int]
-) -> list[dict[str, Any]]:
-    """(source, bin, count) of every orphan, too-young ones included. Bin i holds ages in
-    [edges[i], edges[i+1]); the last bin everything older; unknown-future ages fall in bin 0."""
-
-    def binned(df: DataFrame, source: str) -> DataFrame:
-        index: Column = F.lit(0)
-        for edge in edges_s[1:]:
-            index = index + F.when(F.col("age_ms") >= edge * 1000, 1).otherwise(0)
-        return (
-            df.filter(F.col("orphan_reason").isNotNull() & F.col("age_ms").isNotNull())
-            .select(index.alias("bin"))
-            .groupBy("bin")
-            .count()
-            .withColumn("source", F.lit(source))
-        )
-
-    rows = binned(ledger_findings, "ledger").unionByName(binned(object_findings, "object"))
-    return sorted((r.asDict() for r in rows.collect()), key=lambda r: (r["source"], r["bin"]))
 
 
 def submit_plan(candidates: DataFrame) -> dict[str, Any]:

@@ -219,7 +219,8 @@ def items(summary: Summary) -> str:
 
 def _what(item: Mapping[str, Any]) -> str:
     if item.get("source") == "object":
-        return f"object {item.get('bucket')}/{decode_name(item.get('key'))}"
+        # S3 keys are stored as written (not URL-encoded): shown as they are.
+        return f"object {item.get('bucket')}/{item.get('key')}"
     return f"ledger {item.get('ledger_id')}"
 
 

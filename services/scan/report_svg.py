@@ -34,7 +34,7 @@ class Axis:
         return self.ticks[-1]
 
     def label(self, tick: float) -> str:
-        text = f"{tick:g}"
+        text = f"{int(tick):,}" if tick == int(tick) else f"{tick:g}"
         return f"{text} {self.unit}".strip()
 
 

@@ -208,5 +208,8 @@ def test_numbers_are_written_for_people() -> None:
     ]
     assert [human_bytes(900), human_bytes(3 * R.MIB)] == ["900 B", "3.0 MiB"]
     assert (bytes_axis(3.5 * R.MIB).unit, bytes_axis(3.5 * R.MIB).ticks) == ("MiB", (0, 1, 2, 3, 4))
-    assert count_axis(3).ticks == (0, 1, 2, 3)
+    assert (count_axis(3).ticks, count_axis(4_800_000).label(5_000_000)) == (
+        (0, 1, 2, 3),
+        "5,000,000",
+    )
     assert topic_of_ml("t/c/ns/persistent/a+b%25") == "persistent://t/c/ns/a b%"
