@@ -44,6 +44,8 @@ def coverage(summary: Summary) -> str:
     if not cov:
         return section("coverage", "Scan coverage", para("This run recorded no coverage."))
     by_status = {s: sum(int(k.get(s, 0)) for k in cov["by_kind"]) for s in STATUSES}
+    for listing in cov.get("listings", []):
+        by_status[listing["status"]] = by_status.get(listing["status"], 0) + 1
     scan = summary.get("scan", {})
     took = None
     if scan.get("ended_ms") and scan.get("started_ms"):
@@ -112,10 +114,12 @@ def _skipped(summary: Summary, cov: Mapping[str, Any]) -> list[str]:
     count = cov.get("problem_count", 0)
     if count:
         out.append(
-            f"<span class='bad'>{plural(count, 'extract task')} failed or were truncated</span>: "
+            f"<span class='bad'>Failed or truncated extract tasks: {human_count(count)}</span>; "
             "what they should have read is unknown (listed below)."
         )
-    for row in _not_proposed(summary):
+    # A refused scan's findings are not to be trusted (an unread subtree makes referenced
+    # ledgers look orphaned): they are not summarised.
+    for row in [] if summary.get("refused") else _not_proposed(summary):
         out.append(
             f"{text(plural(row['count'], row['source']))} "
             f"({text(human_bytes(row['bytes']))}) <code>{text(row['kind'])}</code>: "

@@ -15,7 +15,7 @@ margin:1em 0} .verdict{font-size:1.15em;padding:.6em 1em;margin:1em 0;border-lef
 .verdict.refused{border-color:#b03030;background:#fdecea} .verdict.ok{border-color:#2a7a2a;
 background:#eaf5ea} .verdict.submitted{border-color:#3b6ea8;background:#eaf0f8}
 .yes{color:#2a7a2a;font-weight:bold} .no{color:#777} .bad{color:#b03030;font-weight:bold}
-code{background:#f3f3f3;padding:0 3px} svg{display:block;margin:.5em 0}
+code{background:#f3f3f3;padding:0 3px;white-space:nowrap} svg{display:block;margin:.5em 0}
 td.num{white-space:nowrap} table.items{font-size:.9em} table.items td:nth-child(2){
 overflow-wrap:anywhere;min-width:7em;max-width:16em} table.items td:nth-child(6){min-width:20em}
 """

@@ -151,15 +151,18 @@ def test_history_compares_with_the_previous_run(allowed: Dom) -> None:
 
 
 def test_refused_report_shows_the_reasons_and_no_chart(tmp_path: Path) -> None:
-    """A refused scan: the refusal with its reason, coverage, and neither candidates nor
-    charts."""
+    """A refused scan: the refusal with its reason and the coverage; no candidates, no chart,
+    no summary of its (untrusted) findings."""
     run = tmp_path / R.RUN
     run.mkdir()
     write_html_report(run, R.refused_summary())
     dom = rendered(run)
     assert (dom.svgs, "candidates" in dom.ids, "verdict" in dom.ids) == (0, False, True)
     assert "REFUSED: no deletion proposed." in dom.all_text
-    assert "StoreUnavailable: connection refused" in dom.all_text
+    assert [
+        "StoreUnavailable: connection refused" in dom.all_text,
+        "too_young" in dom.all_text,
+    ] == [True, False]
 
 
 def test_submitted_report_lists_what_was_marked_and_refused(tmp_path: Path) -> None:
