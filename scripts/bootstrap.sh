@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the local stack and the tests need on a fresh Debian machine:
-# the ZooKeeper server, a Java runtime, spin and promtool from Debian, then a virtualenv with
-# the project.
+# the ZooKeeper server, a Java runtime, spin, promtool and headless Chromium (the reconciler
+# report's test) from Debian, then a virtualenv with the project.
 # Safe to run again: each step is skipped when it is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,7 @@ command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v spin >/dev/null 2>&1 || need_apt+=(spin)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -1,4 +1,4 @@
-"""Reports beside the orphans: dormant topics, inactive cursors, reclaimable bytes, plots' data.
+"""Reports beside the orphans: dormant topics, inactive cursors, reclaimable bytes, counts.
 
 Pure DataFrame → DataFrame functions; every result is small (grouped) except the topic and
 cursor lists, which are written, not collected.
@@ -11,10 +11,6 @@ from pyspark.sql import functions as F
 
 from services.scan.analyze import OPEN_STATES
 from services.scan.names import UNKNOWN_NAMESPACE, namespace_of_ml
-
-DAY_MS = 86_400_000
-#: Orphan ages above this many days fall into the last histogram bin.
-AGE_HISTOGRAM_MAX_DAYS = 365
 
 
 def dormant_topics(
@@ -115,19 +111,3 @@ def counts_by_kind(ledger_findings: DataFrame, object_findings: DataFrame) -> Da
         )
 
     return grouped(ledger_findings, "ledger").unionByName(grouped(object_findings, "object"))
-
-
-def orphan_age_histogram(ledger_findings: DataFrame, object_findings: DataFrame) -> DataFrame:
-    """(source, age_days, count) of every orphan, too-young ones included; ages capped."""
-
-    def binned(df: DataFrame, source: str) -> DataFrame:
-        days = F.least(F.floor(F.col("age_ms") / DAY_MS), F.lit(AGE_HISTOGRAM_MAX_DAYS))
-        return (
-            df.filter(F.col("orphan_reason").isNotNull() & F.col("age_ms").isNotNull())
-            .select(F.greatest(days, F.lit(0)).cast("int").alias("age_days"))
-            .groupBy("age_days")
-            .count()
-            .withColumn("source", F.lit(source))
-        )
-
-    return binned(ledger_findings, "ledger").unionByName(binned(object_findings, "object"))

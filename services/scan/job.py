@@ -17,11 +17,12 @@ from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
 from services.scan import analyze as A
-from services.scan import insights
+from services.scan import insights, report_data
 from services.scan.candidates import deletion_candidates
 from services.scan.canonical import reject_noncanonical
 from services.scan.config import AnalyzeConfig
 from services.scan.report import write_html_report, write_summary
+from services.scan.report_format import human_duration
 from services.scan.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.schema import Extract, read_extract
 
@@ -149,7 +150,6 @@ def run_analysis(
     inactive = _write(analysis.inactive_cursors, out, OUT_INACTIVE)
     count_rows = [r.asDict() for r in counts.collect()]
     reclaimable_rows = [r.asDict() for r in reclaimable.collect()]
-    ages = [r.asDict() for r in insights.orphan_age_histogram(ledgers, objects).collect()]
     summary = build_summary(
         info,
         config,
@@ -160,13 +160,38 @@ def run_analysis(
         dormant.count(),
         inactive.count(),
     )
+    summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
     write_summary(out, summary)
-    write_html_report(
-        out, summary, counts=count_rows, reclaimable=reclaimable_rows, age_histogram=ages
-    )
+    write_html_report(out, summary)
     ungated.unpersist()
     log.info("reconcile analysis done", out=str(out), refused=verdict.refused)
     return AnalysisOutcome(out, verdict, summary)
+
+
+def report_sections(
+    extract: Extract,
+    ledgers: DataFrame,
+    objects: DataFrame,
+    candidates: DataFrame,
+    config: AnalyzeConfig,
+    verdict: SafetyVerdict,
+    out: Path,
+) -> dict[str, Any]:
+    """What the report shows beyond the counts (also writes tasks.csv and items.csv)."""
+    manifest = [r.asDict() for r in extract.scan_manifest.collect()]
+    edges = report_data.age_edges_s(int(config.min_age.total_seconds()))
+    # Counted, binned, listed and written: computed once (everything not referenced).
+    items = report_data.report_items(ledgers, objects, candidates, verdict.refused).persist()
+    try:
+        listed, bins = report_data.summarize_items(items, out, edges)
+    finally:
+        items.unpersist()
+    return {
+        "coverage": report_data.coverage(manifest, out),
+        "items": listed,
+        "age_histogram": {"edges_s": edges, "bins": bins},
+        "submit_plan": report_data.submit_plan(candidates),
+    }
 
 
 def _candidate_totals(candidates: DataFrame) -> dict[str, int]:
@@ -201,7 +226,8 @@ def build_summary(
         },
         "config": {
             "cluster": config.cluster,
-            "min_age_days": config.min_age.total_seconds() / 86400,
+            "min_age_s": config.min_age.total_seconds(),
+            "min_age": human_duration(config.min_age.total_seconds()),
             "min_age_below_floor": config.below_floor,
             "max_orphan_share": config.max_orphan_share,
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from pyspark.sql import SparkSession
 from services.scan.cli import reconcile
 from services.scan.config import AnalyzeConfig
 from services.scan.job import AnalysisOutcome, run_analysis
-from services.scan.report import PLOT_AGES, PLOT_KINDS, PLOT_NAMESPACES, PLOTS_DIR
 from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 
@@ -68,12 +68,40 @@ def test_findings_are_written_for_every_ledger_and_object(
     assert (len(P.EXPECTED_LEDGERS), len(P.EXPECTED_OBJECTS)) == (ledgers, objects)
 
 
-def test_report_references_its_plots(allowed: AnalysisOutcome) -> None:
-    """report.html embeds the three plots by relative path and every PNG exists."""
+def test_report_is_one_file_with_its_csvs_beside_it(allowed: AnalysisOutcome) -> None:
+    """report.html draws its charts inline (no image file); items.csv holds every item that
+    is not referenced (objects one by one), the proposed ones first: 10 ledgers and the 4
+    objects of the 2 orphan uploads; tasks.csv every extract task."""
     page = (allowed.out_dir / "report.html").read_text()
-    plots = [f"{PLOTS_DIR}/{name}" for name in (PLOT_NAMESPACES, PLOT_AGES, PLOT_KINDS)]
-    assert [f'src="{p}"' in page for p in plots] == [True] * 3
-    assert [(allowed.out_dir / p).stat().st_size > 1000 for p in plots] == [True] * 3
+    with (allowed.out_dir / "items.csv").open() as f:
+        items = list(csv.DictReader(f))
+    with (allowed.out_dir / "tasks.csv").open() as f:
+        tasks = list(csv.DictReader(f))
+    summary = allowed.summary
+    proposed = [row["proposed"] for row in items]
+    assert (page.count("<svg"), "<img" in page, (allowed.out_dir / "plots").exists()) == (
+        3,
+        False,
+        False,
+    )
+    assert (len(items), proposed.count("true"), proposed[:14]) == (
+        summary["items"]["total"],
+        14,
+        ["true"] * 14,
+    )
+    assert (len(tasks), summary["coverage"]["tasks"]) == (
+        len(P.planted_rows()["scan_manifest"]),
+    ) * 2
+
+
+def test_summary_holds_what_the_report_draws(allowed: AnalysisOutcome) -> None:
+    """Coverage per table kind, the age bins (the window is an edge) and the submit plan."""
+    summary = allowed.summary
+    kinds = [k["kind"] for k in summary["coverage"]["by_kind"]]
+    plan = summary["submit_plan"]
+    assert kinds == sorted({task["kind"] for task in P.planted_rows()["scan_manifest"]})
+    assert 3 * 86_400 in summary["age_histogram"]["edges_s"]
+    assert sum(g["count"] for g in plan["by_component"]) == summary["candidates"]["count"]
 
 
 def test_summary_reports_reclaimable_bytes(allowed: AnalysisOutcome) -> None:
@@ -98,9 +126,10 @@ def test_refused_run_states_every_reason_and_proposes_nothing(
     ] == [True, True, True]
 
 
-def test_refused_report_says_no_deletion(refused: AnalysisOutcome) -> None:
-    """The human report leads with the refusal."""
-    assert "No deletion proposed." in (refused.out_dir / "report.html").read_text()
+def test_refused_report_says_no_deletion_and_draws_no_chart(refused: AnalysisOutcome) -> None:
+    """The human report leads with the refusal and charts nothing of the untrusted scan."""
+    page = (refused.out_dir / "report.html").read_text()
+    assert ("REFUSED: no deletion proposed." in page, "<svg" in page) == (True, False)
 
 
 def test_cli_submit_settings_are_checked_before_spark(tmp_path: Path) -> None:

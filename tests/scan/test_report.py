@@ -1,0 +1,218 @@
+"""The reconciler's HTML report, drawn from a summary fixture (no Spark) and read back as the
+DOM headless Chromium builds from it."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from services.scan.report import write_html_report
+from services.scan.report_format import human_bytes, human_duration, topic_of_ml
+from services.scan.report_history import previous_run
+from services.scan.report_svg import bytes_axis, count_axis
+from tests.scan import report_fixture as R
+from tests.scan.chromium import dump_dom
+
+SECTIONS = ["risky", "verdict", "submit-plan", "coverage", "candidates", "kinds", "namespaces"]
+SECTIONS += ["ages", "history", "also"]
+
+
+class Dom(HTMLParser):
+    """Element ids, resource references, table rows by table class, and all text."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.refs: list[tuple[str, str, str]] = []
+        self.rows: dict[str, int] = {}
+        self.text: list[str] = []
+        self.svgs = 0
+        self.svg_text: list[str] = []
+        self._in_svg = False
+        self._svg_label = ""
+        self.age_bars: list[tuple[float, float]] = []
+        self.age_window: list[float] = []
+        self._table = ""
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.append(str(found["id"]))
+        for name in ("src", "href", "srcset", "xlink:href", "data"):
+            if found.get(name) is not None:
+                self.refs.append((tag, name, str(found[name])))
+        if tag == "link" or (tag == "script" and "src" in found):
+            self.refs.append((tag, "link", str(found)))
+        if tag == "svg":
+            self.svgs += 1
+            self._in_svg = True
+            self._svg_label = str(found.get("aria-label"))
+        if self._svg_label.startswith("Orphans by age"):
+            if tag == "rect" and found.get("class") == "bar":
+                self.age_bars.append((float(str(found["x"])), float(str(found["width"]))))
+            if tag == "line" and found.get("class") == "window":
+                self.age_window.append(float(str(found["x1"])))
+        if tag == "table":
+            self._table = str(found.get("class") or "")
+        if tag == "tr":
+            self.rows[self._table] = self.rows.get(self._table, 0) + 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self._in_svg = False
+            self._svg_label = ""
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._in_svg and data.strip():
+            self.svg_text.append(data.strip())
+
+    @property
+    def all_text(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def rendered(run_dir: Path) -> Dom:
+    return Dom(dump_dom(run_dir / "report.html"))
+
+
+@pytest.fixture(scope="module")
+def allowed(tmp_path_factory: pytest.TempPathFactory) -> Dom:
+    out = tmp_path_factory.mktemp("out")
+    return rendered(R.write_history(out, R.summary(risky_options=["--no-head-objects"])))
+
+
+def test_allowed_report_has_every_section_in_order(allowed: Dom) -> None:
+    """Banner, verdict, submit plan, coverage, candidates, charts, history, in that order."""
+    assert [i for i in allowed.ids if i in SECTIONS] == SECTIONS
+
+
+def test_report_loads_nothing_from_outside(allowed: Dom) -> None:
+    """Self-contained: no image, stylesheet or script file; links only to the CSVs beside it."""
+    assert sorted({ref for _, _, ref in allowed.refs}) == ["items.csv", "tasks.csv"]
+
+
+def test_candidate_rows_say_why_and_decode_names(allowed: Dom) -> None:
+    """One row per listed item (plus the header), the deletable column first, topic and
+    subscription names decoded as Pulsar's Codec.decode does."""
+    text = allowed.all_text
+    assert allowed.rows["items"] == len(R.ITEMS) + 1
+    assert [
+        f"{R.ORDERS_TOPIC} subscription billing/daily" in text,
+        "%2F" in text or "orders+eu" in text,
+        "its topic (managed ledger) no longer exists" in text,
+        "age 5 h, window 3 d" in text,
+    ] == [True, False, True, True]
+
+
+def test_banner_names_the_risky_option(allowed: Dom) -> None:
+    """--no-head-objects is shown as a warning with what it costs."""
+    assert re.search(r"Warning: this run used risky options\. --no-head-objects", allowed.all_text)
+
+
+def test_charts_have_honest_axes(allowed: Dom) -> None:
+    """Three inline charts; sizes in MiB (the data's unit), no negative tick, the window
+    labelled where it is; durations human."""
+    labels = allowed.svg_text
+    assert allowed.svgs == 3
+    assert [
+        {"0 MiB", "1 MiB", "2 MiB", "3 MiB", "5 MiB"} <= set(labels),
+        [label for label in labels if "GiB" in label or label.startswith("-")],
+        [label for label in labels if label.startswith("age window")],
+        "days" in allowed.all_text,
+    ] == [True, [], ["age window 3 d"], False]
+
+
+def test_age_window_line_separates_the_bars_it_should(allowed: Dom) -> None:
+    """The fixture's orphans: 1 ledger of 1–6 h (too young), 2 ledgers and 2 objects of
+    3–7 d, 12 ledgers ≥ 7 d. The 3 d line has one bar on its left, three on its right, and
+    the two bars of one range sit side by side."""
+    (window,) = allowed.age_window
+    bars = sorted(allowed.age_bars)
+    left = [x for x, _ in bars if x + 0.0 < window]
+    (ledgers, width), (objects, _) = bars[1], bars[2]
+    assert (len(left), len(bars), round(ledgers + width, 1)) == (1, 4, round(objects, 1))
+
+
+def test_history_compares_with_the_previous_run(allowed: Dom) -> None:
+    """Ledger 102 is new, ledger 100 of the previous run is gone, and topic_gone went 2 → 1."""
+    text = allowed.all_text
+    assert [
+        f"Previous run: {R.PREVIOUS}" in text,
+        "1 new candidate: ledger 102" in text,
+        "(deleted, or referenced again): ledger 100" in text,
+        "ledger topic_gone 2 1 -1" in text,
+    ] == [True] * 4
+
+
+def test_refused_report_shows_the_reasons_and_no_chart(tmp_path: Path) -> None:
+    """A refused scan: the refusal with its reason and the coverage; no candidates, no chart,
+    no summary of its (untrusted) findings."""
+    run = tmp_path / R.RUN
+    run.mkdir()
+    write_html_report(run, R.refused_summary())
+    dom = rendered(run)
+    assert (dom.svgs, "candidates" in dom.ids, "verdict" in dom.ids) == (0, False, True)
+    assert "REFUSED: no deletion proposed." in dom.all_text
+    assert [
+        "StoreUnavailable: connection refused" in dom.all_text,
+        "too_young" in dom.all_text,
+    ] == [True, False]
+
+
+def test_submitted_report_lists_what_was_marked_and_refused(tmp_path: Path) -> None:
+    """After --submit, submitted.json (services.scan.submit.write_report's shape) replaces
+    the plan: marked per tier, the marker's refusals with their reason."""
+    record = {
+        "calls": 3,
+        "marked": {"LEDGER": 2, "OFFLOAD_LEDGER": 1},
+        "not_marked": [
+            {"owner": R.ORDERS_ML, "ledger_id": 103, "reason": "VERSION_MISMATCH", "message": ""}
+        ],
+        "skipped": [],
+        "errors": [],
+        "ok": True,
+    }
+    (tmp_path / "submitted.json").write_text(json.dumps(record))
+    page = write_html_report(tmp_path, R.summary(dry_run=False)).read_text()
+    dom = Dom(page)
+    assert ("submitted" in dom.ids, "submit-plan" in dom.ids) == (True, False)
+    assert [
+        "Submitted. 3 candidates (5.0 MiB) sent to the marker: 3 copies marked" in dom.all_text,
+        "Refused by the marker (1)" in dom.all_text,
+        "VERSION_MISMATCH" in dom.all_text,
+    ] == [True] * 3
+
+
+def test_previous_run_skips_incomplete_and_newer_runs(tmp_path: Path) -> None:
+    """The newest older sibling with a summary and no INCOMPLETE marker."""
+    names = ["20261120T000000Z", "20261121T000000Z", "20261122T000000Z", "20261124T000000Z"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text("{}")
+    (tmp_path / names[2] / "INCOMPLETE").write_text("")
+    (tmp_path / "latest").symlink_to(tmp_path / names[3])
+    run = tmp_path / "20261123T000000Z"
+    run.mkdir()
+    assert (previous_run(run), previous_run(tmp_path / names[0])) == (tmp_path / names[1], None)
+
+
+def test_numbers_are_written_for_people() -> None:
+    """Durations in units, bytes in the unit that fits, axes in that unit, names decoded."""
+    assert [human_duration(30), human_duration(60), human_duration(3 * 86_400 + 7200)] == [
+        "30 s",
+        "1 min",
+        "3 d 2 h",
+    ]
+    assert [human_bytes(900), human_bytes(3 * R.MIB)] == ["900 B", "3.0 MiB"]
+    assert (bytes_axis(3.5 * R.MIB).unit, bytes_axis(3.5 * R.MIB).ticks) == ("MiB", (0, 1, 2, 3, 4))
+    assert (count_axis(3).ticks, count_axis(4_800_000).label(5_000_000)) == (
+        (0, 1, 2, 3),
+        "5,000,000",
+    )
+    assert topic_of_ml("t/c/ns/persistent/a+b%25") == "persistent://t/c/ns/a b%"
