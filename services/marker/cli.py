@@ -29,11 +29,21 @@ def marker() -> None:
 
 
 @marker.command()
-def serve() -> None:
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Also run the follower (as TOMBSTONE_MARKER_FOLLOW=true): OBSERVED PDLIs for every "
+    "unlink an unmodified broker makes.",
+)
+def serve(follow: bool) -> None:
     """Serve the Marker gRPC API (settings from TOMBSTONE_* variables)."""
+    import os
+
     from services.core.peer_settings import refuse_on_config_error
     from services.marker.__main__ import main
 
+    if follow:
+        os.environ["TOMBSTONE_MARKER_FOLLOW"] = "true"
     refuse_on_config_error("marker", main)
 
 

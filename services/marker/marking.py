@@ -123,6 +123,11 @@ class Marker:
         self._failed_by_tier = {t: self._metrics.send_failures.labels(tier_label(t)) for t in tiers}
         self._reused_by_tier = {t: self._metrics.pdlis_reused.labels(tier_label(t)) for t in tiers}
 
+    @property
+    def journal(self) -> ReceiptJournal:
+        """The receipts of this marker's sends (the follower skips changes it wrote)."""
+        return self._journal
+
     async def mark(self, request: MarkRequest) -> MarkResult:
         """Mark `request.ledger_ids`; raises `Conflict`, `NotFound`, `Unavailable`..."""
         started = time.perf_counter()
