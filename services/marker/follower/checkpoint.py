@@ -1,8 +1,8 @@
 """The follower's durable checkpoint: its index, compressed, in ZooKeeper.
 
-    /tombstone/follower/checkpoint            pointer: JSON {generation, chunks, bytes,
-                                              sha256, written_ms, owners, references}
-    /tombstone/follower/checkpoint/<gen>/<n>  the compressed index, in chunks < 1 MB
+    /tombstone/follower/checkpoint             pointer: JSON {generation, chunks, size,
+                                               sha256, written_ms, owners, references}
+    /tombstone/follower/checkpoints/<gen>/<n>  the compressed index, in chunks < 1 MB
 
 Why ZooKeeper: the follower already holds a session there (its watch and its leader lock),
 so a follower started on another host finds the checkpoint with nothing else to configure,
@@ -47,7 +47,8 @@ from services.metadata import (
 
 _log = structlog.get_logger(__name__)
 
-ROOT = "/tombstone/follower/checkpoint"
+POINTER = "/tombstone/follower/checkpoint"
+GENERATIONS = "/tombstone/follower/checkpoints"
 CHUNK_BYTES = 900_000
 """Below ZooKeeper's default 1 MB `jute.maxbuffer`, with room for the request's framing."""
 MAGIC = b"TSFC1"
@@ -147,9 +148,12 @@ def decompress(blob: bytes) -> OwnerIndex:
 class CheckpointStore:
     """Writes and reads the checkpoint through a metadata-store session."""
 
-    def __init__(self, store: MetadataStore, root: str = ROOT) -> None:
+    def __init__(
+        self, store: MetadataStore, pointer: str = POINTER, generations: str = GENERATIONS
+    ) -> None:
         self._store = store
-        self._root = root
+        self._root = pointer
+        self._generations = generations
         self._version: int | None = None
         """The pointer's version as this follower last read or wrote it (None: absent)."""
         self.pointer: Pointer | None = None
@@ -208,10 +212,11 @@ class CheckpointStore:
                 self._version = await self._store.set(self._root, data, version=self._version)
         except (NodeExists, VersionConflict):
             await self._drop(str(generation))
+            self.pointer = None  # the next load reads the other writer's pointer and version
             version = self._version if self._version is not None else -1
             raise VersionConflict(self._root, version) from None
         self.pointer = pointer
-        for name in await self._store.get_children(self._root):
+        for name in await self._store.get_children(self._generations):
             if name != str(generation):
                 await self._drop(name)  # earlier generations, and any a crash left behind
         return pointer
@@ -219,7 +224,7 @@ class CheckpointStore:
     async def _drop(self, generation: str) -> None:
         """Delete a generation's chunks, best effort (a leftover only costs space, and the
         next save retries)."""
-        folder = f"{self._root}/{generation}"
+        folder = f"{self._generations}/{generation}"
         try:
             names = await self._store.get_children(folder)
             for name in names:
@@ -229,4 +234,4 @@ class CheckpointStore:
             _log.info("checkpoint_generation_not_deleted", path=folder, error=str(e))
 
     def _chunk(self, generation: int, n: int) -> str:
-        return f"{self._root}/{generation}/{n}"
+        return f"{self._generations}/{generation}/{n}"

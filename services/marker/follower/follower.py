@@ -38,7 +38,13 @@ from services.marker.follower.reading import FullRead, is_owner_data, read_every
 from services.marker.journal import IntentKey, ReceiptJournal
 from services.marker.metrics import tier_label
 from services.marker.planning import MarkRequest, Stamp, own_fields, shared_fields
-from services.metadata import CorruptMetadata, MetadataError, WatchEvent, ZkMetadataStore
+from services.metadata import (
+    CorruptMetadata,
+    MetadataError,
+    VersionConflict,
+    WatchEvent,
+    ZkMetadataStore,
+)
 from services.systopic import IntentEncoder, IntentPublisher, OutgoingMessage
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -235,7 +241,8 @@ class Follower:
                 if self._dirty:
                     await self._round()
                 if time.monotonic() >= next_checkpoint:
-                    await self._checkpoint()
+                    if not await self._try_checkpoint():
+                        return
                     next_checkpoint = time.monotonic() + interval
         finally:
             stop.cancel()
@@ -347,6 +354,19 @@ class Follower:
             return False
         key = IntentKey(change.path, change.gone.previous_version, ledger_id, tier)
         return journal.accepted_at(key) is not None
+
+    async def _try_checkpoint(self) -> bool:
+        """Checkpoint; False when another follower wrote one since (this one then re-proves
+        its leadership and re-reads against the newer checkpoint)."""
+        try:
+            await self._checkpoint()
+        except VersionConflict:
+            _log.warning("follower_checkpoint_conflict")
+            self._led_session = None
+            return False
+        except MetadataError as e:
+            _log.warning("follower_checkpoint_failed", error=str(e))  # retried next interval
+        return True
 
     async def _checkpoint(self) -> None:
         if not self._changed_since_checkpoint or not self._based or not self._active:
