@@ -30,7 +30,8 @@ async def _checkpointed(writer: ZkMetadataStore, version: int) -> None:
         index = await CheckpointStore(writer).load()
         assert index is not None
         entry = index.get(ML_PATH)
-        assert entry is not None and entry[1] == version
+        assert entry is not None
+        assert entry[1] == version
 
     await assert_eventually(holds, timeout=10)
 
