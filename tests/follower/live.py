@@ -53,6 +53,7 @@ async def running_follower(
     checkpoint_interval: timedelta = timedelta(seconds=60),
     signer: IntentSigner | None = None,
     pulsar: PulsarConfig | None = None,
+    cluster: str = "test",
 ) -> AsyncIterator[Running]:
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(
@@ -71,7 +72,7 @@ async def running_follower(
             publisher=publisher,
             settings=FollowerSettings(
                 marker_id=marker_id,
-                cluster="test",
+                cluster=cluster,
                 delivery_delay=timedelta(0),
                 checkpoint_interval=checkpoint_interval,
             ),
