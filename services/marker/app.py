@@ -110,7 +110,7 @@ async def start_follower(
         settings=follower_settings(config),
         metrics=FollowerMetrics(runner.metrics),
         signer=config.signer,
-        journal=marker.journal,
+        own_writes=marker.own_writes,
     )
     runner.add_background("follower", lambda: follower.run(runner.stopping))
     return follower

@@ -26,6 +26,7 @@ from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
 from services.marker.metrics import MarkerMetrics, tier_label
+from services.marker.own_writes import OwnWrites
 from services.marker.owners import EncodingOptions, OwnerSnapshot, parse_snapshot
 from services.marker.planning import (
     MarkRequest,
@@ -108,8 +109,11 @@ class Marker:
         believer: Believer | None = None,
         metrics: MarkerMetrics | None = None,
         signer: IntentSigner | None = None,
+        own_writes: OwnWrites | None = None,
     ) -> None:
         self._store = store
+        self.own_writes = own_writes or OwnWrites()
+        """The unlinks this marker wrote (the follower does not send their intents again)."""
         self._signer = signer
         """Signs every PDLI this marker sends (the encoders apply it: `systopic.messages`)."""
         self._publisher = publisher
@@ -122,11 +126,6 @@ class Marker:
         self._sent_by_tier = {t: self._metrics.pdlis_sent.labels(tier_label(t)) for t in tiers}
         self._failed_by_tier = {t: self._metrics.send_failures.labels(tier_label(t)) for t in tiers}
         self._reused_by_tier = {t: self._metrics.pdlis_reused.labels(tier_label(t)) for t in tiers}
-
-    @property
-    def journal(self) -> ReceiptJournal:
-        """The receipts of this marker's sends (the follower skips changes it wrote)."""
-        return self._journal
 
     async def mark(self, request: MarkRequest) -> MarkResult:
         """Mark `request.ledger_ids`; raises `Conflict`, `NotFound`, `Unavailable`..."""
@@ -165,6 +164,11 @@ class Marker:
                 assert snapshot is not None
                 result.new_version = await self._unlink(request, snapshot, version, fully)
                 result.written = unlinked = True
+                self.own_writes.record(
+                    request.owner.path,
+                    result.new_version,
+                    [(i, tier) for i in fully for tier in sent[i].accepted],
+                )
                 await self._after_write(request, fully, sent)
             return result
         finally:

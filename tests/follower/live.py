@@ -15,6 +15,7 @@ from services.core.config import PulsarConfig
 from services.core.signing import IntentSigner
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.metrics import FollowerMetrics
+from services.marker.own_writes import OwnWrites
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import ProducerSettings, open_intent_publisher
 from tests.helpers import assert_eventually
@@ -54,6 +55,7 @@ async def running_follower(
     signer: IntentSigner | None = None,
     pulsar: PulsarConfig | None = None,
     cluster: str = "test",
+    own_writes: OwnWrites | None = None,
 ) -> AsyncIterator[Running]:
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(
@@ -78,6 +80,7 @@ async def running_follower(
             ),
             metrics=metrics,
             signer=signer,
+            own_writes=own_writes,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.marker.follower.index import ledger_ids
-from tests.follower.live import intents, running_follower
+from tests.follower.live import counter, intents, running_follower
 from tests.helpers import assert_eventually
 from tests.marker.builders import (
     CURSOR,
@@ -24,7 +24,8 @@ from tests.marker.builders import (
     ml_bytes,
     schema_bytes,
 )
-from tests.marker.live import create_system_topic, read_topic, zk_store
+from tests.marker.live import create_system_topic, live_marker, read_topic, zk_store
+from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 L, OFF = _pd.LEDGER, _pd.OFFLOAD_LEDGER
@@ -123,3 +124,32 @@ async def test_unsubscribe_and_a_topic_deleted_then_created_again(
         (100, L, ML, ML_NAME, 1),
     } == intents(received)
     assert len(received) == 5
+
+
+async def test_the_markers_own_unlinks_are_not_sent_twice(
+    zk: ZooKeeperServer, broker: PulsarBrokerProcess
+) -> None:
+    """A trim through the marker (intent before unlink) is seen by the follower of the same
+    marker: the marker's record of its own writes shows the intents are on the topic, so it
+    sends none and counts them as duplicates. A broker-style trim right after is sent."""
+    create_system_topic(broker)
+    async with live_marker(zk, broker) as (marker, writer, stub):
+        await writer.create(ML_PATH, ml_bytes(*(ledger(i) for i in range(1, 5))), make_parents=True)
+        async with running_follower(zk.address, broker, own_writes=marker.own_writes) as running:
+            await running.ready()
+            request = _mk.MarkLedgersRequest(
+                component=ML, managed_ledger_name=ML_NAME, ledger_ids=[1, 2]
+            )
+            assert (await stub.MarkLedgers(request)).written
+            assert {(1, L, ML, ML_NAME, 1), (2, L, ML, ML_NAME, 1)} == intents(
+                await read_topic(broker, 2)
+            )
+
+            async def counted() -> None:
+                assert counter(running.metrics.duplicates, "marker") == 2
+
+            await assert_eventually(counted)
+            await writer.set(ML_PATH, ml_bytes(ledger(4)), version=1)
+            received = await read_topic(broker, 1)
+    assert {(3, L, ML, ML_NAME, 2)} == intents(received)
+    assert received[0].pdli.source == _pd.OBSERVED

@@ -35,8 +35,8 @@ from services.marker.follower.leadership import Leadership
 from services.marker.follower.metrics import FollowerMetrics
 from services.marker.follower.owner_paths import ROOTS, OwnerPath, classify
 from services.marker.follower.reading import FullRead, is_owner_data, read_everything
-from services.marker.journal import IntentKey, ReceiptJournal
 from services.marker.metrics import tier_label
+from services.marker.own_writes import DELETED, OwnWrites
 from services.marker.planning import MarkRequest, Stamp, own_fields, shared_fields
 from services.metadata import (
     CorruptMetadata,
@@ -86,15 +86,15 @@ class Follower:
         settings: FollowerSettings,
         metrics: FollowerMetrics | None = None,
         signer: IntentSigner | None = None,
-        journal: ReceiptJournal | None = None,
+        own_writes: OwnWrites | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._settings = settings
         self._metrics = metrics or FollowerMetrics()
         self._signer = signer
-        self._journal = journal
-        """The marker's receipts: a change its own Mark wrote needs no second intent."""
+        self._own_writes = own_writes
+        """The marker's own unlinks: their intents are on the topic already."""
         self._leadership = Leadership(store, settings.marker_id)
         self._checkpoints = CheckpointStore(store)
         self.index = OwnerIndex()
@@ -349,11 +349,11 @@ class Follower:
         change.messages = encoder.encode_many(owns)
 
     def _marked_by_us(self, change: _Change, ledger_id: int, tier: int) -> bool:
-        journal = self._journal
-        if journal is None or change.gone.previous_version < 0:
+        own = self._own_writes
+        if own is None:
             return False
-        key = IntentKey(change.path, change.gone.previous_version, ledger_id, tier)
-        return journal.accepted_at(key) is not None
+        version = change.gone.token if change.entry is not None else DELETED
+        return own.wrote(change.path, version, ledger_id, tier)
 
     async def _try_checkpoint(self) -> bool:
         """Checkpoint; False when another follower wrote one since (this one then re-proves
