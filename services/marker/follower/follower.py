@@ -173,7 +173,7 @@ class Follower:
         self._metrics.full_reads.labels(reason).inc()
         if reason == "start":
             # Nothing to diff against: what was unlinked before now is the reconciler's.
-            self.index.entries = fresh.entries
+            self.index.replace(fresh.entries)
             _log.info("follower_indexed", owners=len(fresh.entries), znodes=fresh.znodes)
         else:
             await self._apply_full(fresh, replay=reason == "checkpoint")

@@ -149,11 +149,13 @@ def offloaded_ref(
 
 
 class OwnerIndex:
-    """Every owner's entry by znode path, and the driver table they share."""
+    """Every owner's entry by znode path, and the driver table they share. The count of
+    references is kept as entries change (a gauge reads it after every round)."""
 
     def __init__(self) -> None:
         self.entries: dict[str, array[int]] = {}
         self.drivers = Drivers()
+        self._references = 0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -162,21 +164,27 @@ class OwnerIndex:
         return self.entries.get(path)
 
     def put(self, path: str, entry: array[int] | None) -> None:
-        if entry is None:
-            self.entries.pop(path, None)
-        else:
+        old = self.entries.pop(path, None) if entry is None else self.entries.get(path)
+        if old is not None:
+            self._references -= references(old)
+        if entry is not None:
             self.entries[path] = entry
+            self._references += references(entry)
+
+    def replace(self, entries: dict[str, array[int]]) -> None:
+        """Take `entries` (a full read) as the whole index."""
+        self.entries = entries
+        self._references = sum(references(entry) for entry in entries.values())
 
     def items(self) -> Iterator[tuple[str, array[int]]]:
         return iter(self.entries.items())
 
     def ledger_count(self) -> int:
         """References held (a ledger listed by an ML and named by a cursor counts twice)."""
-        total = 0
-        for entry in self.entries.values():
-            kind = entry[KIND]
-            if kind == Kind.ML:
-                total += entry[HEADER]
-            else:
-                total += sum(1 for ledger_id in entry[HEADER:] if ledger_id >= 0)
-        return total
+        return self._references
+
+
+def references(entry: array[int]) -> int:
+    if entry[KIND] == Kind.ML:
+        return entry[HEADER]
+    return sum(1 for ledger_id in entry[HEADER:] if ledger_id >= 0)
