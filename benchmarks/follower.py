@@ -6,9 +6,10 @@
 Prints, from one run on one machine:
 - per target rate of owner changes (broker-style trims: each write drops the oldest ledger
   of one ML and lists a new one, so each change unlinks one ledger), written by a separate
-  process for `--seconds`: the rate achieved, the follow lag p50/p99 (the writer's clock at
-  its write's reply → the system topic's receipt of the PDLI, same host), the follower
-  process's CPU (all threads, the Pulsar client's included) in cores per 1,000 changes/s;
+  process per 1,000/s for `--seconds`: the rate achieved, the follow lag p50/p99 as the
+  follower measures it (the znode's mtime, ZooKeeper's clock → the system topic's receipt
+  of the PDLI, same host), the follower process's CPU (all threads, the Pulsar client's
+  included) in cores per 1,000 changes/s;
 - the raw cost, in the same run, of reading the same number of changed znodes with aiozk's
   own `get_data` (one request per znode, 64 in flight): CPU per 1,000 reads/s, and the
   follower's ratio to it;
@@ -40,6 +41,7 @@ from services.core.config import PulsarConfig
 from services.marker.follower.checkpoint import compress
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import OFFLOAD_RECORD, OwnerIndex
+from services.marker.follower.metrics import FollowerMetrics
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import (
@@ -82,15 +84,20 @@ async def populate(address: str, owners: int) -> None:
 # --- the writer (a separate process) -----------------------------------------------------
 
 
-async def write_load(address: str, owners: int, rate: int, seconds: float, out: Path) -> None:
-    """Trim MLs round robin at `rate` writes/s; record (unlinked ledger, reply time)."""
-    firsts = {i: i * SPAN for i in range(owners)}
+async def write_load(address: str, mine: range, rate: float, seconds: float, out: Path) -> None:
+    """Trim the MLs of `mine` round robin at `rate` writes/s; record the unlinked ledgers."""
+    owners = len(mine)
+    firsts = dict.fromkeys(range(owners), 0)
     versions = dict.fromkeys(range(owners), 0)
     written: list[tuple[int, float]] = []
+
+    def path(i: int) -> str:
+        return ml_path(mine[i])
+
     async with ZkMetadataStore.connect(address) as store:
         for i in range(owners):  # the versions left by earlier phases
-            versions[i] = (await store.get(ml_path(i))).version
-            firsts[i] = i * SPAN + versions[i]
+            versions[i] = (await store.get(path(i))).version
+            firsts[i] = mine[i] * SPAN + versions[i]
         busy = dict.fromkeys(range(owners), False)
         start = time.monotonic()
         total = int(rate * seconds)
@@ -98,9 +105,7 @@ async def write_load(address: str, owners: int, rate: int, seconds: float, out: 
 
         async def trim(i: int) -> None:
             first = firsts[i]
-            versions[i] = await store.set(
-                ml_path(i), ml_data(first + 1, LISTED), version=versions[i]
-            )
+            versions[i] = await store.set(path(i), ml_data(first + 1, LISTED), version=versions[i])
             written.append((first, time.time()))
             firsts[i] = first + 1
             busy[i] = False
@@ -161,36 +166,77 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class LagSamples(FollowerMetrics):
+    """The follower's metrics, with each lag it measures (znode mtime → PDLI accepted) kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples: list[float] = []
+        self.lag = self  # type: ignore[assignment]
+
+    def observe(self, seconds: float) -> None:
+        self.samples.append(seconds)
+
+
+WRITER_RATE = 1000
+"""Writes per second one writer process is asked for (more rate: more processes)."""
+
+
 async def phase(
-    zookeeper: ZooKeeperServer, timed: TimedPublisher, args: argparse.Namespace, rate: int
+    zookeeper: ZooKeeperServer,
+    timed: TimedPublisher,
+    lags: LagSamples,
+    args: argparse.Namespace,
+    rate: int,
 ) -> dict[str, float]:
-    out = Path(f"/tmp/follower-bench-{os.getpid()}-{rate}.json")
+    writers = max(1, -(-rate // WRITER_RATE))
+    share = args.owners // writers
+    outs = [Path(f"/tmp/follower-bench-{os.getpid()}-{rate}-{k}.json") for k in range(writers)]
+    lags.samples.clear()
     cpu_before, wall_before = cpu(), time.monotonic()
-    writer = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "benchmarks.follower", "--writer", zookeeper.address,
-        str(args.owners), str(rate), str(args.seconds), str(out),
-    )  # fmt: skip
-    if await writer.wait() != 0:
-        raise RuntimeError(f"the writer failed (exit {writer.returncode})")
-    report = json.loads(await asyncio.to_thread(out.read_text))
-    await asyncio.to_thread(out.unlink)
-    written = dict(report["written"])
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.follower",
+            "--writer",
+            zookeeper.address,
+            str(k * share),
+            str((k + 1) * share),
+            str(rate / writers),
+            str(args.seconds),
+            str(out),
+        )
+        for k, out in enumerate(outs)
+    ]
+    for process in processes:
+        if await process.wait() != 0:
+            raise RuntimeError(f"a writer failed (exit {process.returncode})")
+    written: dict[int, float] = {}
+    elapsed = 0.0
+    for out in outs:
+        report = json.loads(await asyncio.to_thread(out.read_text))
+        await asyncio.to_thread(out.unlink)
+        written.update(dict(report["written"]))
+        elapsed = max(elapsed, report["elapsed"])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not all(i in timed.accepted for i in written):  # noqa: ASYNC110 - polls another task's dict
         await asyncio.sleep(0.05)
     spent = cpu() - cpu_before
     wall = time.monotonic() - wall_before
-    lags = [timed.accepted[i] - at for i, at in written.items() if i in timed.accepted]
-    achieved = len(written) / report["elapsed"]
+    seen = sum(1 for i in written if i in timed.accepted)
+    achieved = len(written) / elapsed
+    samples = lags.samples
     return {
         "target": rate,
+        "writers": writers,
         "achieved": achieved,
         "changes": len(written),
-        "missing": len(written) - len(lags),
-        "p50": percentile(lags, 0.5),
-        "p99": percentile(lags, 0.99),
+        "missing": len(written) - seen,
+        "p50": percentile(samples, 0.5),
+        "p99": percentile(samples, 0.99),
         "cores_per_1k": spent / wall / (achieved / 1000),
-        "cpu_per_change_ms": 1000 * spent / max(1, len(lags)),
+        "cpu_per_change_ms": 1000 * spent / max(1, seen),
     }
 
 
@@ -260,17 +306,19 @@ async def run(args: argparse.Namespace) -> None:
             open_intent_publisher(config, ProducerSettings(producer_name="bench")) as inner,
         ):
             timed = TimedPublisher(inner)
+            lags = LagSamples()
             follower = Follower(
                 store=store,
                 publisher=timed,
                 settings=FollowerSettings(marker_id="bench", delivery_delay=timedelta(0)),
+                metrics=lags,
             )
             stop = asyncio.Event()
             task = asyncio.create_task(follower.run(stop))
             while not follower.active:  # noqa: ASYNC110 - no event for leadership
                 await asyncio.sleep(0.05)
             await follower.idle.wait()
-            phases = [await phase(zookeeper, timed, args, rate) for rate in rates]
+            phases = [await phase(zookeeper, timed, lags, args, rate) for rate in rates]
             stop.set()
             await task
         raw = await raw_reads(
@@ -290,13 +338,16 @@ def report(
     print(f"machine: {os.cpu_count()} cores shared by {shared}")
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"owners: {args.owners} MLs of {LISTED} ledgers; {args.seconds:g} s per rate")
-    print("| target changes/s | achieved | lag p50 | lag p99 | follower cores per 1k changes/s "
-          "| CPU per change | ratio to raw aiozk read |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| target changes/s | writers | achieved | lag p50 | lag p99 "
+        "| follower cores per 1k changes/s | CPU per change | ratio to raw aiozk read |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for p in phases:
         ratio = p["cpu_per_change_ms"] / raw["cpu_per_read_ms"]
         print(
-            f"| {p['target']:.0f} | {p['achieved']:.0f} | {1000 * p['p50']:.0f} ms "
+            f"| {p['target']:.0f} | {p['writers']:.0f} | {p['achieved']:.0f} "
+            f"| {1000 * p['p50']:.0f} ms "
             f"| {1000 * p['p99']:.0f} ms | {p['cores_per_1k']:.2f} "
             f"| {p['cpu_per_change_ms']:.3f} ms "
             f"| {ratio:.1f}x |" + (f" ({p['missing']:.0f} not seen)" if p["missing"] else "")
@@ -321,8 +372,9 @@ def report(
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        address, owners, rate, seconds, out = sys.argv[2:7]
-        asyncio.run(write_load(address, int(owners), int(rate), float(seconds), Path(out)))
+        address, low, high, rate, seconds, out = sys.argv[2:8]
+        mine = range(int(low), int(high))
+        asyncio.run(write_load(address, mine, float(rate), float(seconds), Path(out)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--owners", type=int, default=2000, help="MLs changed round robin")

@@ -1,6 +1,7 @@
 """The follower's compact index of every owner's references, as last published.
 
-One `array('q')` per owner znode (no object per ledger), keyed by the znode's path:
+One `array('q')` per owner znode (no object per ledger; stored as its bytes), keyed by the
+znode's path:
 
     header   kind, version, czxid
     ML       n, m, ledger ids (n), then per ledger with an offload context (m of them):
@@ -149,11 +150,15 @@ def offloaded_ref(
 
 
 class OwnerIndex:
-    """Every owner's entry by znode path, and the driver table they share. The count of
-    references is kept as entries change (a gauge reads it after every round)."""
+    """Every owner's entry by znode path, and the driver table they share.
+
+    Entries are kept as the bytes of their arrays (an immutable bytes object holds its data
+    inline: about half the overhead of an array per owner) and turned back into arrays when
+    read. The count of references is kept as entries change (a gauge reads it every round).
+    """
 
     def __init__(self) -> None:
-        self.entries: dict[str, array[int]] = {}
+        self.entries: dict[str, bytes] = {}
         self.drivers = Drivers()
         self._references = 0
 
@@ -161,27 +166,34 @@ class OwnerIndex:
         return len(self.entries)
 
     def get(self, path: str) -> array[int] | None:
-        return self.entries.get(path)
+        raw = self.entries.get(path)
+        return None if raw is None else unpack(raw)
 
     def put(self, path: str, entry: array[int] | None) -> None:
         old = self.entries.pop(path, None) if entry is None else self.entries.get(path)
         if old is not None:
-            self._references -= references(old)
+            self._references -= references(unpack(old))
         if entry is not None:
-            self.entries[path] = entry
+            self.entries[path] = entry.tobytes()
             self._references += references(entry)
 
     def replace(self, entries: dict[str, array[int]]) -> None:
         """Take `entries` (a full read) as the whole index."""
-        self.entries = entries
+        self.entries = {path: entry.tobytes() for path, entry in entries.items()}
         self._references = sum(references(entry) for entry in entries.values())
 
     def items(self) -> Iterator[tuple[str, array[int]]]:
-        return iter(self.entries.items())
+        return ((path, unpack(raw)) for path, raw in self.entries.items())
 
     def ledger_count(self) -> int:
         """References held (a ledger listed by an ML and named by a cursor counts twice)."""
         return self._references
+
+
+def unpack(raw: bytes) -> array[int]:
+    entry = array("q")
+    entry.frombytes(raw)
+    return entry
 
 
 def references(entry: array[int]) -> int:
