@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import sys
 import time
 import tracemalloc
@@ -116,15 +117,15 @@ async def write_load(address: str, mine: range, rate: float, seconds: float, out
             delay = due - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            while busy[n % owners]:
+            while len(tasks) >= max(1, owners // 2):  # the server is behind: wait for it
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            while busy[n % owners]:  # fewer than half are busy: this ends
                 n += 1
             busy[n % owners] = True  # one write in flight per ML: versions stay known
             task = asyncio.create_task(trim(n % owners))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             n += 1
-            if len(tasks) > 512:  # the server is behind: do not pile up requests
-                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         await asyncio.gather(*tasks)
         elapsed = time.monotonic() - start
     await asyncio.to_thread(out.write_text, json.dumps({"elapsed": elapsed, "written": written}))
@@ -371,6 +372,8 @@ def report(
 
 
 def main() -> None:
+    # A TERM (a timeout) unwinds like an error, so the servers started here are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
         address, low, high, rate, seconds, out = sys.argv[2:8]
         mine = range(int(low), int(high))

@@ -128,7 +128,7 @@ class Follower:
                 self._set_active(False)
         with contextlib.suppress(MetadataError):
             if self._store.connected and await self._leadership.holds():
-                await self._checkpoint()
+                await self._checkpoint(final=True)  # still the leader: the last write is ours
                 await self._leadership.release()
 
     async def _lead(self, stopping: asyncio.Event) -> None:
@@ -368,8 +368,8 @@ class Follower:
             _log.warning("follower_checkpoint_failed", error=str(e))  # retried next interval
         return True
 
-    async def _checkpoint(self) -> None:
-        if not self._changed_since_checkpoint or not self._based or not self._active:
+    async def _checkpoint(self, *, final: bool = False) -> None:
+        if not self._changed_since_checkpoint or not self._based or not (self._active or final):
             self._update_gauges()
             return
         pointer = await self._checkpoints.save(self.index)
