@@ -155,6 +155,11 @@ class Marker:
         plan = plan_marking(request, snapshot, version, offload_tier=self._settings.offload_tier)
         token = fence_token(request, version)
         sent, handle = await self._send(request, plan, version, token)
+        if not request.reconciler:
+            # Before the write: the follower may read the owner before this call resumes.
+            accepted = [(i, tier) for i, entry in sent.items() for tier in entry.accepted]
+            deletes = request.owner.component == _pd.SCHEMA_STORAGE
+            self.own_writes.record(request.owner.path, token, accepted, may_delete=deletes)
         unlinked = False
         try:
             result = self._result(request, plan, sent, version, token)
@@ -164,11 +169,7 @@ class Marker:
                 assert snapshot is not None
                 result.new_version = await self._unlink(request, snapshot, version, fully)
                 result.written = unlinked = True
-                self.own_writes.record(
-                    request.owner.path,
-                    result.new_version,
-                    [(i, tier) for i in fully for tier in sent[i].accepted],
-                )
+
                 await self._after_write(request, fully, sent)
             return result
         finally:

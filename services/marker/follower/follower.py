@@ -54,6 +54,8 @@ BATCH = 1024
 """Changed znodes read (and their PDLIs published) per round."""
 RETRY_DELAY = 1.0
 """Pause before trying again after a store or publish failure."""
+STOP_TIMEOUT = 10.0
+"""Longest a stop waits for the last checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -115,21 +117,43 @@ class Follower:
         return self._active
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """Follow until `stopping` is set; every failure is retried, none ends the loop."""
-        while not stopping.is_set():
-            try:
-                if not await self._leadership.acquire(stopping):
-                    break
-                await self._lead(stopping)
-            except (MetadataError, CheckpointUnreadable) as e:
-                _log.warning("follower_retrying", error=str(e))
-                await _sleep(RETRY_DELAY, stopping)
-            finally:
-                self._set_active(False)
-        with contextlib.suppress(MetadataError):
-            if self._store.connected and await self._leadership.holds():
-                await self._checkpoint(final=True)  # still the leader: the last write is ours
-                await self._leadership.release()
+        """Follow until `stopping` is set (or the task is cancelled); every failure is
+        retried, none ends the loop. On the way out, a leader writes a last checkpoint and
+        gives the leadership up, so a restart or a standby misses nothing."""
+        try:
+            while not stopping.is_set():
+                try:
+                    if not await self._leadership.acquire(stopping):
+                        break
+                    await self._lead(stopping)
+                except (MetadataError, CheckpointUnreadable) as e:
+                    _log.warning("follower_retrying", error=str(e))
+                    await _sleep(RETRY_DELAY, stopping)
+                finally:
+                    self._set_active(False)
+        finally:
+            await self._leave()
+
+    async def _leave(self) -> None:
+        """The last checkpoint and the release, shielded: the service cancels its background
+        tasks right after asking them to stop, and the cancel must not cut the write short."""
+        _log.info("follower_stopping", connected=self._store.connected, owners=len(self.index))
+        work = asyncio.ensure_future(self._last_checkpoint())
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            raise
+
+    async def _last_checkpoint(self) -> None:
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                if self._store.connected and await self._leadership.holds():
+                    await self._checkpoint(final=True)  # still the leader: the write is ours
+                    await self._leadership.release()
+        except (MetadataError, TimeoutError) as e:
+            _log.warning("follower_last_checkpoint_failed", error=str(e))
 
     async def _lead(self, stopping: asyncio.Event) -> None:
         lost = self._store.connection_lost()
