@@ -157,6 +157,8 @@ class Follower:
 
     async def _lead(self, stopping: asyncio.Event) -> None:
         lost = self._store.connection_lost()
+        # Fenced the moment the connection drops, even in the middle of a round.
+        lost.add_done_callback(lambda _lost: self._set_active(False))
         try:
             self._dirty.clear()
             for root in ROOTS:
