@@ -319,7 +319,12 @@ class Follower:
             outgoing.extend(change.messages)
         if outgoing and not self._active:
             return [change.path for change in changes]  # fenced: publish nothing
-        results = await self._publisher.publish(outgoing) if outgoing else []
+        try:
+            results = await self._publisher.publish(outgoing) if outgoing else []
+        except Exception as e:  # the port: an exception means nothing was accepted
+            _log.warning("follower_publish_failed", error=repr(e), messages=len(outgoing))
+            self._metrics.publish_failures.inc(len(changes))
+            return [change.path for change in changes]
         failed: list[str] = []
         at = 0
         now = _now_ms()
