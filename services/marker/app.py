@@ -14,6 +14,8 @@ from services.core.service_main import check_reachable
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
+from services.marker.follower.follower import Follower, FollowerSettings
+from services.marker.follower.metrics import FollowerMetrics
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
@@ -97,6 +99,35 @@ async def build_marker(
     )
 
 
+async def start_follower(
+    runner: ServiceRunner, config: MarkerConfig, publisher: IntentPublisher, marker: Marker
+) -> Follower:
+    """The follower on its own ZooKeeper session (its watch, leader znode and checkpoint live
+    and die with it), publishing through the marker's publisher, signed by its signer."""
+    store = await runner.resources.enter_async_context(connect_store(config.zookeeper))
+    follower = Follower(
+        store=store,
+        publisher=publisher,
+        settings=follower_settings(config),
+        metrics=FollowerMetrics(runner.metrics),
+        signer=config.signer,
+        own_writes=marker.own_writes,
+    )
+    runner.add_background("follower", lambda: follower.run(runner.stopping))
+    return follower
+
+
+def follower_settings(config: MarkerConfig) -> FollowerSettings:
+    return FollowerSettings(
+        marker_id=config.marker_id,
+        cluster=config.cluster,
+        delivery_delay=config.delivery_delay,
+        offload_defaults=config.offload_defaults,
+        offload_tier=config.offload_tier,
+        checkpoint_interval=config.follow_checkpoint_interval,
+    )
+
+
 async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
     """Run the marker until SIGTERM/SIGINT."""
     async with ServiceRunner(
@@ -122,6 +153,8 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
         servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
+        if config.follow:
+            await start_follower(runner, config, publisher, marker)
         signer = config.signer
         if signer is None:
             _log.warning("pdlis_unsigned", hint="set TOMBSTONE_MARKER_SIGNING_KEYS")
@@ -130,5 +163,6 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
             marker_id=config.marker_id,
             topic=config.pulsar.topic,
             signing_key_id=signer.key_id if signer is not None else None,
+            follow=config.follow,
         )
         await runner.run()

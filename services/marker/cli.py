@@ -32,11 +32,21 @@ def marker() -> None:
 
 
 @marker.command()
-def serve() -> None:
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Also run the follower (as TOMBSTONE_MARKER_FOLLOW=true): OBSERVED PDLIs for every "
+    "unlink an unmodified broker makes.",
+)
+def serve(follow: bool) -> None:
     """Serve the Marker gRPC API (settings from TOMBSTONE_* variables)."""
+    import os
+
     from services.core.service_main import run_service
     from services.marker.__main__ import main
 
+    if follow:
+        os.environ["TOMBSTONE_MARKER_FOLLOW"] = "true"
     run_service("marker", main)
 
 

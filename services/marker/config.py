@@ -132,6 +132,19 @@ REQUIRE_SIGNED = setting(
     False,
     "Refuse to start without a signing key (PDLIs would go out unsigned).",
 )
+FOLLOW = setting(
+    "MARKER_FOLLOW",
+    parse_bool,
+    False,
+    "Run the follower: watch the owner znodes of unmodified brokers and send OBSERVED PDLIs "
+    "for every unlink they make (`tombstone marker serve --follow` sets it too).",
+)
+FOLLOW_CHECKPOINT_INTERVAL = setting(
+    "MARKER_FOLLOW_CHECKPOINT_INTERVAL",
+    parse_duration,
+    timedelta(seconds=60),
+    "How often the active follower writes its index to /tombstone/follower/checkpoint.",
+)
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
 # What `tombstone mark` uses to reach this service (declared so describe_env() lists it).
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
@@ -175,6 +188,10 @@ class MarkerConfig:
     """Send OFFLOAD_LEDGER intents; the verifier must then allow the buckets (checked at start)."""
     offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
     """The operator's offloader for contexts without driver metadata (Pulsar 2.1)."""
+    follow: bool = False
+    """Run the follower (DESIGN §6b) beside the Marker API."""
+    follow_checkpoint_interval: timedelta = timedelta(seconds=60)
+    """How often the active follower checkpoints its index."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -205,6 +222,10 @@ class MarkerConfig:
             signer=_signer(environ),
             offload_tier=OFFLOAD_TIER.read(environ),
             offload_defaults=OffloadDefaults.from_env(environ),
+            follow=FOLLOW.read(environ),
+            follow_checkpoint_interval=_positive(
+                FOLLOW_CHECKPOINT_INTERVAL.name, FOLLOW_CHECKPOINT_INTERVAL.read(environ)
+            ),
         )
 
 

@@ -26,6 +26,7 @@ from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
 from services.marker.metrics import MarkerMetrics, tier_label
+from services.marker.own_writes import OwnWrites
 from services.marker.owners import EncodingOptions, OwnerSnapshot, parse_snapshot
 from services.marker.planning import (
     MarkRequest,
@@ -108,8 +109,11 @@ class Marker:
         believer: Believer | None = None,
         metrics: MarkerMetrics | None = None,
         signer: IntentSigner | None = None,
+        own_writes: OwnWrites | None = None,
     ) -> None:
         self._store = store
+        self.own_writes = own_writes or OwnWrites()
+        """The unlinks this marker wrote (the follower does not send their intents again)."""
         self._signer = signer
         """Signs every PDLI this marker sends (the encoders apply it: `systopic.messages`)."""
         self._publisher = publisher
@@ -151,6 +155,11 @@ class Marker:
         plan = plan_marking(request, snapshot, version, offload_tier=self._settings.offload_tier)
         token = fence_token(request, version)
         sent, handle = await self._send(request, plan, version, token)
+        if not request.reconciler:
+            # Before the write: the follower may read the owner before this call resumes.
+            accepted = [(i, tier) for i, entry in sent.items() for tier in entry.accepted]
+            deletes = request.owner.component == _pd.SCHEMA_STORAGE
+            self.own_writes.record(request.owner.path, token, accepted, may_delete=deletes)
         unlinked = False
         try:
             result = self._result(request, plan, sent, version, token)
@@ -160,6 +169,7 @@ class Marker:
                 assert snapshot is not None
                 result.new_version = await self._unlink(request, snapshot, version, fully)
                 result.written = unlinked = True
+
                 await self._after_write(request, fully, sent)
             return result
         finally:

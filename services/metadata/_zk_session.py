@@ -117,3 +117,51 @@ def register_watch(
 
 def _bind(fire: Callable[[WatchEvent], None], event: WatchEvent) -> Callable[[str], None]:
     return lambda _path: fire(event)
+
+
+RECURSIVE_EVENTS = {
+    zk_protocol.WatchEvent.CREATED: WatchEvent.CREATED,
+    zk_protocol.WatchEvent.DATA_CHANGED: WatchEvent.CHANGED,
+    zk_protocol.WatchEvent.DELETED: WatchEvent.DELETED,
+}
+
+
+class EventTap:
+    """Delivers the events of persistent recursive watches (`addWatch`) to listeners.
+
+    aiozk's connection hands every xid -1 message to `session.event_dispatch`, which calls
+    the callbacks registered for exactly (type, path) and, being a defaultdict lookup, adds
+    an empty entry for every path it has no callback for; aiozk would then re-register each
+    such path as a one-shot watch after a reconnect. The tap sits in front of it: events for
+    paths with a one-shot callback (and state events) still reach aiozk; every event below a
+    recursive watch's path also goes to that watch's listener, with the chroot removed.
+    """
+
+    def __init__(self, session: Any, chroot: str) -> None:
+        self._session = session
+        self._original = session.event_dispatch
+        self._chroot = chroot.rstrip("/")
+        self._listeners: dict[str, Callable[[WatchEvent, str], None]] = {}
+        # New connections take `session.event_dispatch` when they are made; the current one
+        # already holds the original.
+        session.event_dispatch = self.dispatch
+        if session.conn is not None:
+            session.conn.watch_handler = self.dispatch
+
+    def listen(self, full: str, listener: Callable[[WatchEvent, str], None]) -> None:
+        """Call `listener(kind, path)` for every event at or below `full` (a server path)."""
+        self._listeners[full] = listener
+
+    def dispatch(self, event: Any) -> None:
+        if not event.type:
+            self._original(event)
+            return
+        if (event.type, event.path) in self._session.watch_callbacks:
+            self._original(event)
+        kind = RECURSIVE_EVENTS.get(event.type)
+        if kind is None:
+            return
+        path: str = event.path
+        for full, listener in self._listeners.items():
+            if path == full or path.startswith(full.rstrip("/") + "/"):
+                listener(kind, path[len(self._chroot) :] or "/")

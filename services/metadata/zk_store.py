@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import aiozk
@@ -32,6 +32,7 @@ from services.metadata._zk_session import (
     EXISTS_EVENTS,
     UNAVAILABLE,
     ConnectionGuard,
+    EventTap,
     NoWriteResend,
     register_watch,
 )
@@ -46,6 +47,7 @@ from services.metadata.errors import (
 )
 from services.metadata.store import ANY_VERSION, Stat, Versioned, WatchEvent
 from services.metadata.zk_wire import (
+    AddWatchRequest,
     CreateContainerRequest,
     MultiDeleteRequest,
     MultiDeleteResponse,
@@ -109,6 +111,7 @@ class ZkMetadataStore:
         self._request_timeout = request_timeout
         self._session_timeout = session_timeout
         self._guard = ConnectionGuard(client.session)
+        self._tap: EventTap | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -172,6 +175,44 @@ class ZkMetadataStore:
     @property
     def connected(self) -> bool:
         return bool(self._session.state == States.CONNECTED)
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session's id (an ephemeral znode's `ephemeral_owner` when it is ours)."""
+        session_id = self._session.session_id
+        return int(session_id) if session_id else None
+
+    async def wait_connected(self) -> None:
+        """Return once the session is connected (unbounded: callers bound it)."""
+        if not self.connected:
+            await self._session.state.wait_for(States.CONNECTED)
+
+    def connection_lost(self) -> asyncio.Future[None]:
+        """A future done when the connection is next lost (suspended) or the session ends:
+        from then on every watch may have missed events."""
+        state = self._session.state
+        lost: asyncio.Future[None] = state.wait_for(States.SUSPENDED, States.LOST)
+
+        def forget(_future: asyncio.Future[None]) -> None:
+            for waiting in (States.SUSPENDED, States.LOST):
+                state.futures[waiting].discard(lost)
+
+        lost.add_done_callback(forget)
+        return lost
+
+    async def add_recursive_watch(
+        self, path: str, listener: Callable[[WatchEvent, str], None]
+    ) -> None:
+        """ZooKeeper's `addWatch` (PERSISTENT_RECURSIVE, ZooKeeper ≥ 3.6) on `path`:
+        `listener(kind, znode path)` is called for every create, data change and delete at or
+        below it, from now until the connection is lost. The watch does not survive a
+        reconnect (call this again; events in between are not reported). `Unsupported` when
+        the server is older than 3.6."""
+        full = self._abs(path)
+        if self._tap is None:
+            self._tap = EventTap(self._session, self._client.chroot or "")
+        self._tap.listen(full, listener)
+        await self._send(AddWatchRequest(full), path)
 
     async def get(self, path: str) -> Versioned:
         response = await self._send(

@@ -16,6 +16,13 @@
   ops before the failing one carry 0 (OK, rolled back), the failing one its real error, the
   ones after it -2 (RUNTIMEINCONSISTENCY). ZooKeeper 3.8 answers a failed multi with err 0
   in the reply header; the per-op results are the only account of what failed.
+- `addWatch` (opcode 106, ZooKeeper ≥ 3.6): a watch that stays set after it fires. The body
+  is the path and the mode (0 PERSISTENT, 1 PERSISTENT_RECURSIVE: every znode below the path
+  too); the reply is an `ErrorResponse` (its code, 0) that carries nothing. Events arrive as
+  ordinary `WatcherEvent`s with xid -1 naming the znode that changed (created, deleted, data
+  changed; a recursive watch sends no child events), its path as the server knows it (the
+  chroot included). The watch belongs to the connection: after a reconnect it must be added
+  again, and what changed in between is not reported.
 
 Defining a response class registers its opcode's decoder in aiozk's reader. A decoder that
 raised would make aiozk abort the connection, so these decoders never raise: an undecodable
@@ -43,6 +50,8 @@ _ERROR = -1
 _END = _HEADER.pack(-1, True, -1)
 MULTI = 14
 MULTI_READ = 22
+ADD_WATCH = 106
+PERSISTENT_RECURSIVE = 1
 
 
 class CreateContainerRequest(zk_protocol.Create2Request):  # type: ignore[misc]
@@ -55,6 +64,39 @@ class CreateContainerResponse(zk_protocol.Create2Response):  # type: ignore[misc
     """Same body as create2 (path, stat); defining it registers opcode 19's decoder."""
 
     opcode = 19
+
+
+class AddWatchRequest(Request):  # type: ignore[misc]
+    """`addWatch` of `path` in `mode` (PERSISTENT_RECURSIVE by default)."""
+
+    opcode = ADD_WATCH
+
+    def __init__(self, path: str, mode: int = PERSISTENT_RECURSIVE) -> None:
+        super().__init__()
+        self.path = path
+        self.mode = mode
+
+    def serialize(self, xid: int | None = None) -> bytes:
+        encoded = self.path.encode("utf-8")
+        parts = [] if xid is None else [_INT.pack(xid)]
+        parts += (_INT.pack(ADD_WATCH), _INT.pack(len(encoded)), encoded, _INT.pack(self.mode))
+        return b"".join(parts)
+
+    def __str__(self) -> str:
+        return f"AddWatch[{self.path}, mode {self.mode}]"
+
+
+class AddWatchResponse(Response):  # type: ignore[misc]
+    """The reply carries nothing we use (a zero error code); decoding never fails."""
+
+    opcode = ADD_WATCH
+
+    @classmethod
+    def deserialize(cls, raw_bytes: bytes) -> AddWatchResponse:
+        return cls()
+
+    def __str__(self) -> str:
+        return "AddWatchResponse"
 
 
 class MultiReadRequest(Request):  # type: ignore[misc]

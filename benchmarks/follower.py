@@ -1,0 +1,391 @@
+"""Follower lag, CPU and memory against a real ZooKeeper and the devstack broker.
+
+    .venv/bin/python -m benchmarks.follower [--owners 2000] [--rates 1000,5000]
+        [--seconds 5] [--index-mls 100000]
+
+Prints, from one run on one machine:
+- per target rate of owner changes (broker-style trims: each write drops the oldest ledger
+  of one ML and lists a new one, so each change unlinks one ledger), written by a separate
+  process per 1,000/s for `--seconds`: the rate achieved, the follow lag p50/p99 as the
+  follower measures it (the znode's mtime, ZooKeeper's clock → the system topic's receipt
+  of the PDLI, same host), the follower process's CPU (all threads, the Pulsar client's
+  included) in cores per 1,000 changes/s;
+- the raw cost, in the same run, of reading the same number of changed znodes with aiozk's
+  own `get_data` (one request per znode, 64 in flight): CPU per 1,000 reads/s, and the
+  follower's ratio to it;
+- the index's memory: an index of `--index-mls` MLs with 10 ledgers each (a fifth of the
+  MLs with offloaded ledgers) and one cursor each, measured (tracemalloc and RSS), then
+  extrapolated linearly to 1M MLs / 10M ledgers; and its checkpoint's compressed size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import tracemalloc
+from array import array
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import aiozk
+
+from devstack.pulsar import PulsarBrokerProcess
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import PulsarConfig
+from services.marker.follower.checkpoint import compress
+from services.marker.follower.follower import Follower, FollowerSettings
+from services.marker.follower.index import OFFLOAD_RECORD, OwnerIndex
+from services.marker.follower.metrics import FollowerMetrics
+from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
+from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import (
+    PROP_LEDGER_ID,
+    IntentPublisher,
+    OutgoingMessage,
+    ProducerSettings,
+    SendResult,
+    open_intent_publisher,
+)
+
+SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
+PARTITIONS = 4
+LISTED = 10
+SPAN = 10_000_000  # ledger ids of ML i start at i * SPAN
+
+
+def ml_path(index: int) -> str:
+    return f"/managed-ledgers/public/default/persistent/bench-{index}"
+
+
+def ml_data(first: int, count: int) -> bytes:
+    info = ManagedLedgerInfo()
+    for ledger_id in range(first, first + count):
+        info.ledgerInfo.append(LedgerInfo(ledgerId=ledger_id, entries=1, size=1, timestamp=1))
+    return encode_managed_ledger_info(info)
+
+
+async def populate(address: str, owners: int) -> None:
+    async with ZkMetadataStore.connect(address) as store:
+        slots = asyncio.Semaphore(64)
+
+        async def one(i: int) -> None:
+            async with slots:
+                await store.create(ml_path(i), ml_data(i * SPAN, LISTED), make_parents=True)
+
+        await asyncio.gather(*(one(i) for i in range(owners)))
+
+
+# --- the writer (a separate process) -----------------------------------------------------
+
+
+async def write_load(address: str, mine: range, rate: float, seconds: float, out: Path) -> None:
+    """Trim the MLs of `mine` round robin at `rate` writes/s; record the unlinked ledgers."""
+    owners = len(mine)
+    firsts = dict.fromkeys(range(owners), 0)
+    versions = dict.fromkeys(range(owners), 0)
+    written: list[tuple[int, float]] = []
+
+    def path(i: int) -> str:
+        return ml_path(mine[i])
+
+    async with ZkMetadataStore.connect(address) as store:
+        for i in range(owners):  # the versions left by earlier phases
+            versions[i] = (await store.get(path(i))).version
+            firsts[i] = mine[i] * SPAN + versions[i]
+        busy = dict.fromkeys(range(owners), False)
+        start = time.monotonic()
+        total = int(rate * seconds)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def trim(i: int) -> None:
+            first = firsts[i]
+            versions[i] = await store.set(path(i), ml_data(first + 1, LISTED), version=versions[i])
+            written.append((first, time.time()))
+            firsts[i] = first + 1
+            busy[i] = False
+
+        n = 0
+        for k in range(total):
+            due = start + k / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while len(tasks) >= max(1, owners // 2):  # the server is behind: wait for it
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            while busy[n % owners]:  # fewer than half are busy: this ends
+                n += 1
+            busy[n % owners] = True  # one write in flight per ML: versions stay known
+            task = asyncio.create_task(trim(n % owners))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            n += 1
+        await asyncio.gather(*tasks)
+        elapsed = time.monotonic() - start
+    await asyncio.to_thread(out.write_text, json.dumps({"elapsed": elapsed, "written": written}))
+
+
+# --- the follower side -------------------------------------------------------------------
+
+
+class TimedPublisher:
+    """The follower's publisher, noting when each ledger's PDLI was accepted."""
+
+    def __init__(self, inner: IntentPublisher) -> None:
+        self._inner = inner
+        self.accepted: dict[int, float] = {}
+
+    @property
+    def producer_name(self) -> str:
+        return self._inner.producer_name
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    async def publish(self, messages: Sequence[OutgoingMessage]) -> list[SendResult]:
+        results = await self._inner.publish(messages)
+        now = time.time()
+        for message, result in zip(messages, results, strict=True):
+            if result.ok:
+                self.accepted[int(message.properties[PROP_LEDGER_ID])] = now
+        return results
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class LagSamples(FollowerMetrics):
+    """The follower's metrics, with each lag it measures (znode mtime → PDLI accepted) kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples: list[float] = []
+        self.lag = self  # type: ignore[assignment]
+
+    def observe(self, seconds: float) -> None:
+        self.samples.append(seconds)
+
+
+WRITER_RATE = 1000
+"""Writes per second one writer process is asked for (more rate: more processes)."""
+
+
+async def phase(
+    zookeeper: ZooKeeperServer,
+    timed: TimedPublisher,
+    lags: LagSamples,
+    args: argparse.Namespace,
+    rate: int,
+) -> dict[str, float]:
+    writers = max(1, -(-rate // WRITER_RATE))
+    share = args.owners // writers
+    outs = [Path(f"/tmp/follower-bench-{os.getpid()}-{rate}-{k}.json") for k in range(writers)]
+    lags.samples.clear()
+    cpu_before, wall_before = cpu(), time.monotonic()
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.follower",
+            "--writer",
+            zookeeper.address,
+            str(k * share),
+            str((k + 1) * share),
+            str(rate / writers),
+            str(args.seconds),
+            str(out),
+        )
+        for k, out in enumerate(outs)
+    ]
+    for process in processes:
+        if await process.wait() != 0:
+            raise RuntimeError(f"a writer failed (exit {process.returncode})")
+    written: dict[int, float] = {}
+    elapsed = 0.0
+    for out in outs:
+        report = json.loads(await asyncio.to_thread(out.read_text))
+        await asyncio.to_thread(out.unlink)
+        written.update(dict(report["written"]))
+        elapsed = max(elapsed, report["elapsed"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(i in timed.accepted for i in written):  # noqa: ASYNC110 - polls another task's dict
+        await asyncio.sleep(0.05)
+    spent = cpu() - cpu_before
+    wall = time.monotonic() - wall_before
+    seen = sum(1 for i in written if i in timed.accepted)
+    achieved = len(written) / elapsed
+    samples = lags.samples
+    return {
+        "target": rate,
+        "writers": writers,
+        "achieved": achieved,
+        "changes": len(written),
+        "missing": len(written) - seen,
+        "p50": percentile(samples, 0.5),
+        "p99": percentile(samples, 0.99),
+        "cores_per_1k": spent / wall / (achieved / 1000),
+        "cpu_per_change_ms": 1000 * spent / max(1, seen),
+    }
+
+
+async def raw_reads(address: str, owners: int, count: int) -> dict[str, float]:
+    """aiozk's own get_data of `count` changed ML znodes, 64 in flight."""
+    client = aiozk.ZKClient(address)
+    await client.start()
+    try:
+        slots = asyncio.Semaphore(64)
+
+        async def one(k: int) -> None:
+            async with slots:
+                await client.get_data(ml_path(k % owners))
+
+        cpu_before, start = cpu(), time.monotonic()
+        await asyncio.gather(*(one(k) for k in range(count)))
+        spent, wall = cpu() - cpu_before, time.monotonic() - start
+    finally:
+        await client.close()
+    return {"rate": count / wall, "cpu_per_read_ms": 1000 * spent / count}
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def index_memory(mls: int) -> dict[str, float]:
+    """Build an index shaped like a cluster's (measured, not estimated)."""
+    rss_before = rss_bytes()
+    tracemalloc.start()
+    index = OwnerIndex()
+    driver = index.drivers.number(("aws-s3", (("bucket", "offload"), ("region", "us-east-1"))))
+    for i in range(mls):
+        path = f"/managed-ledgers/tenant-{i % 50}/ns-{i % 997}/persistent/topic-{i}"
+        first = 1_000_000 + i * 40
+        offloaded = 4 if i % 5 == 0 else 0
+        entry = array("q", (0, 17 + i % 100, 4_294_967_296 + i, LISTED, offloaded))
+        entry.extend(range(first, first + LISTED))
+        for position in range(offloaded):
+            entry.extend((position, 3, -(i + 1), i + 7, driver, 1_700_000_000_000))
+        index.put(path, entry)
+        index.put(f"{path}/sub-{i % 3}", array("q", (1, 3, 4_294_967_296 + i, first + 99)))
+    current, _peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_after = rss_bytes()
+    refs = index.ledger_count()
+    blob = compress(index)
+    assert OFFLOAD_RECORD == 6
+    return {
+        "mls": mls,
+        "references": refs,
+        "traced": current,
+        "rss": rss_after - rss_before,
+        "checkpoint": len(blob),
+    }
+
+
+async def run(args: argparse.Namespace) -> None:
+    rates = [int(r) for r in args.rates.split(",")]
+    with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
+        broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        await populate(zookeeper.address, args.owners)
+        config = PulsarConfig(service_url=broker.service_url, topic=SYSTEM_TOPIC, partitions=4)
+        async with (
+            ZkMetadataStore.connect(zookeeper.address) as store,
+            open_intent_publisher(config, ProducerSettings(producer_name="bench")) as inner,
+        ):
+            timed = TimedPublisher(inner)
+            lags = LagSamples()
+            follower = Follower(
+                store=store,
+                publisher=timed,
+                settings=FollowerSettings(marker_id="bench", delivery_delay=timedelta(0)),
+                metrics=lags,
+            )
+            stop = asyncio.Event()
+            task = asyncio.create_task(follower.run(stop))
+            while not follower.active:  # noqa: ASYNC110 - no event for leadership
+                await asyncio.sleep(0.05)
+            await follower.idle.wait()
+            phases = [await phase(zookeeper, timed, lags, args, rate) for rate in rates]
+            stop.set()
+            await task
+        raw = await raw_reads(
+            zookeeper.address, args.owners, int(max(p["changes"] for p in phases))
+        )
+    memory = index_memory(args.index_mls)
+    report(args, phases, raw, memory)
+
+
+def report(
+    args: argparse.Namespace,
+    phases: list[dict[str, float]],
+    raw: dict[str, float],
+    memory: dict[str, float],
+) -> None:
+    shared = "ZooKeeper, the broker, the writer and the follower"
+    print(f"machine: {os.cpu_count()} cores shared by {shared}")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"owners: {args.owners} MLs of {LISTED} ledgers; {args.seconds:g} s per rate")
+    print(
+        "| target changes/s | writers | achieved | lag p50 | lag p99 "
+        "| follower cores per 1k changes/s | CPU per change | ratio to raw aiozk read |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for p in phases:
+        ratio = p["cpu_per_change_ms"] / raw["cpu_per_read_ms"]
+        print(
+            f"| {p['target']:.0f} | {p['writers']:.0f} | {p['achieved']:.0f} "
+            f"| {1000 * p['p50']:.0f} ms "
+            f"| {1000 * p['p99']:.0f} ms | {p['cores_per_1k']:.2f} "
+            f"| {p['cpu_per_change_ms']:.3f} ms "
+            f"| {ratio:.1f}x |" + (f" ({p['missing']:.0f} not seen)" if p["missing"] else "")
+        )
+    print(
+        f"raw aiozk get_data of the changed znodes: {raw['rate']:.0f} reads/s, "
+        f"{raw['cpu_per_read_ms']:.3f} ms CPU per read"
+    )
+    scale = 1_000_000 / memory["mls"]
+    print(
+        f"index of {memory['mls']:.0f} MLs + {memory['mls']:.0f} cursors, "
+        f"{memory['references']:.0f} references: traced {memory['traced'] / 2**20:.1f} MB, "
+        f"RSS +{memory['rss'] / 2**20:.1f} MB, checkpoint {memory['checkpoint'] / 2**20:.1f} MB"
+    )
+    mb = {key: memory[key] * scale / 2**20 for key in ("traced", "rss", "checkpoint")}
+    print(
+        f"extrapolated (linear, x{scale:.0f}) to 1M MLs / "
+        f"{memory['references'] * scale / 1e6:.0f}M references: traced {mb['traced']:.0f} MB, "
+        f"RSS {mb['rss']:.0f} MB, checkpoint {mb['checkpoint']:.0f} MB"
+    )
+
+
+def main() -> None:
+    # A TERM (a timeout) unwinds like an error, so the servers started here are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if len(sys.argv) > 1 and sys.argv[1] == "--writer":
+        address, low, high, rate, seconds, out = sys.argv[2:8]
+        mine = range(int(low), int(high))
+        asyncio.run(write_load(address, mine, float(rate), float(seconds), Path(out)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--owners", type=int, default=2000, help="MLs changed round robin")
+    parser.add_argument("--rates", default="1000,5000", help="owner changes per second")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per rate")
+    parser.add_argument("--index-mls", type=int, default=100_000, help="MLs in the memory test")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The follower's durable checkpoint: its index, compressed, in ZooKeeper.
+
+    /tombstone/follower/checkpoint             pointer: JSON {generation, chunks, size,
+                                               sha256, written_ms, owners, references}
+    /tombstone/follower/checkpoints/<gen>/<n>  the compressed index, in chunks < 1 MB
+
+Why ZooKeeper: the follower already holds a session there (its watch and its leader lock),
+so a follower started on another host finds the checkpoint with nothing else to configure,
+and no second store (a bucket, a volume) has to be reachable for the follower to be safe.
+The size stays modest: ids are stored as 8-byte integers and compress well (consecutive ids
+of a topic share their high bytes), a few MB per million referenced ledgers (figures in
+docs/follower.md); each chunk is below ZooKeeper's 1 MB `jute.maxbuffer`.
+
+A new generation is written in full, then the pointer is switched with one compare-and-set
+(only the follower that read the pointer's version can move it: a follower that lost its
+leadership and kept writing would conflict), then the old generation is deleted. A reader
+follows the pointer and checks the digest, so a half-written checkpoint is never read.
+
+Format (after zlib): b"TSFC1", then the drivers (u32 count; per driver its name and its
+sorted metadata as u16-prefixed UTF-8 strings), then the entries (u64 count; per entry its
+path as a u16-prefixed UTF-8 string, u32 length, then that many little-endian int64).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import sys
+import time
+import zlib
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import structlog
+
+from services.marker.follower.index import Driver, OwnerIndex
+from services.metadata import (
+    ANY_VERSION,
+    MetadataError,
+    MetadataStore,
+    NodeExists,
+    NoNode,
+    VersionConflict,
+)
+
+_log = structlog.get_logger(__name__)
+
+POINTER = "/tombstone/follower/checkpoint"
+GENERATIONS = "/tombstone/follower/checkpoints"
+CHUNK_BYTES = 900_000
+"""Below ZooKeeper's default 1 MB `jute.maxbuffer`, with room for the request's framing."""
+MAGIC = b"TSFC1"
+_U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class Pointer:
+    generation: int
+    chunks: int
+    size: int
+    sha256: str
+    written_ms: int
+    owners: int
+    references: int
+
+
+class CheckpointUnreadable(Exception):
+    """The pointer names a checkpoint that is missing or does not match its digest."""
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return _U16.pack(len(raw)) + raw
+
+
+def _ints(entry: array[int]) -> bytes:
+    if sys.byteorder == "little":
+        return entry.tobytes()
+    swapped = array("q", entry)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _serialized(index: OwnerIndex) -> Iterator[bytes]:
+    yield MAGIC
+    yield _U32.pack(len(index.drivers.table))
+    for name, props in index.drivers.table:
+        yield _text(name) + _U16.pack(len(props))
+        for key, value in props:
+            yield _text(key) + _text(value)
+    yield _U64.pack(len(index))
+    for path, entry in index.items():
+        yield _text(path) + _U32.pack(len(entry)) + _ints(entry)
+
+
+def compress(index: OwnerIndex) -> bytes:
+    packer = zlib.compressobj(6)
+    parts = [packer.compress(piece) for piece in _serialized(index)]
+    parts.append(packer.flush())
+    return b"".join(parts)
+
+
+class _Reader:
+    def __init__(self, raw: bytes) -> None:
+        self.raw, self.at = raw, 0
+
+    def take(self, size: int) -> bytes:
+        piece = self.raw[self.at : self.at + size]
+        if len(piece) != size:
+            raise CheckpointUnreadable("truncated")
+        self.at += size
+        return piece
+
+    def number(self, shape: struct.Struct) -> int:
+        (value,) = shape.unpack(self.take(shape.size))
+        return int(value)
+
+    def text(self) -> str:
+        return self.take(self.number(_U16)).decode("utf-8")
+
+
+def decompress(blob: bytes) -> OwnerIndex:
+    try:
+        reader = _Reader(zlib.decompress(blob))
+    except zlib.error as e:
+        raise CheckpointUnreadable(f"not zlib: {e}") from e
+    if reader.take(len(MAGIC)) != MAGIC:
+        raise CheckpointUnreadable("unknown format")
+    index = OwnerIndex()
+    drivers: list[Driver] = []
+    for _ in range(reader.number(_U32)):
+        name = reader.text()
+        props = tuple((reader.text(), reader.text()) for _ in range(reader.number(_U16)))
+        drivers.append((name, props))
+    index.drivers.load(drivers)
+    for _ in range(reader.number(_U64)):
+        path = reader.text()
+        entry = array("q")
+        entry.frombytes(reader.take(8 * reader.number(_U32)))
+        if sys.byteorder != "little":
+            entry.byteswap()
+        index.put(path, entry)
+    return index
+
+
+class CheckpointStore:
+    """Writes and reads the checkpoint through a metadata-store session."""
+
+    def __init__(
+        self, store: MetadataStore, pointer: str = POINTER, generations: str = GENERATIONS
+    ) -> None:
+        self._store = store
+        self._root = pointer
+        self._generations = generations
+        self._version: int | None = None
+        """The pointer's version as this follower last read or wrote it (None: absent)."""
+        self.pointer: Pointer | None = None
+
+    async def load(self) -> OwnerIndex | None:
+        """The last checkpoint, or None when there is none or it is the one this store last
+        wrote or read (the caller's index is at least as new). `CheckpointUnreadable` when
+        the pointer names one that cannot be read back whole."""
+        try:
+            node = await self._store.get(self._root)
+        except NoNode:
+            self._version, self.pointer = None, None
+            return None
+        self._version = node.version
+        if not node.data:
+            return None
+        try:
+            pointer = Pointer(**json.loads(node.data))
+        except (ValueError, TypeError) as e:
+            raise CheckpointUnreadable(f"pointer: {e}") from e
+        if self.pointer is not None and pointer.generation == self.pointer.generation:
+            return None
+        paths = [self._chunk(pointer.generation, n) for n in range(pointer.chunks)]
+        pieces = await self._store.get_many(paths)
+        if any(not hasattr(piece, "data") for piece in pieces):
+            raise CheckpointUnreadable(f"generation {pointer.generation}: a chunk is missing")
+        blob = b"".join(piece.data for piece in pieces)  # type: ignore[union-attr]
+        if hashlib.sha256(blob).hexdigest() != pointer.sha256:
+            raise CheckpointUnreadable(f"generation {pointer.generation}: digest mismatch")
+        self.pointer = pointer
+        return decompress(blob)
+
+    async def save(self, index: OwnerIndex) -> Pointer:
+        """Write `index` as a new generation and point at it. `VersionConflict` when another
+        follower moved the pointer since this one last read or wrote it."""
+        blob = compress(index)
+        generation = time.time_ns()
+        chunks = [blob[i : i + CHUNK_BYTES] for i in range(0, len(blob), CHUNK_BYTES)] or [b""]
+        for n, chunk in enumerate(chunks):
+            await self._store.create(self._chunk(generation, n), chunk, make_parents=True)
+        pointer = Pointer(
+            generation=generation,
+            chunks=len(chunks),
+            size=len(blob),
+            sha256=hashlib.sha256(blob).hexdigest(),
+            written_ms=time.time_ns() // 1_000_000,
+            owners=len(index),
+            references=index.ledger_count(),
+        )
+        data = json.dumps(pointer.__dict__).encode()
+        try:
+            if self._version is None:
+                await self._store.create(self._root, data, make_parents=True)
+                self._version = 0
+            else:
+                self._version = await self._store.set(self._root, data, version=self._version)
+        except (NodeExists, VersionConflict):
+            await self._drop(str(generation))
+            self.pointer = None  # the next load reads the other writer's pointer and version
+            version = self._version if self._version is not None else -1
+            raise VersionConflict(self._root, version) from None
+        self.pointer = pointer
+        for name in await self._store.get_children(self._generations):
+            if name != str(generation):
+                await self._drop(name)  # earlier generations, and any a crash left behind
+        return pointer
+
+    async def _drop(self, generation: str) -> None:
+        """Delete a generation's chunks, best effort (a leftover only costs space, and the
+        next save retries)."""
+        folder = f"{self._generations}/{generation}"
+        try:
+            names = await self._store.get_children(folder)
+            for name in names:
+                await self._store.delete(f"{folder}/{name}", version=ANY_VERSION)
+            await self._store.delete(folder, version=ANY_VERSION)
+        except MetadataError as e:
+            _log.info("checkpoint_generation_not_deleted", path=folder, error=str(e))
+
+    def _chunk(self, generation: int, n: int) -> str:
+        return f"{self._generations}/{generation}/{n}"

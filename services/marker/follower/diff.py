@@ -1,0 +1,102 @@
+"""What an owner stopped referencing between two of its entries (pure).
+
+For a managed ledger: every ledger dropped from the list (each tier it had: LEDGER unless
+its context said `bookkeeperDeleted`, OFFLOAD_LEDGER when the context carried a uuid); the
+BookKeeper copy of a listed ledger whose context gained `bookkeeperDeleted`; the objects of
+an upload whose uuid the list no longer names for that ledger (a new upload replaced it).
+For a cursor: its previous `cursorsLedgerId`. For a schema: the versions' ledgers no longer
+in the locator. For an owner deleted (or deleted and created again: another czxid): all it
+referenced.
+
+The fence token is the owner's version at which it no longer references the ledgers: the
+version read. For a deleted owner it is 0: no version of a znode created again under the
+same name references them (ledger ids are never reused), and the verifier treats an absent
+owner as having unlinked everything.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+from services.marker.follower.index import (
+    CZXID,
+    VERSION,
+    Drivers,
+    kind_of,
+    ledger_ids,
+    ml_refs,
+)
+from services.marker.follower.owner_paths import Kind
+from services.marker.owners import LedgerRef
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+DELETED_TOKEN = 0
+
+
+@dataclass(frozen=True)
+class Unlinked:
+    """Ledgers (with the tiers that left) one owner no longer references as of `token`."""
+
+    refs: tuple[LedgerRef, ...]
+    token: int
+    previous_version: int
+    """The version the owner had before (the marker's own write reads it first)."""
+
+
+def stale(old: array[int] | None, new: array[int] | None) -> bool:
+    """`new` is not newer than `old` (same znode, version not above): nothing to apply."""
+    if old is None or new is None or old[CZXID] != new[CZXID]:
+        return False
+    return new[VERSION] <= old[VERSION]
+
+
+def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -> Unlinked:
+    """What left between `old` (as indexed) and `new` (as read; None: deleted)."""
+    if old is None:
+        return Unlinked((), 0 if new is None else new[VERSION], -1)
+    previous = old[VERSION]
+    if new is None or new[CZXID] != old[CZXID]:
+        return Unlinked(_everything(old, drivers), DELETED_TOKEN, previous)
+    kind = kind_of(old)
+    if kind is Kind.ML:
+        refs = _ml_dropped(old, new, drivers)
+    else:
+        kept = set(ledger_ids(new))
+        refs = tuple(LedgerRef(i) for i in ledger_ids(old) if i not in kept)
+    return Unlinked(refs, new[VERSION], previous)
+
+
+def _everything(entry: array[int], drivers: Drivers) -> tuple[LedgerRef, ...]:
+    if kind_of(entry) is Kind.ML:
+        return tuple(ref for ref in ml_refs(entry, drivers).values() if ref.tiers)
+    return tuple(LedgerRef(i) for i in ledger_ids(entry))
+
+
+def _ml_dropped(old: array[int], new: array[int], drivers: Drivers) -> tuple[LedgerRef, ...]:
+    before, after = ml_refs(old, drivers), ml_refs(new, drivers)
+    out: list[LedgerRef] = []
+    for ledger_id, was in before.items():
+        now = after.get(ledger_id)
+        if now is None:
+            if was.tiers:
+                out.append(was)
+            continue
+        if _pd.LEDGER in was.tiers and _bk_deleted(now):
+            out.append(LedgerRef(ledger_id, (_pd.LEDGER,), now.offload))
+        if _pd.OFFLOAD_LEDGER in was.tiers and not _same_upload(was, now):
+            out.append(LedgerRef(ledger_id, (_pd.OFFLOAD_LEDGER,), was.offload))
+    return tuple(out)
+
+
+def _bk_deleted(ref: LedgerRef) -> bool:
+    return ref.offload is not None and ref.offload.bookkeeper_deleted
+
+
+def _same_upload(was: LedgerRef, now: LedgerRef) -> bool:
+    if now.offload is None or _pd.OFFLOAD_LEDGER not in now.tiers or was.offload is None:
+        return False
+    return (was.offload.uuid_msb, was.offload.uuid_lsb) == (
+        now.offload.uuid_msb,
+        now.offload.uuid_lsb,
+    )

@@ -1,0 +1,113 @@
+"""A follower on the real ZooKeeper and the devstack broker, and writes shaped as an
+unmodified broker makes them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from devstack.pulsar import PulsarBrokerProcess
+from services.core.config import PulsarConfig
+from services.core.signing import IntentSigner
+from services.marker.follower.follower import Follower, FollowerSettings
+from services.marker.follower.metrics import FollowerMetrics
+from services.marker.own_writes import OwnWrites
+from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import ProducerSettings, open_intent_publisher
+from tests.helpers import assert_eventually
+from tests.marker.live import Received, pulsar_config
+
+SESSION_TIMEOUT = 2.0
+
+
+@dataclass
+class Running:
+    follower: Follower
+    metrics: FollowerMetrics
+    task: asyncio.Task[None]
+    stop: asyncio.Event
+
+    async def ready(self) -> None:
+        """Wait until it leads and has read everything it was told about."""
+
+        async def following() -> None:
+            assert self.follower.active
+            assert self.follower.idle.is_set()
+
+        await assert_eventually(following, timeout=20)
+
+    def kill(self) -> None:
+        """Stop it without a last checkpoint or release (as a killed process would)."""
+        self.task.cancel()
+
+
+@asynccontextmanager
+async def running_follower(
+    zk_address: str,
+    broker: PulsarBrokerProcess,
+    *,
+    marker_id: str = "follower-test",
+    checkpoint_interval: timedelta = timedelta(seconds=60),
+    signer: IntentSigner | None = None,
+    pulsar: PulsarConfig | None = None,
+    cluster: str = "test",
+    own_writes: OwnWrites | None = None,
+) -> AsyncIterator[Running]:
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(
+            ZkMetadataStore.connect(
+                zk_address, session_timeout=SESSION_TIMEOUT, request_timeout=2.0
+            )
+        )
+        publisher = await stack.enter_async_context(
+            open_intent_publisher(
+                pulsar or pulsar_config(broker), ProducerSettings(producer_name=marker_id)
+            )
+        )
+        metrics = FollowerMetrics()
+        follower = Follower(
+            store=store,
+            publisher=publisher,
+            settings=FollowerSettings(
+                marker_id=marker_id,
+                cluster=cluster,
+                delivery_delay=timedelta(0),
+                checkpoint_interval=checkpoint_interval,
+            ),
+            metrics=metrics,
+            signer=signer,
+            own_writes=own_writes,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        running = Running(follower, metrics, task, stop)
+        try:
+            yield running
+        finally:
+            stop.set()
+            with suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 15)
+
+
+def intents(received: list[Received]) -> set[tuple[int, int, int, str, int]]:
+    """(ledger, tier, component, owner path part, fence token) of each PDLI."""
+    return {
+        (
+            r.pdli.ledger_id,
+            r.pdli.ledger_type,
+            r.pdli.component,
+            r.pdli.cursor_name or r.pdli.schema_id or r.pdli.managed_ledger_name,
+            r.pdli.fence_token,
+        )
+        for r in received
+    }
+
+
+def counter(metric: Any, *labels: str) -> float:
+    """A prometheus_client counter's current value (labelled or not)."""
+    target = metric.labels(*labels) if labels else metric
+    return float(target._value.get())
