@@ -144,3 +144,20 @@ def test_demo_stops_its_servers_on_sigterm() -> None:
         proc.kill()
     assert proc.returncode == 143
     assert "Stopped ZooKeeper and S3" in output
+
+
+def test_simulate_broker_style_unlinks_part_of_the_cluster(
+    zk: ZooKeeperServer, s3: S3Server
+) -> None:
+    """`devstack simulate --broker-style` then trims, switches and unsubscribes as brokers
+    do, and says how many unlinked pairs their failed deletes left behind."""
+    args = ["simulate", "--zookeeper", zk.address, "--s3-endpoint", s3.endpoint, "--tenants"]
+    args += ["1", "--namespaces", "1", "--topics", "4", "--cursors", "1-2", "--broker-style"]
+    result = CliRunner().invoke(devstack, [*args, "--delete-failure-share", "0.5"])
+    assert result.exit_code == 0, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"Broker-style unlinks \(.*trim \d+.*\): \d+ unlinked by brokers, \d+ delete failures "
+        r"injected, \d+ left behind for the follower",
+        line,
+    ), line
