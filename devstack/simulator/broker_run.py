@@ -179,7 +179,7 @@ def render_broker_style(result: BrokerStyleResult) -> str:
         by_operation[operation] = by_operation.get(operation, 0) + 1
     parts = ", ".join(f"{op} {n}" for op, n in sorted(by_operation.items())) or "none"
     return (
-        f"Broker-style unlinks ({parts} (ledger, tier)): {result.unlinked} unlinked by "
-        f"brokers, {result.failures_injected} delete failures injected, "
-        f"{len(result.left_behind)} left behind for the follower"
+        f"Broker-style unlinks: {result.unlinked} (ledger, tier) unlinked by brokers ({parts}), "
+        f"{result.failures_injected} delete failures injected, {len(result.left_behind)} left "
+        "behind for the follower"
     )
