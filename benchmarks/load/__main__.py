@@ -69,7 +69,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     chosen = [args.zookeeper, args.s3] + ([] if args.broker_style else [args.marker])
     if any(chosen) and not all(chosen):
-        parser.error("an external stack needs --zookeeper, --s3 and --marker")
+        needs = "--zookeeper and --s3" if args.broker_style else "--zookeeper, --s3 and --marker"
+        parser.error(f"an external stack needs {needs}")
     if not 0.0 <= args.delete_failure_share <= 1.0:
         parser.error("--delete-failure-share must be in [0, 1]")
     if args.soak and args.zookeeper:
@@ -179,7 +180,8 @@ async def run(args: argparse.Namespace) -> int:
         fig = figures(tracker, workload.stats, workload_seconds, drained, restarts)
     name = ("load-soak" if args.soak else "load-test") + ("-broker" if args.broker_style else "")
     plot(tracker, args.out / f"{name}.png", f"{options.brokers} brokers x {options.topics} "
-         f"topics, {options.rate:g} ledgers/s{' (soak)' if args.soak else ''}")  # fmt: skip
+         f"topics, {options.rate:g} ledgers/s{' (soak)' if args.soak else ''}"
+         f"{' (broker-style)' if args.broker_style else ''}")  # fmt: skip
     brokers = None
     if workload.brokers is not None:
         brokers = (len(tracker.marked), workload.brokers.failures_injected)

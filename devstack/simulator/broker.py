@@ -54,6 +54,7 @@ from services.metadata import (
     offload_location,
     uuid_from_bits,
 )
+from services.metadata.offload import PROP_DRIVER
 
 BOOKKEEPER = "bookkeeper"
 OFFLOAD = "offload"
@@ -178,7 +179,7 @@ def _object_deletes(entry: LedgerInfo, default_bucket: str | None) -> list[Broke
         return []
     props = {kv.key: kv.value for kv in context.driverMetadata.properties}
     if context.driverMetadata.name:
-        props.setdefault("managedLedgerOffloadDriver", context.driverMetadata.name)
+        props.setdefault(PROP_DRIVER, context.driverMetadata.name)
     where = offload_location(props, default_bucket=default_bucket)
     if where.driver == "filesystem":
         return []
