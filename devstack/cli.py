@@ -20,8 +20,15 @@ import click
 
 from devstack import s3 as s3_launcher
 from devstack.s3 import S3Server
-from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spec_options
-from devstack.simulator.run import echo_progress, simulate_into
+from devstack.simulator.broker import DeleteFaults
+from devstack.simulator.broker_run import render_broker_style
+from devstack.simulator.options import (
+    SPEC_OPTION_NAMES,
+    broker_style_options,
+    spec_from_options,
+    spec_options,
+)
+from devstack.simulator.run import echo_progress, simulate_into, unlink_into
 from devstack.simulator.summary import render
 from devstack.zookeeper import ZooKeeperServer
 from services.core.errors import TombstoneError
@@ -79,9 +86,18 @@ def s3(port: int | None) -> None:
 @click.option("--zookeeper", "zk_address", required=True, help="host:port")
 @click.option("--s3-endpoint", default=None, help="http://host:port (needed for S3 offloads)")
 @click.option("--concurrency", type=int, default=128, show_default=True)
+@broker_style_options
 @spec_options()
-def simulate(zk_address: str, s3_endpoint: str | None, concurrency: int, **options: Any) -> None:
-    """Write a simulated Pulsar cluster (from a seed) into a running ZooKeeper and S3."""
+def simulate(
+    zk_address: str,
+    s3_endpoint: str | None,
+    concurrency: int,
+    broker_style: bool,
+    delete_failure_share: float,
+    **options: Any,
+) -> None:
+    """Write a simulated Pulsar cluster (from a seed) into a running ZooKeeper and S3; with
+    --broker-style, then unlink part of it the way unmodified brokers do."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     s3_config = None
     if s3_endpoint is not None:
@@ -102,9 +118,15 @@ def simulate(zk_address: str, s3_endpoint: str | None, concurrency: int, **optio
                 progress=echo_progress(click.echo),
             )
         )
+        click.echo(render(model))
+        if broker_style:
+            faults = DeleteFaults(delete_failure_share, seed=spec.seed)
+            result = asyncio.run(
+                unlink_into(model, zookeeper=zk_address, s3_config=s3_config, faults=faults)
+            )
+            click.echo(render_broker_style(result))
     except TombstoneError as e:
         raise click.ClickException(str(e)) from e
-    click.echo(render(model))
 
 
 def _add_broker() -> None:

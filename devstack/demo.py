@@ -2,9 +2,11 @@
 
 It starts ZooKeeper and S3, seeds a simulated cluster with some orphans and, by default
 (`--profile legacy`), every legacy artifact real Pulsar versions leave behind, and prints what
-it created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker and
-the deleter, trims every topic through the marker the way brokers' retention would, follows
-the deleter until everything is settled, and checks the outcome (S1 and L1). Each stage is one
+it created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker
+(with its follower) and the deleter, trims half the topics through the marker the way brokers'
+retention would with the protocol, trims the other half (and switches and unsubscribes their
+cursors) the way unmodified brokers do, some of their own deletes failing, follows the deleter
+until everything is settled, and checks the outcome of both (S1 and L1). Each stage is one
 method of `Demo`, entered on one exit stack, so servers always stop in reverse order.
 """
 
@@ -33,9 +35,12 @@ from devstack.zookeeper import ZooKeeperServer
 class Demo:
     """The stages of the demo; servers are stopped by the exit stack in reverse order."""
 
-    def __init__(self, spec: ClusterSpec, echo: Callable[[str], None]) -> None:
+    def __init__(
+        self, spec: ClusterSpec, echo: Callable[[str], None], delete_failure_share: float = 0.3
+    ) -> None:
         self.spec = spec
         self.echo = echo
+        self.delete_failure_share = delete_failure_share
         self.stack = contextlib.ExitStack()
         self.zookeeper: ZooKeeperServer | None = None
         self.s3: S3Server | None = None
@@ -73,9 +78,16 @@ class Demo:
         assert self.model is not None, "seed first"
         assert self.zookeeper is not None, "start_zookeeper first"
         assert self.s3 is not None, "start_s3 first"
-        self.echo("Trimming every topic through the marker; the deleter pool does the rest")
+        self.echo(
+            "Trimming half the topics through the marker and half as unmodified brokers do "
+            "(the marker's follower records those); the deleter pool does the rest"
+        )
         return await trim_and_delete(
-            self.model, zookeeper=self.zookeeper, s3=self.s3, echo=self.echo
+            self.model,
+            zookeeper=self.zookeeper,
+            s3=self.s3,
+            echo=self.echo,
+            delete_failure_share=self.delete_failure_share,
         )
 
     def close(self) -> None:
@@ -84,9 +96,13 @@ class Demo:
 
 
 async def run_demo(
-    spec: ClusterSpec, echo: Callable[[str], None], *, pipeline: bool = True
+    spec: ClusterSpec,
+    echo: Callable[[str], None],
+    *,
+    pipeline: bool = True,
+    delete_failure_share: float = 0.3,
 ) -> tuple[ClusterModel, Summary | None]:
-    demo = Demo(spec, echo)
+    demo = Demo(spec, echo, delete_failure_share)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -101,17 +117,29 @@ async def run_demo(
 @click.command()
 @spec_options(tenants=2, namespaces=2, topics=5, orphans=2, profile="legacy")
 @click.option("--seed-only", is_flag=True, help="Seed and show the cluster; skip the services.")
-def demo(seed_only: bool, **options: Any) -> None:
+@click.option(
+    "--delete-failure-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.3,
+    show_default=True,
+    help="share of the broker-style trims' own deletes that fail (seeded by --seed)",
+)
+def demo(seed_only: bool, delete_failure_share: float, **options: Any) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
-    default), trim it through the marker, delete through the verifier and the deleter pool,
-    check nothing referenced was deleted and nothing unlinked remains outside the DLQ."""
+    default), trim half of it through the marker and half as unmodified brokers do (their
+    unlinks recorded by the marker's follower), delete through the verifier and the deleter
+    pool, check nothing referenced was deleted and nothing unlinked remains outside the
+    DLQ."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     # The ZooKeeper client reports every closed connection as a warning; on the console those
     # lines look like failures, so only its errors are shown.
     logging.getLogger("aiozk").setLevel(logging.ERROR)
     # SIGTERM unwinds like Ctrl-C does, so the exit stack stops every server.
     signal.signal(signal.SIGTERM, _terminate)
-    _, summary = asyncio.run(run_demo(spec, click.echo, pipeline=not seed_only))
+    run = run_demo(
+        spec, click.echo, pipeline=not seed_only, delete_failure_share=delete_failure_share
+    )
+    _, summary = asyncio.run(run)
     if summary is not None and summary.problems:
         raise SystemExit(1)
 

@@ -1,7 +1,10 @@
-"""The trim-and-delete stage of the local demo: broker, verifier, marker and deleter as real
-processes; every simulated topic trimmed and every cursor ledger unlinked through the marker
-(left OPEN, as Pulsar leaves it); progress until the deleter has settled everything; the
-dead letters read back; a summary per artifact kind and the S1/L1 check (`demo_outcome`).
+"""The trim-and-delete stage of the local demo: broker, verifier, marker (with its follower)
+and deleter as real processes; half the simulated topics trimmed and their cursor ledgers
+unlinked through the marker (left OPEN, as Pulsar leaves them), the other half trimmed,
+switched and unsubscribed the way unmodified brokers do it, a share of their own deletes
+failing (`demo_brokers`); progress until the deleter has settled everything; the dead
+letters read back; a summary per artifact kind and the S1/L1 check over both
+(`demo_outcome`).
 
 `devstack/demo.py` calls `trim_and_delete(...)` after seeding the cluster. On its own:
 
@@ -24,12 +27,14 @@ from pathlib import Path
 
 from grpc import aio
 
-from devstack import demo_outcome
+from devstack import demo_brokers, demo_outcome
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.services import ServiceProcess, signing_envs
+from devstack.simulator.broker import DeleteFaults
+from devstack.simulator.broker_run import BrokerStylePlan, choose
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack, read_cluster
 from devstack.simulator.run import simulate_into
@@ -66,6 +71,8 @@ class Summary:
     """Per artifact kind: deleted / dead-lettered(reason) / kept."""
     problems: list[str] = field(default_factory=list)
     """S1/L1 violations found by the final check; empty when the run was correct."""
+    broker_style: str | None = None
+    """The broker-style line (`demo_brokers.summary_line`), when brokers unlinked too."""
 
     def render(self) -> str:
         def fmt(counts: dict[str, int]) -> str:
@@ -80,6 +87,7 @@ class Summary:
                 f"skipped: {fmt(self.skipped)}",
                 f"dead-lettered: {fmt(self.dead_lettered)}",
                 *(per_artifact if self.artifacts else []),
+                *([self.broker_style] if self.broker_style else []),
                 f"time: {self.seconds:.1f}s",
                 "check: "
                 + (
@@ -164,6 +172,7 @@ async def start_services(
             "TOMBSTONE_MARKER_CLUSTER": model.spec.cluster_name,
             "TOMBSTONE_MARKER_ID": "demo-marker",
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
+            **demo_brokers.FOLLOW_ENV,
             **extra["marker"],
         },
         workdir,
@@ -187,14 +196,22 @@ async def start_services(
     return verifier, marker, deleter, metrics_port
 
 
-async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo: Echo) -> None:
+async def trim_all(
+    model: ClusterModel,
+    marker_port: int,
+    summary: Summary,
+    echo: Echo,
+    brokers: BrokerStylePlan | None = None,
+) -> None:
     """What the brokers would do, through the marker's MarkLedgers: retention drops all but
     each topic's current ledger (shadow topics are trimmed by their source), and every
-    cursor with a ledger moves its position into its znode, its ledger left OPEN."""
+    cursor with a ledger moves its position into its znode, its ledger left OPEN. Topics
+    `brokers` owns are left to the broker-style stage."""
+    owned = brokers.topics if brokers is not None else ()
     async with aio.insecure_channel(f"127.0.0.1:{marker_port}") as channel:
         stub = _mk_grpc.MarkerStub(channel)
         for ml in model.managed_ledgers.values():
-            if len(ml.ledger_ids) < 2 or ml.shadow_source:
+            if len(ml.ledger_ids) < 2 or ml.shadow_source or ml.name in owned:
                 continue
             expected = trim(model, ml.name, len(ml.ledger_ids) - 1)
             request = _mk.MarkLedgersRequest(
@@ -205,21 +222,24 @@ async def trim_all(model: ClusterModel, marker_port: int, summary: Summary, echo
             marked = await _mark(stub, request, summary)
             done = [t for t in expected.trimmed if t.ledger_id in marked]
             summary.unlinked += demo_outcome.from_trim(model, done)
-        await unlink_cursor_ledgers(model, stub, summary)
+        await unlink_cursor_ledgers(model, stub, summary, owned)
     echo(
         f"trimmed through the marker: {summary.ledgers_marked} ledgers, {summary.pdlis_sent} PDLIs"
     )
 
 
 async def unlink_cursor_ledgers(
-    model: ClusterModel, stub: _mk_grpc.MarkerStub, summary: Summary
+    model: ClusterModel,
+    stub: _mk_grpc.MarkerStub,
+    summary: Summary,
+    skip_topics: tuple[str, ...] = (),
 ) -> None:
     """A cursor closing or switching: `ManagedCursorImpl` writes the cursor znode (here: the
     position kept in it, cursorsLedgerId -1), then deletes the old ledger by id without
     closing it (`asyncDeleteCursorLedger`, `switchToNewLedger`). The marker records the intent
     before that write; the ledger stays OPEN."""
     for cursor in model.cursors.values():
-        if cursor.cursors_ledger_id < 0:
+        if cursor.cursors_ledger_id < 0 or cursor.ml_name in skip_topics:
             continue
         request = _mk.MarkLedgersRequest(
             component=_pd.MANAGED_CURSOR,
@@ -294,8 +314,13 @@ async def trim_and_delete(
     s3: S3Server,
     echo: Echo,
     timeout: float = 300,
+    delete_failure_share: float = 0.3,
+    settle_timeout: float = 30,
 ) -> Summary:
-    """Run the stage against an already seeded cluster; returns its summary."""
+    """Run the stage against an already seeded cluster; returns its summary.
+
+    `delete_failure_share` of the broker-style deletes fail; `settle_timeout` bounds the
+    wait for the follower's intents about them to be settled."""
     summary = Summary()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
@@ -309,7 +334,25 @@ async def trim_and_delete(
             )
             services = [deleter, marker, verifier]
             echo(f"verifier :{verifier.port}  marker :{marker.port}  deleter :{deleter.port}")
-            await trim_all(model, marker.port, summary, echo)
+            plan = choose(model)
+            await trim_all(model, marker.port, summary, echo, plan)
+            faults = DeleteFaults(delete_failure_share, seed=model.spec.seed)
+            brokers = await demo_brokers.unlink(
+                model, plan, zookeeper=zookeeper, s3=s3, faults=faults
+            )
+            items = demo_brokers.unlinked_items(model, brokers)
+            summary.unlinked += items
+            echo(
+                f"unlinked like unmodified brokers: {brokers.unlinked} ledger tiers, "
+                f"{len(brokers.left_behind)} left behind by their failed deletes"
+            )
+            await follow(deleter.port, metrics_port, echo, timeout)
+
+            async def reader() -> tuple[ReadBack, dict[tuple[int, str], str]]:
+                return await read_back(model, zookeeper, s3), await dead_letters(deleter.port)
+
+            if not await demo_brokers.wait_settled(items, reader, timeout=settle_timeout):
+                echo(f"  broker-style unlinks not all settled after {settle_timeout:g}s")
             await follow(deleter.port, metrics_port, echo, timeout)
             counts = await asyncio.to_thread(_counters, metrics_port)
             summary.deleted = counts["deleted"]
@@ -322,6 +365,8 @@ async def trim_and_delete(
     now = await read_back(model, zookeeper, s3)
     summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
     summary.problems = demo_outcome.problems(model, summary.unlinked, now, letters)
+    summary.problems += demo_brokers.new_ledger_problems(brokers, now)
+    summary.broker_style = demo_brokers.summary_line(brokers, items, now, letters)
     summary.seconds = time.monotonic() - started
     echo(summary.render())
     return summary

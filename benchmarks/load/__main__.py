@@ -1,5 +1,6 @@
 """`python -m benchmarks.load`: run the load test and print its figures; exit 1 if S1 or L1
-fails (or the backlog did not drain)."""
+fails (or the backlog did not drain). `--broker-style`: the brokers trim as unmodified Pulsar
+does and the marker's follower must turn what they leave behind into intents."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from benchmarks.load.checks import final_check
+from benchmarks.load.checks import exit_code, final_check
 from benchmarks.load.report import figures, plot, summary, write_json
 from benchmarks.load.stack import Endpoints, LocalStack, local_stack
 from benchmarks.load.tracker import Tracker
@@ -40,6 +41,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"run {SOAK_DURATION:g} s and restart the deleter every {RESTART_EVERY:g} s",
     )  # fmt: skip
     parser.add_argument("--kill", action="store_true", help="soak restarts use SIGKILL")
+    brokers = parser.add_argument_group("broker-style trims (unmodified Pulsar)")
+    brokers.add_argument(
+        "--broker-style", action="store_true",
+        help="brokers write the shorter list and delete themselves, no MarkLedgers call; the "
+        "devstack marker runs its follower (TOMBSTONE_MARKER_FOLLOW=true)",
+    )  # fmt: skip
+    brokers.add_argument(
+        "--delete-failure-share", type=float, default=0.2,
+        help="share of the brokers' deletions that fail every attempt (default 0.2)",
+    )  # fmt: skip
+    brokers.add_argument(
+        "--delete-backoff", type=float, default=1.0,
+        help="seconds between a broker's delete attempts (Pulsar: 60; default 1)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("out/load"), help="results directory")
     external = parser.add_argument_group("an external stack (default: start the devstack)")
     external.add_argument("--zookeeper", help="host:port of the cluster's ZooKeeper")
@@ -49,12 +64,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     external.add_argument("--s3-region", default="us-east-1")
     external.add_argument("--bucket", default="pulsar-offload")
     external.add_argument("--cluster", default="tombstone", help="Pulsar cluster name")
-    external.add_argument("--marker", help="marker host:port")
+    external.add_argument("--marker", help="marker host:port (not used with --broker-style)")
     external.add_argument("--marker-token", default=None, help="token with the broker role")
     args = parser.parse_args(argv)
-    chosen = [args.zookeeper, args.s3, args.marker]
+    chosen = [args.zookeeper, args.s3] + ([] if args.broker_style else [args.marker])
     if any(chosen) and not all(chosen):
-        parser.error("an external stack needs --zookeeper, --s3 and --marker")
+        needs = "--zookeeper and --s3" if args.broker_style else "--zookeeper, --s3 and --marker"
+        parser.error(f"an external stack needs {needs}")
+    if not 0.0 <= args.delete_failure_share <= 1.0:
+        parser.error("--delete-failure-share must be in [0, 1]")
     if args.soak and args.zookeeper:
         parser.error("--soak restarts the deleter, so it runs on the devstack only")
     if args.duration is None:
@@ -66,7 +84,8 @@ def external_endpoints(args: argparse.Namespace) -> Endpoints:
     s3 = {"endpoint_url": args.s3, "region_name": args.s3_region}
     if args.s3_access_key:
         s3 |= {"aws_access_key_id": args.s3_access_key, "aws_secret_access_key": args.s3_secret_key}
-    return Endpoints(args.zookeeper, s3, args.bucket, args.cluster, args.marker, args.marker_token)
+    marker = args.marker or ""
+    return Endpoints(args.zookeeper, s3, args.bucket, args.cluster, marker, args.marker_token)
 
 
 @contextlib.asynccontextmanager
@@ -75,7 +94,7 @@ async def stack_for(args: argparse.Namespace) -> AsyncIterator[tuple[Endpoints, 
         yield external_endpoints(args), None
         return
     print("starting the devstack: ZooKeeper, S3, broker, verifier, marker, deleter ...", flush=True)
-    async with local_stack() as local:
+    async with local_stack(follow=args.broker_style) as local:
         print(f"devstack up (service logs in {local.log_dir})", flush=True)
         yield local.endpoints, local
 
@@ -85,9 +104,15 @@ async def progress(tracker: Tracker, workload: Workload, stop: asyncio.Event) ->
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 5.0)
         deleted = tracker.deleted
+        unlinked = f"marked {workload.stats.marked}"
+        if workload.brokers is not None:
+            unlinked = (
+                f"unlinked by brokers {len(tracker.marked)} (their deletes failed "
+                f"{workload.brokers.stats.deletes_failed})"
+            )
         print(
             f"[{time.monotonic() - tracker.started:6.1f} s] ledgers created "
-            f"{workload.stats.ledgers_created}, marked {workload.stats.marked}, deleted "
+            f"{workload.stats.ledgers_created}, {unlinked}, deleted "
             f"bookkeeper {deleted['bookkeeper']} offload {deleted['offload']}, backlog "
             f"{len(tracker.pending)}, errors {len(workload.stats.errors)}",
             flush=True,
@@ -108,7 +133,8 @@ async def restart_deleter(local: LocalStack, stop: asyncio.Event, sig: signal.Si
 async def run(args: argparse.Namespace) -> int:
     options = WorkloadOptions(
         brokers=args.brokers, topics=args.topics, rate=args.rate, duration=args.duration,
-        offloaded_share=args.offloaded_share, seed=args.seed,
+        offloaded_share=args.offloaded_share, seed=args.seed, broker_style=args.broker_style,
+        delete_failure_share=args.delete_failure_share, delete_backoff=args.delete_backoff,
     )  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     async with (
@@ -116,7 +142,9 @@ async def run(args: argparse.Namespace) -> int:
         ZkMetadataStore.connect(endpoints.zookeeper) as store,
         open_object_store(endpoints.s3) as objects,
     ):
-        channel = open_channel(ClientConfig(endpoints.marker, token=endpoints.marker_token))
+        channel = None
+        if not options.broker_style:
+            channel = open_channel(ClientConfig(endpoints.marker, token=endpoints.marker_token))
         tracker = Tracker(store, objects, endpoints.bucket)
         workload = Workload(
             options, store=store, objects=objects, marker=channel,
@@ -146,18 +174,23 @@ async def run(args: argparse.Namespace) -> int:
             stop.set()
             for task in background:
                 task.cancel()
-            await channel.close()
+            if channel is not None:
+                await channel.close()
         restarts = local.services["deleter"].restarts if local is not None else 0
         fig = figures(tracker, workload.stats, workload_seconds, drained, restarts)
-    name = "load-soak" if args.soak else "load-test"
+    name = ("load-soak" if args.soak else "load-test") + ("-broker" if args.broker_style else "")
     plot(tracker, args.out / f"{name}.png", f"{options.brokers} brokers x {options.topics} "
-         f"topics, {options.rate:g} ledgers/s{' (soak)' if args.soak else ''}")  # fmt: skip
-    write_json(args.out / f"{name}.json", options, workload.stats, fig, check)
-    print(summary(options, workload.stats, fig, check))
+         f"topics, {options.rate:g} ledgers/s{' (soak)' if args.soak else ''}"
+         f"{' (broker-style)' if args.broker_style else ''}")  # fmt: skip
+    brokers = None
+    if workload.brokers is not None:
+        brokers = (len(tracker.marked), workload.brokers.failures_injected)
+    write_json(args.out / f"{name}.json", options, workload.stats, fig, check, broker_style=brokers)
+    print(summary(options, workload.stats, fig, check, broker_style=brokers))
     print(f"plot: {args.out / f'{name}.png'}; figures: {args.out / f'{name}.json'}")
     for error in workload.stats.errors[:10]:
         print(f"  error: {error}")
-    return 0 if check.passed and drained else 1
+    return exit_code(check, drained)
 
 
 def main(argv: list[str] | None = None) -> int:

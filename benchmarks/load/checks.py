@@ -2,8 +2,8 @@
 
 S1: every ledger a load-test ML still lists exists — its BookKeeper znode (unless its offload
 context says `bookkeeperDeleted`) and both offloaded objects (when it has an offload uuid).
-L1: every (ledger, tier) the marker unlinked is gone — the znode from ZooKeeper, both objects
-from S3.
+L1: every (ledger, tier) the marker (or, in broker-style runs, a broker) unlinked is gone — the
+znode from ZooKeeper, both objects from S3. Each one that remains is a leak.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ class CheckResult:
     unlinked_checked: int = 0
     s1_violations: list[str] = field(default_factory=list)
     l1_remaining: list[str] = field(default_factory=list)
+    leaked: set[tuple[int, int]] = field(default_factory=set)
+    """(ledger id, tier) pairs that were unlinked and remain (in any part)."""
 
     @property
     def passed(self) -> bool:
@@ -59,10 +61,12 @@ async def check_l1(tracker: Tracker, result: CheckResult) -> None:
             path = tracker.paths.ledger_path(marked.ledger_id)
             if await tracker.store.exists(path) is not None:
                 result.l1_remaining.append(f"unlinked ledger {marked.ledger_id} remains: {path}")
+                result.leaked.add((marked.ledger_id, marked.tier))
             continue
         for key in marked.object_keys:
             if await _object_exists(tracker, key):
                 result.l1_remaining.append(f"unlinked ledger {marked.ledger_id} remains: {key}")
+                result.leaked.add((marked.ledger_id, marked.tier))
 
 
 async def final_check(workload: Workload, tracker: Tracker) -> CheckResult:
@@ -71,3 +75,8 @@ async def final_check(workload: Workload, tracker: Tracker) -> CheckResult:
     await check_s1(workload, tracker, result)
     await check_l1(tracker, result)
     return result
+
+
+def exit_code(check: CheckResult, drained: bool) -> int:
+    """0 only when S1 held, nothing unlinked remains (L1: no leak) and the backlog drained."""
+    return 0 if check.passed and not check.leaked and drained else 1

@@ -65,9 +65,25 @@ def figures(
     )
 
 
+def broker_style_line(unlinked: int, failures_injected: int, check: CheckResult) -> str:
+    """The broker-style result: `unlinked` (ledger, tier) pairs left references by the
+    brokers' own writes, how many of their deletions were made to fail, and how many
+    unlinked pairs remain (a leak unless 0)."""
+    return (
+        f"broker-style: {unlinked} unlinked by brokers, {failures_injected} delete failures "
+        f"injected, {len(check.leaked)} leaked"
+    )
+
+
 def summary(
-    options: WorkloadOptions, stats: WorkloadStats, fig: Figures, check: CheckResult
+    options: WorkloadOptions,
+    stats: WorkloadStats,
+    fig: Figures,
+    check: CheckResult,
+    *,
+    broker_style: tuple[int, int] | None = None,
 ) -> str:
+    """The run's last lines; `broker_style` is (unlinked by brokers, failures injected)."""
     lines = [
         f"load: {options.brokers} brokers x {options.topics} topics, target {options.rate:g} "
         f"ledgers/s for {options.duration:g} s",
@@ -92,6 +108,8 @@ def summary(
         f"{check.listed_checked} listed ledgers; L1 (nothing unlinked remains): "
         f"{len(check.l1_remaining)} remaining of {check.unlinked_checked}"
     )
+    if broker_style is not None:
+        lines.append(broker_style_line(*broker_style, check))
     lines.extend(f"  ! {line}" for line in (check.s1_violations + check.l1_remaining)[:20])
     lines.append("PASS" if check.passed else "FAIL")
     return "\n".join(lines)
@@ -130,12 +148,26 @@ def plot(tracker: Tracker, path: Path, title: str) -> None:
 
 
 def write_json(
-    path: Path, options: WorkloadOptions, stats: WorkloadStats, fig: Figures, check: CheckResult
+    path: Path,
+    options: WorkloadOptions,
+    stats: WorkloadStats,
+    fig: Figures,
+    check: CheckResult,
+    *,
+    broker_style: tuple[int, int] | None = None,
 ) -> None:
-    record = {
+    checked = {**asdict(check), "leaked": sorted(check.leaked), "passed": check.passed}
+    record: dict[str, object] = {
         "options": asdict(options),
         "workload": {**asdict(stats), "mark_seconds": len(stats.mark_seconds)},
         "figures": asdict(fig),
-        "check": {**asdict(check), "passed": check.passed},
+        "check": checked,
     }
+    if broker_style is not None:
+        unlinked, injected = broker_style
+        record["broker_style"] = {
+            "unlinked_by_brokers": unlinked,
+            "delete_failures_injected": injected,
+            "leaked": len(check.leaked),
+        }
     path.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")

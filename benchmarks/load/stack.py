@@ -65,10 +65,21 @@ def _common_env(zk: ZooKeeperServer, port: int) -> dict[str, str]:
     }
 
 
+FOLLOW_ENV = {"TOMBSTONE_MARKER_FOLLOW": "true"}
+"""Runs the marker's follower, which turns every unlink an unmodified broker makes into
+intents (source OBSERVED)."""
+
+
 def service_envs(
-    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, ports: Mapping[str, int]
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    ports: Mapping[str, int],
+    *,
+    follow: bool = False,
 ) -> dict[str, dict[str, str]]:
-    """Each service's TOMBSTONE_* environment for the local stack."""
+    """Each service's TOMBSTONE_* environment for the local stack; `follow` turns the
+    marker's follower on (broker-style runs)."""
     verifier = f"127.0.0.1:{ports['verifier']}"
     marker_signing, verifier_signing = signing_envs()
     pulsar = {
@@ -94,6 +105,7 @@ def service_envs(
             "TOMBSTONE_MARKER_RETRY_WINDOW": "20s",
             "TOMBSTONE_VERIFIER_ADDRESS": verifier,
             **marker_signing,
+            **(FOLLOW_ENV if follow else {}),
         },
         "deleter": {
             **_common_env(zk, ports["deleter"]),
@@ -110,9 +122,9 @@ def service_envs(
 
 
 @contextlib.asynccontextmanager
-async def local_stack() -> AsyncIterator[LocalStack]:
-    """ZooKeeper, moto S3, the devstack broker, then the verifier, marker and deleter; every
-    part stopped on exit."""
+async def local_stack(*, follow: bool = False) -> AsyncIterator[LocalStack]:
+    """ZooKeeper, moto S3, the devstack broker, then the verifier, marker (with its follower
+    when `follow`) and deleter; every part stopped on exit."""
     log_dir = Path(tempfile.mkdtemp(prefix="tombstone-load-"))
     with contextlib.ExitStack() as servers:
         zk = servers.enter_context(ZooKeeperServer())
@@ -126,7 +138,7 @@ async def local_stack() -> AsyncIterator[LocalStack]:
         async with ZkMetadataStore.connect(zk.address) as store:
             await format_ledgers_root(store)
         ports = {name: free_port() for name in ("verifier", "marker", "deleter")}
-        envs = service_envs(zk, s3, broker, ports)
+        envs = service_envs(zk, s3, broker, ports, follow=follow)
         services = {
             name: ServiceProcess(
                 f"services.{name}", log_dir / f"{name}.log", env=envs[name], stop_timeout=30.0

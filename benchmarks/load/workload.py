@@ -1,7 +1,9 @@
 """Simulated brokers: each owns topics whose managed ledgers roll over to new ledgers (some
 offloaded to S3, some of those already gone from BookKeeper) and are trimmed through the
 marker's gRPC API, the way a broker would do it in marker-writes mode (it passes the znode
-version it holds and adopts the version the marker returns).
+version it holds and adopts the version the marker returns) — or, with `broker_style`, the
+way an unmodified broker trims: its own list write, then its own failing deletes
+(`benchmarks.load.brokers`).
 
 Ledgers, ML znodes and offloaded objects are written in the real formats through the metadata
 layer and the simulator's record factories.
@@ -20,8 +22,10 @@ from typing import Any
 from aiolimiter import AsyncLimiter
 from grpc import aio
 
+from benchmarks.load.brokers import BrokerTrimmer
 from devstack.simulator import blobs
 from devstack.simulator._factory import Factory, IdAllocator, LedgerShape, pulsar_metadata
+from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.model import Ledger, LedgerKind, Offload
 from devstack.simulator.s3 import ObjectStore
 from devstack.simulator.spec import ClusterSpec, IdLayout
@@ -71,11 +75,18 @@ class WorkloadOptions:
     seed: int = 1
     tenant: str = TENANT
     """The tenant of every topic's ML name (a fresh one per run lets runs share a cluster)."""
+    broker_style: bool = False
+    """Trim as unmodified brokers do (no MarkLedgers call): list write, then own deletes."""
+    delete_failure_share: float = 0.2
+    """With `broker_style`: the share of the brokers' deletions that fail every attempt."""
+    delete_backoff: float = 1.0
+    """With `broker_style`: seconds between a broker's delete attempts (Pulsar: 60)."""
 
 
 @dataclass(frozen=True)
 class Marked:
-    """One (ledger, tier) the marker unlinked: it must end up deleted."""
+    """One (ledger, tier) that left its owner's references — unlinked by the marker, or by a
+    broker's own write in broker-style runs: it must end up deleted."""
 
     ledger_id: int
     tier: int
@@ -111,7 +122,7 @@ class Workload:
         *,
         store: MetadataStore,
         objects: ObjectStore,
-        marker: aio.Channel,
+        marker: aio.Channel | None,
         bucket: str,
         cluster: str,
         on_marked: Callable[[Marked], None],
@@ -119,7 +130,7 @@ class Workload:
         self.options = options
         self.store = store
         self.objects = objects
-        self.stub = _mk_grpc.MarkerStub(marker)
+        self.stub = _mk_grpc.MarkerStub(marker) if marker is not None else None
         self.bucket = bucket
         self.on_marked = on_marked
         self.rng = random.Random(options.seed)
@@ -129,6 +140,15 @@ class Workload:
         self.mls = ManagedLedgers(store)
         self.topics: list[TopicState] = []
         self.stats = WorkloadStats()
+        self.brokers: BrokerTrimmer | None = None
+        if options.broker_style:
+            faults = DeleteFaults(options.delete_failure_share, seed=options.seed)
+            self.brokers = BrokerTrimmer(
+                store, objects, self.mls, bucket=bucket, faults=faults,
+                backoff_seconds=options.delete_backoff, on_unlinked=self._unlinked_by_broker,
+            )  # fmt: skip
+        elif self.stub is None:
+            raise ValueError("trims through the marker need a marker channel")
         self._next_id = 0
         self._deadline = 0.0
 
@@ -216,6 +236,8 @@ class Workload:
         async with asyncio.TaskGroup() as group:
             for index, topic in enumerate(self.topics):
                 group.create_task(self._topic_loop(topic, limiters[index // self.options.topics]))
+        if self.brokers is not None:
+            await self.brokers.wait()
 
     async def _topic_loop(self, topic: TopicState, limiter: AsyncLimiter) -> None:
         while time.monotonic() < self._deadline:
@@ -256,7 +278,24 @@ class Workload:
             raise
 
     async def _trim(self, topic: TopicState) -> None:
+        if self.brokers is not None:
+            await self._trim_like_broker(topic, self.brokers)
+        else:
+            await self._trim_through_marker(topic)
+
+    async def _trim_like_broker(self, topic: TopicState, brokers: BrokerTrimmer) -> None:
+        """Write the list without all but the newest `keep` ledgers; the broker's deletes
+        follow in the background."""
+        written = await brokers.trim(topic.ml_name, topic.info, topic.version, self.options.keep)
+        if written is not None:
+            topic.info, topic.version = written
+
+    def _unlinked_by_broker(self, ledger_id: int, tier: int, keys: tuple[str, ...]) -> None:
+        self.on_marked(Marked(ledger_id, tier, time.monotonic(), keys))
+
+    async def _trim_through_marker(self, topic: TopicState) -> None:
         """Mark every ledger but the newest `keep`; adopt the version the marker returns."""
+        assert self.stub is not None, "checked at construction"
         listed = [entry.ledgerId for entry in topic.info.ledgerInfo]
         if len(listed) <= self.options.keep:
             return
@@ -298,16 +337,22 @@ class Workload:
         before = {e.ledgerId: e.offloadContext for e in topic.info.ledgerInfo}
         record = await self.mls.read(topic.ml_name)
         topic.info, topic.version = record.value, record.version
-        # Only the marker removes ledgers from the list: whatever left it while the answer
-        # was lost was unlinked, and must be tracked to its deletion like any other.
+        # Only the marker (or in broker-style runs, the broker's own write) removes ledgers
+        # from the list: whatever left it while the answer was lost was unlinked, and must be
+        # tracked to its deletion like any other.
         now = time.monotonic()
-        for ledger_id in before.keys() - {e.ledgerId for e in topic.info.ledgerInfo}:
+        after = {e.ledgerId: e.offloadContext for e in topic.info.ledgerInfo}
+        for ledger_id in before.keys() - after.keys():
             context = before[ledger_id]
             if not context.bookkeeperDeleted:
                 self.on_marked(Marked(ledger_id, _pd.LEDGER, now))
             if context.HasField("uidMsb"):
                 keys = object_keys(ledger_id, context)
                 self.on_marked(Marked(ledger_id, _pd.OFFLOAD_LEDGER, now, keys))
+        # A broker-style write that landed unseen may also have flagged `bookkeeperDeleted`.
+        for ledger_id in before.keys() & after.keys():
+            if after[ledger_id].bookkeeperDeleted and not before[ledger_id].bookkeeperDeleted:
+                self.on_marked(Marked(ledger_id, _pd.LEDGER, now))
 
 
 def object_keys(ledger_id: int, context: _ml.OffloadContext) -> tuple[str, ...]:

@@ -199,3 +199,21 @@ SPEC_OPTION_NAMES = [
     "bucket",
     "orphans",
 ]
+
+
+def broker_style_options(command: F) -> F:
+    """`--broker-style` and `--delete-failure-share`, for commands that can unlink part of
+    the cluster the way unmodified brokers do (`devstack.simulator.broker_run`)."""
+    command = click.option(
+        "--delete-failure-share",
+        type=click.FloatRange(0.0, 1.0),
+        default=0.3,
+        show_default=True,
+        help="share of the brokers' own deletes that fail every attempt (seeded by --seed)",
+    )(command)
+    return click.option(
+        "--broker-style",
+        is_flag=True,
+        help="then trim every other topic, switch and unsubscribe its cursors as an "
+        "unmodified broker does: metadata first, its own deletes after, no intent recorded",
+    )(command)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 
+from devstack.simulator.broker import DeleteFaults
+from devstack.simulator.broker_run import BrokerStyleResult, choose, unlink_like_brokers
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.s3 import ObjectStore, open_object_store
 from devstack.simulator.spec import ClusterSpec
@@ -32,6 +34,25 @@ async def simulate_into(
             objects = await stack.enter_async_context(open_object_store(s3_config))
         return await write_cluster(
             spec, store=store, s3_client=objects, concurrency=concurrency, progress=progress
+        )
+
+
+async def unlink_into(
+    model: ClusterModel,
+    *,
+    zookeeper: str,
+    s3_config: Mapping[str, str] | None,
+    faults: DeleteFaults,
+) -> BrokerStyleResult:
+    """Unlink part of the cluster `model` was written into the way brokers do
+    (`broker_run.choose`), with `faults` injected into their deletes."""
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(ZkMetadataStore.connect(zookeeper))
+        objects: ObjectStore | None = None
+        if s3_config is not None:
+            objects = await stack.enter_async_context(open_object_store(s3_config))
+        return await unlink_like_brokers(
+            model, choose(model), store=store, objects=objects, faults=faults
         )
 
 

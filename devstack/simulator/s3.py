@@ -29,6 +29,10 @@ class ObjectStore(Protocol):
 
     async def get_object(self, *, bucket: str, key: str) -> bytes: ...
 
+    async def delete_object(self, *, bucket: str, key: str) -> None:
+        """Delete one object; a missing one is not an error (S3 answers 204 either way)."""
+        ...
+
 
 class S3ObjectStore:
     """`ObjectStore` over an aiobotocore S3 client."""
@@ -71,6 +75,10 @@ class S3ObjectStore:
             response = await self._client.get_object(Bucket=bucket, Key=key)
             async with response["Body"] as stream:
                 return bytes(await stream.read())
+
+    async def delete_object(self, *, bucket: str, key: str) -> None:
+        with _mapped(bucket, key):
+            await self._client.delete_object(Bucket=bucket, Key=key)
 
 
 def _code(error: ClientError) -> str:

@@ -93,8 +93,11 @@ def test_s3_command_serves_until_sigterm() -> None:
 
 def test_demo_runs_end_to_end() -> None:
     """`tombstone demo` (what `make run` runs) seeds a cluster with every legacy artifact,
-    trims it and unlinks its cursor ledgers through the marker, lets the deleter pool settle
-    every PDLI, prints one line per artifact kind, finds S1 and L1 holding, and exits 0."""
+    trims half of it and unlinks its cursor ledgers through the marker, unlinks the other
+    half as unmodified brokers do (a share of their deletes failing, the marker's follower
+    recording every unlink), lets the deleter pool settle every PDLI, prints one line per
+    artifact kind and the broker-style line, finds S1 and L1 holding over both with nothing
+    leaked, and exits 0."""
     proc = _tombstone("demo")
     try:
         output, _ = proc.communicate(timeout=170)
@@ -107,6 +110,8 @@ def test_demo_runs_end_to_end() -> None:
         "trimmed through the marker",
         "per artifact (unlinked ledger tiers):",
         "cursor ledger left OPEN",
+        "unlinked like unmodified brokers",
+        "broker-style cursor ledger left OPEN (switchToNewLedger)",
         "pre-2.2 ledger (no custom metadata)",
         "2.1 offload, objects (no driverMetadata)",
         "pre-2.10 objects (no owner metadata)",
@@ -116,6 +121,11 @@ def test_demo_runs_end_to_end() -> None:
     for text in expected:
         assert text in output, output
     assert "Aborting connection" not in output
+    assert re.search(
+        r"^broker-style: \d+ unlinked by brokers, \d+ delete failures injected, 0 leaked$",
+        output,
+        re.M,
+    ), output
 
 
 def test_demo_seed_only_skips_the_services() -> None:
@@ -144,3 +154,20 @@ def test_demo_stops_its_servers_on_sigterm() -> None:
         proc.kill()
     assert proc.returncode == 143
     assert "Stopped ZooKeeper and S3" in output
+
+
+def test_simulate_broker_style_unlinks_part_of_the_cluster(
+    zk: ZooKeeperServer, s3: S3Server
+) -> None:
+    """`devstack simulate --broker-style` then trims, switches and unsubscribes as brokers
+    do, and says how many unlinked pairs their failed deletes left behind."""
+    args = ["simulate", "--zookeeper", zk.address, "--s3-endpoint", s3.endpoint, "--tenants"]
+    args += ["1", "--namespaces", "1", "--topics", "4", "--cursors", "1-2", "--broker-style"]
+    result = CliRunner().invoke(devstack, [*args, "--delete-failure-share", "0.5"])
+    assert result.exit_code == 0, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"Broker-style unlinks: \d+ \(ledger, tier\) unlinked by brokers \(.*trim \d+.*\), "
+        r"\d+ delete failures injected, \d+ left behind for the follower",
+        line,
+    ), line

@@ -42,3 +42,22 @@ def test_percentiles() -> None:
         99.01,
         3.0,
     )
+
+
+def test_broker_style_needs_no_marker_address() -> None:
+    """Broker-style brokers never call the marker: an external stack needs only ZooKeeper
+    and S3; the failure share and the attempts' backoff are options."""
+    args = parse_args(["--broker-style", "--zookeeper", "z:2181", "--s3", "http://s3"])
+    assert (args.broker_style, args.marker, args.delete_failure_share, args.delete_backoff) == (
+        True,
+        None,
+        0.2,
+        1.0,
+    )
+
+
+def test_a_failure_share_outside_zero_to_one_is_refused() -> None:
+    """--delete-failure-share is a share."""
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--broker-style", "--delete-failure-share", "1.5"])
+    assert exc.value.code == 2
