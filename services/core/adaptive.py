@@ -247,6 +247,12 @@ class AdaptiveLimiter:
     def settings(self) -> LimitSettings:
         return self._gradient.settings
 
+    def classify(self, error: BaseException) -> Signal:
+        """What an exception a request raised says about the dependency."""
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):
+            return Signal.IGNORED
+        return self._classify(error)
+
     async def acquire(self) -> Permit:
         """Wait for a place under the current limit."""
         if self._waiters or self._in_flight >= self.limit:
@@ -274,8 +280,7 @@ class AdaptiveLimiter:
         try:
             yield permit
         except BaseException as exc:
-            cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
-            permit.release(Signal.IGNORED if cancelled else self._classify(exc))
+            permit.release(self.classify(exc))
             raise
         else:
             permit.release(Signal.ANSWERED)
