@@ -12,7 +12,7 @@ with a multiplicative cut on errors (AIMD's decrease):
   change of the dependency's latency is learned within two periods.
 - gradient = tolerance x baseline / short-term, clamped to [0.5, 1]: 1 while the latency
   stays within the tolerance, below 1 as a queue builds up. The new limit is
-  limit x gradient + sqrt(limit) (room for a small queue, and growth while latency is flat),
+  limit + sqrt(limit) while the gradient is 1 (growth), limit x gradient otherwise,
   smoothed: limit x (1 - smoothing) + new x smoothing.
 - A window in which fewer than half the permits were used says nothing about the dependency
   (the caller had less work): the limit stays, only the baseline learns.
@@ -69,8 +69,9 @@ class LimitSettings:
     """The ceiling: the operator's bound. `min_limit == max_limit` is a static limit."""
     initial_limit: int | None = None
     """Where to start; None: `DEFAULT_INITIAL` within the floor and ceiling."""
-    tolerance: float = 1.5
-    """Latency may grow to this multiple of the baseline before the limit falls."""
+    tolerance: float = 2.0
+    """Latency may grow to this multiple of the baseline before the limit falls (above
+    Gradient2's 1.5: the baseline here is a minimum, which noise makes optimistic)."""
     smoothing: float = 0.2
     """Weight of a window's new limit against the current one."""
     backoff: float = 0.5
@@ -173,7 +174,9 @@ class GradientLimit:
         if self._new_period(short, probe=not limited) or limited:
             return  # nothing learned about the limit this time
         gradient = max(0.5, min(1.0, self.settings.tolerance * self.baseline / short))
-        proposed = self._limit * gradient + math.sqrt(self._limit)
+        # Room to grow only while the latency is within the tolerance: with it also under a
+        # queue, the limit could not fall below 4 (where limit x 0.5 + sqrt(limit) = limit).
+        proposed = self._limit * gradient + (math.sqrt(self._limit) if gradient >= 1 else 0.0)
         smoothing = self.settings.smoothing
         self._set(self._limit * (1 - smoothing) + proposed * smoothing, why="")
 
