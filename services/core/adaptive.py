@@ -201,11 +201,13 @@ class GradientLimit:
 
 
 class Permit:
-    """One request's place under the limit; `release` says how it went (once)."""
+    """One request's places under the limit (`weight`, 1 unless extended); `release` says
+    how it went (once)."""
 
     def __init__(self, limiter: AdaptiveLimiter, started: float) -> None:
         self._limiter = limiter
         self.started = started
+        self.weight = 1
         self.released = False
 
     def release(self, signal: Signal = Signal.ANSWERED) -> None:
@@ -276,6 +278,17 @@ class AdaptiveLimiter:
             self._in_flight += 1
         return Permit(self, self._clock())
 
+    def extend(self, permit: Permit, more: int) -> int:
+        """Add up to `more` places to `permit` from those free now, without waiting (none
+        while others wait); how many were added. A request that carries several operations
+        (a ZooKeeper multi) then counts each of them."""
+        if self._waiters or more <= 0 or permit.released:
+            return 0
+        granted = max(0, min(more, self.limit - self._in_flight))
+        permit.weight += granted
+        self._in_flight += granted
+        return granted
+
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Permit]:
         """Hold a place for one request; its latency or its error is recorded on exit."""
@@ -290,7 +303,7 @@ class AdaptiveLimiter:
 
     def _release(self, permit: Permit, signal: Signal) -> None:
         in_flight = self._in_flight
-        self._in_flight -= 1
+        self._in_flight -= permit.weight
         if signal is Signal.ANSWERED:
             self._gradient.on_answer(self._clock() - permit.started, in_flight)
         elif signal is not Signal.IGNORED:

@@ -36,9 +36,12 @@ class Batcher(Generic[T, R]):
         max_concurrency: int = 1,
         limiter: AdaptiveLimiter | None = None,
         judge: Callable[[Sequence[R]], Signal] | None = None,
+        weighted: bool = False,
     ) -> None:
         """With `limiter`, it bounds the batches in flight instead of `max_concurrency`; a batch
-        whose call raises is judged by the limiter's own classification."""
+        whose call raises is judged by the limiter's own classification. `weighted`: each item
+        takes a place under the limit (a batch is as large as the places free), else each
+        batch takes one."""
         if max_batch <= 0 or max_concurrency <= 0:
             raise ValueError("max_batch and max_concurrency must be positive")
         self._run_batch = run_batch
@@ -46,6 +49,7 @@ class Batcher(Generic[T, R]):
         self._slots = asyncio.Semaphore(max_concurrency)
         self._limiter = limiter
         self._judge = judge or (lambda _results: Signal.ANSWERED)
+        self._weighted = weighted
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -67,8 +71,12 @@ class Batcher(Generic[T, R]):
         while True:
             await self._wakeup.wait()
             permit = await self._take_slot()
-            batch = self._pending[: self._max_batch]
-            del self._pending[: self._max_batch]
+            size = self._max_batch
+            if permit is not None and self._weighted and self._limiter is not None:
+                self._limiter.extend(permit, min(len(self._pending), size) - 1)
+                size = permit.weight
+            batch = self._pending[:size]
+            del self._pending[:size]
             if not self._pending:
                 self._wakeup.clear()
             batch = [(item, fut) for item, fut in batch if not fut.cancelled()]

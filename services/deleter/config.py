@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -103,9 +103,10 @@ ZK_RATE = setting(
 )
 ZK_CONCURRENCY = setting(
     "DELETER_ZOOKEEPER_CONCURRENCY",
-    parse_int(1, 10_000),
-    64,
-    "Ceiling of the adaptive limit of ZooKeeper requests at once (a multi of many deletes is one).",
+    parse_int(1, 100_000),
+    1024,
+    "Ceiling of the adaptive limit of ZooKeeper operations in flight (each delete of a multi "
+    "counts).",
 )
 ZK_CONCURRENCY_MIN = setting(
     "DELETER_ZOOKEEPER_CONCURRENCY_MIN",
@@ -206,6 +207,10 @@ DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 _ADMIN_CLIENT = client_settings("DELETER", DEFAULT_ADDRESS)
 
 
+ZK_INITIAL = 256
+"""Where the ZooKeeper limit starts: one full multi in flight."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Concurrency and rate of one backend."""
@@ -215,9 +220,13 @@ class Limits:
     per_second: int
     min_concurrency: int = 1
     """Floor of the adaptive concurrency limit."""
+    initial: int | None = None
+    """Where the limit starts (within floor and ceiling); None: the limiter's default."""
 
     def adaptive(self) -> LimitSettings:
-        return LimitSettings(min_limit=self.min_concurrency, max_limit=self.concurrency)
+        return LimitSettings(
+            min_limit=self.min_concurrency, max_limit=self.concurrency, initial_limit=self.initial
+        )
 
 
 @dataclass(frozen=True)
@@ -253,10 +262,12 @@ class DeleterConfig:
     """`zookeeper`, `bookie-http` or `none`."""
     bookie_http_url: str = "http://127.0.0.1:8000"
     ledgers_root: str = "/ledgers"
-    zookeeper_limits: Limits = Limits(64, 2000)
+    zookeeper_limits: Limits = Limits(1024, 2000, initial=ZK_INITIAL)
+    """ZooKeeper operations in flight (adaptive, each delete of a multi counts) and per second."""
     zookeeper_delete_batch: int = 256
     """Most ledger deletes coalesced into one `delete_many` (ZooKeeper multi) call."""
     s3_limits: Limits = Limits(8, 200)
+    """S3 requests at once (adaptive) and per second."""
     s3_batch_keys: int = 1000
     filesystem_root: Path | None = None
     """Base directory of filesystem offloads; None disables that backend."""
@@ -305,7 +316,9 @@ class DeleterConfig:
             bookkeeper_backend=BK_BACKEND.read(environ),
             bookie_http_url=BOOKIE_URL.read(environ),
             ledgers_root=LEDGERS_ROOT.read(environ),
-            zookeeper_limits=_limits(environ, ZK_CONCURRENCY, ZK_CONCURRENCY_MIN, ZK_RATE),
+            zookeeper_limits=replace(
+                _limits(environ, ZK_CONCURRENCY, ZK_CONCURRENCY_MIN, ZK_RATE), initial=ZK_INITIAL
+            ),
             zookeeper_delete_batch=ZK_DELETE_BATCH.read(environ),
             s3_limits=_limits(environ, S3_CONCURRENCY, S3_CONCURRENCY_MIN, S3_RATE),
             s3_batch_keys=S3_BATCH.read(environ),

@@ -196,3 +196,13 @@ async def test_limiter_classifies_errors_and_cancellation_frees_the_place() -> N
     for permit in blocker:
         permit.release(Signal.IGNORED)
     assert limiter.in_flight == 0
+
+
+async def test_a_permit_extended_counts_each_of_its_places() -> None:
+    clock = Clock()
+    limiter = AdaptiveLimiter(LimitSettings(min_limit=8, max_limit=8), clock=clock)
+    permit = await limiter.acquire()
+    assert limiter.extend(permit, 20) == 7  # only what is free now
+    assert (permit.weight, limiter.in_flight) == (8, 8)
+    permit.release()
+    assert limiter.in_flight == 0

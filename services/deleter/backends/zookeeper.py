@@ -4,11 +4,12 @@ This is what BookKeeper's own ledger manager does (`removeLedgerMetadata` then r
 empty parents), except that the delete is conditional: if the metadata changed since the
 verifier read it, nothing is deleted and the PDLI is retried. Concurrent deletes are
 coalesced into `delete_many` calls (ZooKeeper multi); each delete still counts once against
-the rate limit, each multi is one request under the adaptive concurrency limit (a delete the
-server did not answer cuts it), and each caller gets its own outcome. A server that refuses
-multi gets one delete per request from then on. Empty parents are swept a moment later for
-many ledgers at once: thousands of ledgers share one parent, and trying it after every delete
-would double the load on ZooKeeper for nothing.
+the rate limit and takes one place under the adaptive concurrency limit (so the limit bounds
+the deletes queued at ZooKeeper, ahead of every other client's requests, and a multi is as
+large as the places free; a delete the server did not answer cuts it), and each caller gets
+its own outcome. A server that refuses multi gets one delete per request from then on. Empty
+parents are swept a moment later for many ledgers at once: thousands of ledgers share one
+parent, and trying it after every delete would double the load on ZooKeeper for nothing.
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ class ZooKeeperLedgerDeleter:
         self._pending_parents: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._batcher: Batcher[tuple[str, int], MetadataError | None] = Batcher(
-            self._delete_batch, max_batch=batch_max, limiter=limits.limiter, judge=_judge
+            self._delete_batch,
+            max_batch=batch_max,
+            limiter=limits.limiter,
+            judge=_judge,
+            weighted=True,
         )
         self._multi = True
 
