@@ -1,7 +1,9 @@
 """`benchmarks.deleter --adaptive`: the adaptive ZooKeeper limit against static ones.
 
 For each setting, a fresh deleter process deletes `ledgers` ledger znodes (one PDLI each),
-while a probe client reads one znode in a loop, as a broker would, and records its latency.
+while a probe client writes one znode in a loop, as a broker updates its managed ledgers'
+znodes, and records the latency: a write goes through ZooKeeper's commit pipeline behind the
+deleter's multis (a read from another session need not wait for them).
 The static settings (floor = ceiling) are swept; the adaptive run has floor 1 and the
 largest of them as its ceiling. Reported: acknowledgements per second of each run, the
 adaptive run against the best static one, and the probe's p99 under the adaptive deleter
@@ -32,8 +34,8 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 
-PROBE_PATH = "/ledgers/LAYOUT"
-"""A znode every broker reads; the probe reads it back to back."""
+PROBE_PATH = "/bench-probe"
+"""The znode the probe writes back to back."""
 
 
 @dataclass(frozen=True)
@@ -44,19 +46,21 @@ class Run:
     rate: float
     """Acknowledged PDLIs per second."""
     p99_ms: float
-    """The probe's p99 read latency during the run."""
+    """The probe's p99 write latency during the run."""
     final_limit: float
     """The concurrency-limit gauge at the end of the run."""
 
 
 async def probe(address: str, latencies: list[float], stop: asyncio.Event) -> None:
-    """Read `PROBE_PATH` back to back until `stop`, recording each latency in seconds."""
+    """Write `PROBE_PATH` back to back until `stop`, recording each latency in seconds."""
     client = aiozk.ZKClient(address)
     await client.start()
     try:
+        if not await client.exists(PROBE_PATH):
+            await client.create(PROBE_PATH, b"0")
         while not stop.is_set():
             started = time.perf_counter()
-            await client.exists(PROBE_PATH)
+            await client.set_data(PROBE_PATH, b"1", force=True)
             latencies.append(time.perf_counter() - started)
             await asyncio.sleep(0.002)
     finally:
@@ -108,10 +112,14 @@ async def sweep(
     levels: list[int],
     workdir: str,
 ) -> list[Run]:
-    """Static runs at each level, then the adaptive run (floor 1, ceiling the highest level),
+    """A warm-up run (discarded: the first run in a fresh ZooKeeper and broker is slow), the
+    static runs at each level, then the adaptive run (floor 1, ceiling the highest level),
     each on ledgers of its own."""
     runs = []
     base = 100_000_000
+    print(f"warm-up: {ledgers // 2} ledgers...", flush=True)
+    warm = range(base - ledgers // 2, base)
+    await one_run(parts, "warm-up", warm, max(levels), max(levels), workdir)
     for index, level in enumerate([*levels, 0]):
         ids = range(base + index * ledgers, base + (index + 1) * ledgers)
         low, high = (level, level) if level else (1, max(levels))

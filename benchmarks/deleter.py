@@ -14,7 +14,7 @@ processes (as deployed). Figures:
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
 
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
-limits swept, the adaptive limit beside them, ZooKeeper latency seen by a probe client.
+limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
 """
 
 from __future__ import annotations
