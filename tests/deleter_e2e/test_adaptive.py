@@ -272,3 +272,46 @@ async def test_s3_throttling_lowers_the_limit_and_it_recovers(
 
 S3_CHUNK = 40
 """Offloaded ledgers per chunk (two objects each)."""
+
+
+async def test_zookeeper_cut_does_not_leave_the_limit_at_the_floor(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+) -> None:
+    """Connections to ZooKeeper cut for 3 s while deletes flow: the deleter pauses on the
+    outage and resumes; the deletes that got no answer cut the limit, but the outage is
+    forgiven when answers return, so the limit does not stay at the floor. Every ledger is
+    deleted and nothing is dead-lettered."""
+    ids = list(range(1, 2 * CHUNK + 1))
+    create_topics(broker)
+    await write_ledgers(zk, range(1, len(ids) + 1))
+    host, port = zk.address.rsplit(":", 1)
+    async with verifier_for(zk, s3) as verifier, ZooKeeperFaultProxy(host, int(port)) as proxy:
+        config = replace(
+            settings(zk, s3, broker, verifier),
+            zookeeper=ZooKeeperConfig(
+                servers=proxy.address, operation_timeout=timedelta(seconds=2)
+            ),
+            zookeeper_limits=Limits(64, 1_000_000, 1, initial=16),
+            zookeeper_delete_batch=2,
+        )
+        async with running(config, "zookeeper") as limit:
+            # A delete applied whose answer was lost is found gone when decided again (SKIP
+            # NOT_FOUND): count acknowledgements, not deletes.
+            deleted = lambda: limit.count("tombstone_deleter_acknowledged_total")  # noqa: E731
+            await publish(broker, encode(pdli(i) for i in ids[:CHUNK]))
+            await until(lambda: deleted() >= CHUNK, "first chunk deleted")
+            before = limit.now()
+            await publish(broker, encode(pdli(i) for i in ids[CHUNK:]))
+            await until(lambda: deleted() > CHUNK, "second chunk under way")
+            proxy.cut(3.0)
+            mark = len(limit.seen)
+            await until(lambda: deleted() >= len(ids), "all settled", timeout=60)
+            during = limit.seen[mark:]
+            after = limit.now()
+            dead = limit.count("tombstone_deleter_dead_lettered_total")
+            paused = proxy.cuts
+    print(f"\nZooKeeper limit: {before} before the cut, lowest {min(during)}, {after} after")
+    assert paused == 1
+    assert after > max(1, before // 2)  # not left halved or at the floor
+    assert await ledgers_in_zookeeper(zk, set(ids)) == set()
+    assert dead == 0
