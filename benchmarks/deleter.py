@@ -2,6 +2,7 @@
 large backlog.
 
     .venv/bin/python -m benchmarks.deleter [--ledgers 5000] [--offloaded 1000] [--backlog 1000000]
+    .venv/bin/python -m benchmarks.deleter --adaptive [--ledgers 3000] [--levels 1,4,16,64]
 
 Starts its own ZooKeeper, S3 (moto) and devstack broker, a verifier and deleters as child
 processes (as deployed). Figures:
@@ -11,6 +12,9 @@ processes (as deployed). Figures:
 - Offload: offloaded ledgers (two objects each) with an OFFLOAD_LEDGER PDLI each, beside raw
   aiobotocore DeleteObjects of the same number of keys in 1,000-key requests.
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
+
+With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
+limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import aiozk
 import boto3
 from aiobotocore.session import get_session
 
+from benchmarks._deleter_adaptive import report as report_adaptive
+from benchmarks._deleter_adaptive import sweep
 from benchmarks._deleter_stack import (
     BUCKET,
     CONCURRENCY,
@@ -200,8 +206,17 @@ async def main(args: argparse.Namespace) -> None:
     ):
         workdir = Path(tmp)
         create_topics(broker)
+        await write_ledgers(zk, range(0))  # the ledgers root: the verifier checks it at start
         verifier_child, verifier = await start_verifier(zk, s3, workdir)
         parts = Parts(zk, s3, broker, verifier, workdir)
+        if args.adaptive:
+            try:
+                levels = [int(level) for level in args.levels.split(",")]
+                runs = await sweep((zk, s3, broker, verifier), args.ledgers, levels, tmp)
+            finally:
+                await verifier_child.stop()
+            report_adaptive(runs, args.ledgers)
+            return
         try:
             bk = await bookkeeper(parts, args.ledgers)
             nan = float("nan")
@@ -246,4 +261,12 @@ if __name__ == "__main__":
     parser.add_argument("--offloaded", type=int, default=1000)
     parser.add_argument("--backlog", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=60.0, help="memory run length")
+    parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="only the adaptive ZooKeeper limit against a sweep of static ones",
+    )
+    parser.add_argument(
+        "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
+    )
     asyncio.run(main(parser.parse_args()))

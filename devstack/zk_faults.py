@@ -10,7 +10,8 @@ implement: a reply header (xid, last zxid, UNIMPLEMENTED) and no body, then the 
 is closed. Counting requests on the wire lets tests see how requests were batched without
 mocking the ZooKeeper client. `cut(seconds)` drops every connection and refuses new ones for
 a while: a cut longer than a client's session timeout expires its session, as a network
-partition would.
+partition would. `slow(delay, seconds)` holds every reply `delay` seconds (in order, without
+limiting throughput) for a while: a slow server or network, not a lost one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class ZooKeeperFaultProxy:
         """Both ends of every proxied connection, for `cut`."""
         self.cuts = 0
         """How many times `cut()` ran."""
+        self._delay = 0.0
+        self._slow_until = 0.0
 
     @property
     def address(self) -> str:
@@ -81,6 +84,15 @@ class ZooKeeperFaultProxy:
         self._refuse_until = time.monotonic() + seconds
         for writer in list(self._open):
             writer.transport.abort()
+
+    def slow(self, delay: float, *, seconds: float) -> None:
+        """Hold each reply `delay` seconds before passing it on, for the next `seconds`
+        (replies stay in order; a refusal is not delayed: do not combine the two)."""
+        self._delay = delay
+        self._slow_until = time.monotonic() + seconds
+
+    def _reply_delay(self) -> float:
+        return self._delay if time.monotonic() < self._slow_until else 0.0
 
     def restore(self) -> None:
         """Accept connections again (ends a `cut` early)."""
@@ -165,17 +177,37 @@ class ZooKeeperFaultProxy:
             server.write(frame)
             await server.drain()
 
-    @staticmethod
     async def _replies(
-        reader: asyncio.StreamReader, client: asyncio.StreamWriter, zxid: list[int]
+        self, reader: asyncio.StreamReader, client: asyncio.StreamWriter, zxid: list[int]
     ) -> None:
         client.write(await _frame(reader))  # ConnectResponse: no reply header
-        while True:
-            frame = await _frame(reader)
-            (seen,) = struct.unpack_from("!q", frame, _LENGTH.size + 4)
-            zxid[0] = max(zxid[0], seen)  # watch events carry -1
-            client.write(frame)  # whole frames only: never interleaved with a refusal
-            await client.drain()
+        due: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        sender = asyncio.create_task(_send_when_due(due, client))
+        try:
+            while True:
+                frame = await _frame(reader)
+                (seen,) = struct.unpack_from("!q", frame, _LENGTH.size + 4)
+                zxid[0] = max(zxid[0], seen)  # watch events carry -1
+                due.put_nowait((time.monotonic() + self._reply_delay(), frame))
+                if sender.done():
+                    return  # the client went away
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await sender
+
+
+async def _send_when_due(
+    due: asyncio.Queue[tuple[float, bytes]], client: asyncio.StreamWriter
+) -> None:
+    """Write each reply at its time, in order (whole frames only: never interleaved)."""
+    while True:
+        when, frame = await due.get()
+        wait = when - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        client.write(frame)
+        await client.drain()
 
 
 async def _frame(reader: asyncio.StreamReader) -> bytes:

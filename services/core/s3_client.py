@@ -12,8 +12,22 @@ from typing import Any
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
+from botocore.exceptions import BotoCoreError, ClientError
 
+from services.core.adaptive import Signal
 from services.core.config import S3Config
+
+THROTTLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequests",
+        "RequestLimitExceeded",
+    }
+)
+"""Error codes by which S3 (and S3-compatible stores) ask for fewer requests."""
 
 
 @contextlib.asynccontextmanager
@@ -34,3 +48,23 @@ async def open_s3_client(config: S3Config, *, timeout: float = 10.0) -> AsyncIte
         config=client_config,
     ) as client:
         yield client
+
+
+def s3_signal(error: BaseException) -> Signal:
+    """What a failed S3 request says about S3, for an adaptive concurrency limit: throttled
+    (503 `SlowDown`, 429), unanswered (no response, another 5xx), or an answer (403, 404...).
+    A service error that wraps the client's (`raise ... from`) is judged by its cause."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ClientError | BotoCoreError | OSError):
+        cause = cause.__cause__
+    if isinstance(cause, ClientError):
+        code = str(cause.response.get("Error", {}).get("Code", ""))
+        status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in THROTTLE_CODES or status in (429, 503):
+            return Signal.THROTTLED
+        if isinstance(status, int) and status >= 500:
+            return Signal.UNANSWERED
+        return Signal.ANSWERED
+    if cause is not None:  # no answer: connection refused or reset, timed out
+        return Signal.UNANSWERED
+    return Signal.IGNORED

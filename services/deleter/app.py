@@ -12,10 +12,12 @@ from dataclasses import dataclass
 import aiohttp
 import structlog
 
+from services.core.adaptive import Signal
 from services.core.client import open_channel
 from services.core.errors import Conflict
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published, retry_budget
+from services.core.s3_client import s3_signal
 from services.core.service_main import check_reachable
 from services.deleter._pulsar_admin import PulsarTopicStats
 from services.deleter._verifier import GrpcVerdictSource
@@ -25,7 +27,7 @@ from services.deleter.backends.filesystem import FilesystemOffloadDeleter
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.s3 import S3OffloadDeleter, open_s3_deleter
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
-from services.deleter.config import DeleterConfig
+from services.deleter.config import DeleterConfig, Limits
 from services.deleter.forged import ForgedLimiter
 from services.deleter.handling import Backends, Handler
 from services.deleter.metrics import DeleterMetrics
@@ -36,6 +38,7 @@ from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminSe
 from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
 from services.metadata.connect import connect_store
+from services.metadata.errors import zookeeper_signal
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -135,8 +138,8 @@ async def build(
         channel, batch_max=config.verify_batch, max_concurrency=config.verify_concurrency
     )
     stack.push_async_callback(verdicts.aclose)
-    bookkeeper = await _bookkeeper(stack, config, http)
-    s3 = await _s3(stack, config)
+    bookkeeper = await _bookkeeper(stack, config, http, metrics)
+    s3 = await _s3(stack, config, metrics)
     backends = Backends(
         bookkeeper=bookkeeper,
         s3=s3,
@@ -220,13 +223,27 @@ def _topics(config: DeleterConfig) -> Topics:
     )
 
 
-async def _bookkeeper(
-    stack: AsyncExitStack, config: DeleterConfig, http: aiohttp.ClientSession
-) -> BookKeeperDeleter | None:
-    limits = BackendLimits(
-        concurrency=config.zookeeper_limits.concurrency,
-        per_second=config.zookeeper_limits.per_second,
+def _limits(
+    limits: Limits,
+    metrics: DeleterMetrics,
+    resource: str,
+    classify: Callable[[BaseException], Signal],
+) -> BackendLimits:
+    """A backend's limits, its current concurrency limit shown as a gauge."""
+    backend = BackendLimits(
+        concurrency=limits.adaptive(), per_second=limits.per_second, classify=classify
     )
+    metrics.concurrency_limit.labels(resource).set_function(lambda: backend.limiter.limit)
+    return backend
+
+
+async def _bookkeeper(
+    stack: AsyncExitStack,
+    config: DeleterConfig,
+    http: aiohttp.ClientSession,
+    metrics: DeleterMetrics,
+) -> BookKeeperDeleter | None:
+    limits = _limits(config.zookeeper_limits, metrics, "zookeeper", zookeeper_signal)
     if config.bookkeeper_backend == "bookie-http":
         return BookieHttpDeleter(http, base_url=config.bookie_http_url, limits=limits)
     if config.bookkeeper_backend == "none":
@@ -244,12 +261,12 @@ async def _bookkeeper(
     return deleter
 
 
-async def _s3(stack: AsyncExitStack, config: DeleterConfig) -> OffloadDeleter | None:
+async def _s3(
+    stack: AsyncExitStack, config: DeleterConfig, metrics: DeleterMetrics
+) -> OffloadDeleter | None:
     if not config.s3.allowed_buckets:
         return None  # no bucket may be touched: offload PDLIs dead-letter with that reason
-    limits = BackendLimits(
-        concurrency=config.s3_limits.concurrency, per_second=config.s3_limits.per_second
-    )
+    limits = _limits(config.s3_limits, metrics, "s3", s3_signal)
     return await stack.enter_async_context(
         open_s3_deleter(config.s3, limits=limits, batch_max=config.s3_batch_keys)
     )

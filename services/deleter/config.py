@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
 from services.core._env import (
+    Setting,
     parse_choice,
     parse_duration,
     parse_int,
     parse_optional_str,
     parse_str,
 )
+from services.core.adaptive import LimitSettings
 from services.core.config import (
     ClientConfig,
     Environ,
@@ -101,9 +103,16 @@ ZK_RATE = setting(
 )
 ZK_CONCURRENCY = setting(
     "DELETER_ZOOKEEPER_CONCURRENCY",
+    parse_int(1, 100_000),
+    1024,
+    "Ceiling of the adaptive limit of ZooKeeper operations in flight (each delete of a multi "
+    "counts).",
+)
+ZK_CONCURRENCY_MIN = setting(
+    "DELETER_ZOOKEEPER_CONCURRENCY_MIN",
     parse_int(1, 10_000),
-    64,
-    "ZooKeeper requests at once (a multi of many deletes is one).",
+    1,
+    "Floor of the adaptive ZooKeeper limit (equal to the ceiling: a static limit).",
 )
 ZK_DELETE_BATCH = setting(
     "DELETER_ZOOKEEPER_DELETE_BATCH",
@@ -112,7 +121,18 @@ ZK_DELETE_BATCH = setting(
     "Most concurrent ledger deletes coalesced into one batch (ZooKeeper multis of up to 256).",
 )
 S3_RATE = setting("DELETER_S3_REQUESTS_PER_SECOND", parse_int(1), 200, "S3 requests per second.")
-S3_CONCURRENCY = setting("DELETER_S3_CONCURRENCY", parse_int(1, 1000), 8, "S3 requests at once.")
+S3_CONCURRENCY = setting(
+    "DELETER_S3_CONCURRENCY",
+    parse_int(1, 1000),
+    8,
+    "Ceiling of the adaptive limit of S3 requests at once.",
+)
+S3_CONCURRENCY_MIN = setting(
+    "DELETER_S3_CONCURRENCY_MIN",
+    parse_int(1, 1000),
+    1,
+    "Floor of the adaptive S3 limit (equal to the ceiling: a static limit).",
+)
 S3_BATCH = setting(
     "DELETER_S3_BATCH_KEYS", parse_int(1, 1000), 1000, "Most keys in one DeleteObjects."
 )
@@ -188,12 +208,26 @@ DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 _ADMIN_CLIENT = client_settings("DELETER", DEFAULT_ADDRESS)
 
 
+ZK_INITIAL = 256
+"""Where the ZooKeeper limit starts: one full multi in flight."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Concurrency and rate of one backend."""
 
     concurrency: int
+    """Ceiling of the adaptive concurrency limit."""
     per_second: int
+    min_concurrency: int = 1
+    """Floor of the adaptive concurrency limit."""
+    initial: int | None = None
+    """Where the limit starts (within floor and ceiling); None: the limiter's default."""
+
+    def adaptive(self) -> LimitSettings:
+        return LimitSettings(
+            min_limit=self.min_concurrency, max_limit=self.concurrency, initial_limit=self.initial
+        )
 
 
 @dataclass(frozen=True)
@@ -229,10 +263,12 @@ class DeleterConfig:
     """`zookeeper`, `bookie-http` or `none`."""
     bookie_http_url: str = "http://127.0.0.1:8000"
     ledgers_root: str = "/ledgers"
-    zookeeper_limits: Limits = Limits(64, 2000)
+    zookeeper_limits: Limits = Limits(1024, 2000, initial=ZK_INITIAL)
+    """ZooKeeper operations in flight (adaptive, each delete of a multi counts) and per second."""
     zookeeper_delete_batch: int = 256
     """Most ledger deletes coalesced into one `delete_many` (ZooKeeper multi) call."""
     s3_limits: Limits = Limits(8, 200)
+    """S3 requests at once (adaptive) and per second."""
     s3_batch_keys: int = 1000
     filesystem_root: Path | None = None
     """Base directory of filesystem offloads; None disables that backend."""
@@ -281,9 +317,11 @@ class DeleterConfig:
             bookkeeper_backend=BK_BACKEND.read(environ),
             bookie_http_url=BOOKIE_URL.read(environ),
             ledgers_root=LEDGERS_ROOT.read(environ),
-            zookeeper_limits=Limits(ZK_CONCURRENCY.read(environ), ZK_RATE.read(environ)),
+            zookeeper_limits=replace(
+                _limits(environ, ZK_CONCURRENCY, ZK_CONCURRENCY_MIN, ZK_RATE), initial=ZK_INITIAL
+            ),
             zookeeper_delete_batch=ZK_DELETE_BATCH.read(environ),
-            s3_limits=Limits(S3_CONCURRENCY.read(environ), S3_RATE.read(environ)),
+            s3_limits=_limits(environ, S3_CONCURRENCY, S3_CONCURRENCY_MIN, S3_RATE),
             s3_batch_keys=S3_BATCH.read(environ),
             filesystem_root=Path(fs_root) if fs_root else None,
             drain_timeout=DRAIN_TIMEOUT.read(environ),
@@ -299,6 +337,15 @@ class DeleterConfig:
                 max_waits=OUTAGE_MAX_WAITS.read(environ),
             ),
         )
+
+
+def _limits(
+    environ: Environ, ceiling: Setting[int], floor: Setting[int], rate: Setting[int]
+) -> Limits:
+    limits = Limits(ceiling.read(environ), rate.read(environ), floor.read(environ))
+    if limits.min_concurrency > limits.concurrency:
+        raise ConfigError(floor.name, f"must not exceed {ceiling.name} ({limits.concurrency})")
+    return limits
 
 
 def _positive(name: str, value: timedelta) -> timedelta:

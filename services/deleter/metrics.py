@@ -46,6 +46,11 @@ class DeleterMetrics:
             ["dependency"],
         )
         self.in_flight = m.gauge("deleter_in_flight", "Messages received and not yet settled.")
+        self.concurrency_limit = m.gauge(
+            "deleter_concurrency_limit",
+            "Current adaptive limit of requests at once, by backend (zookeeper, s3).",
+            ["resource"],
+        )
         self.delete_seconds = m.histogram(
             "deleter_delete_seconds", "Time of one delete.", ["tier"], buckets=_LATENCY_BUCKETS
         )

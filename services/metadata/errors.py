@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from services.core.adaptive import Signal
 from services.core.errors import Conflict, CorruptData, NotFound, TombstoneError, Unavailable
 
 
@@ -78,3 +79,14 @@ def missing_required_fields(message: object) -> str:
     """The names of a protobuf message's unset required fields, comma-separated."""
     finder = getattr(message, "FindInitializationErrors", None)
     return ", ".join(finder()) if finder is not None else "?"
+
+
+def zookeeper_signal(error: BaseException) -> Signal:
+    """What a failed metadata-store request says about the store, for an adaptive concurrency
+    limit: no answer (timeout, connection or session lost) cuts it; a refusal (NoNode, a
+    version conflict, NotEmpty) is an answer, whose latency counts like any other."""
+    if isinstance(error, StoreUnavailable):
+        return Signal.UNANSWERED
+    if isinstance(error, MetadataError):
+        return Signal.ANSWERED
+    return Signal.IGNORED

@@ -150,7 +150,14 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         "inactive_cursor_age",
         "dormant_topic_age",
     )
-    submit_keys = ("submit", "marker_address", "submit_rate", "submit_concurrency", "submit_batch")
+    submit_keys = (
+        "submit",
+        "marker_address",
+        "submit_rate",
+        "submit_concurrency",
+        "submit_concurrency_min",
+        "submit_batch",
+    )
     try:
         config = analyze_config(*(kw[k] for k in analysis_keys))
         submit = submit_settings(**{k: kw.pop(k) for k in submit_keys})

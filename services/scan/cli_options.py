@@ -72,7 +72,18 @@ def submit_options(func: F) -> F:
             "TOMBSTONE_MARKER_TOKEN).",
         ),
         click.option("--submit-rate", default=20.0, show_default=True, help="Calls per second."),
-        click.option("--submit-concurrency", default=4, show_default=True),
+        click.option(
+            "--submit-concurrency",
+            default=4,
+            show_default=True,
+            help="Most calls at once (ceiling of the adaptive limit).",
+        ),
+        click.option(
+            "--submit-concurrency-min",
+            default=1,
+            show_default=True,
+            help="Floor of the adaptive limit of calls at once.",
+        ),
         click.option("--submit-batch", default=1000, show_default=True, help="Ledgers per call."),
     ]
     for option in reversed(options):
@@ -87,6 +98,7 @@ def submit_settings(
     submit_rate: float,
     submit_concurrency: int,
     submit_batch: int,
+    submit_concurrency_min: int = 1,
 ) -> SubmitSettings | None:
     """None for a dry run. Checked before any Spark work."""
     if not submit:
@@ -94,10 +106,13 @@ def submit_settings(
     for name, value in (
         ("submit_rate", submit_rate),
         ("submit_concurrency", submit_concurrency),
+        ("submit_concurrency_min", submit_concurrency_min),
         ("submit_batch", submit_batch),
     ):
         if value <= 0:
             raise InvalidArgument(name, f"must be positive, got {value}")
+    if submit_concurrency_min > submit_concurrency:
+        raise InvalidArgument("submit_concurrency_min", "must not exceed submit_concurrency")
     marker = ClientConfig.from_env(target="MARKER", default_address="127.0.0.1:50051")
     if marker_address:
         marker = dataclasses.replace(marker, address=marker_address)
@@ -105,6 +120,7 @@ def submit_settings(
         marker=marker,
         rate_per_s=submit_rate,
         concurrency=submit_concurrency,
+        concurrency_min=submit_concurrency_min,
         batch=submit_batch,
         offload_driver=OffloadDefaults.from_env().driver,
     )

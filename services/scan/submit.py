@@ -2,7 +2,9 @@
 
 Candidates are grouped by reference owner (ML, cursor, schema locator) into `MarkLedgers`
 calls of at most `batch` ledgers, each ledger id at most once per call (two abandoned uploads
-of one ledger go in two calls). Calls are rate-limited and run a few at a time. The marker
+of one ledger go in two calls). Calls are rate-limited (a fixed ceiling) and run a few at a
+time: how many follows the marker's latency and errors (an adaptive limit between
+`concurrency_min` and `concurrency`, `services.core.adaptive`). The marker
 refuses what its owner still references; the verifier and deleters then apply their own
 checks, so a submission proposes, it never deletes by itself.
 """
@@ -17,9 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import structlog
 from aiolimiter import AsyncLimiter
 
+from services.core.adaptive import AdaptiveLimiter, LimitSettings, Signal
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
@@ -43,6 +47,9 @@ class SubmitSettings:
     rate_per_s: float = 20.0
     """MarkLedgers calls per second, at most."""
     concurrency: int = 4
+    """Ceiling of the adaptive limit of calls at once."""
+    concurrency_min: int = 1
+    """Floor of that limit (equal to `concurrency`: a static limit)."""
     batch: int = 1000
     """Ledgers per call (the marker's limit is TOMBSTONE_MARKER_MAX_BATCH)."""
     offload_driver: str = "aws-s3"
@@ -156,15 +163,18 @@ async def submit(candidates: Sequence[dict[str, Any]], settings: SubmitSettings)
     """Send every candidate; failures of one call are recorded, the others go on."""
     report = SubmitReport()
     requests = plan_requests(candidates, settings, report)
-    limiter = AsyncLimiter(settings.rate_per_s, 1.0)
-    slots = asyncio.Semaphore(settings.concurrency)
+    rate = AsyncLimiter(settings.rate_per_s, 1.0)
+    slots = AdaptiveLimiter(
+        LimitSettings(min_limit=settings.concurrency_min, max_limit=settings.concurrency),
+        classify=marker_signal,
+    )
     channel = open_channel(settings.marker)
     try:
         stub = _mk_grpc.MarkerStub(channel)
 
         async def call(request: _mk.MarkLedgersRequest) -> None:
-            async with slots, limiter:
-                await _call(stub, request, report)
+            await rate.acquire()
+            await _call(stub, request, report, slots)
 
         await asyncio.gather(*(call(r) for r in requests))
     finally:
@@ -173,14 +183,33 @@ async def submit(candidates: Sequence[dict[str, Any]], settings: SubmitSettings)
     return report
 
 
+_UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def marker_signal(error: BaseException) -> Signal:
+    """A call the marker did not answer (unavailable, deadline) or refused for load
+    (RESOURCE_EXHAUSTED) cuts the limit; any other answer is a latency sample."""
+    cause = error.__cause__ if isinstance(error, TombstoneError) else error
+    if not isinstance(cause, grpc.aio.AioRpcError):
+        return Signal.IGNORED
+    if cause.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return Signal.THROTTLED
+    return Signal.UNANSWERED if cause.code() in _UNANSWERED else Signal.ANSWERED
+
+
 async def _call(
-    stub: _mk_grpc.MarkerStub, request: _mk.MarkLedgersRequest, report: SubmitReport
+    stub: _mk_grpc.MarkerStub,
+    request: _mk.MarkLedgersRequest,
+    report: SubmitReport,
+    slots: AdaptiveLimiter,
 ) -> None:
+    """One call under the limit; its failure is recorded (after the limit saw it)."""
     owner = request.managed_ledger_name or request.schema_id
     report.calls += 1
     try:
-        with rpc_errors("marker"):
-            response: _mk.MarkLedgersResponse = await stub.MarkLedgers(request)
+        async with slots.slot():
+            with rpc_errors("marker"):
+                response: _mk.MarkLedgersResponse = await stub.MarkLedgers(request)
     except TombstoneError as exc:
         ids = [*request.ledger_ids, *(r.ledger_id for r in request.reconciler_ledgers)]
         report.errors.append({"owner": owner, "ledger_ids": ids, "error": str(exc)})

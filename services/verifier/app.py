@@ -10,9 +10,12 @@ from dataclasses import dataclass
 
 import structlog
 
+from services.core.adaptive import AdaptiveLimiter
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published
+from services.core.s3_client import s3_signal
 from services.metadata.connect import connect_store
+from services.metadata.errors import zookeeper_signal
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
@@ -20,6 +23,7 @@ from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
 from services.verifier.config import VerifierConfig
 from services.verifier.decision import DecisionEngine, DecisionPolicy
+from services.verifier.limited import LimitedObjectStore, LimitedZnodeStore
 from services.verifier.metrics import CountingObjectStore, CountingZnodeStore, VerifierMetrics
 from services.verifier.offload import OffloadInspector
 from services.verifier.owners import OwnerCache
@@ -94,6 +98,17 @@ def build(
     return VerifierParts(engine, believed, owners, shadows, metrics)
 
 
+def limited(
+    config: VerifierConfig, znodes: ZnodeStore, objects: ObjectStore, metrics: VerifierMetrics
+) -> tuple[ZnodeStore, ObjectStore]:
+    """The stores with their reads under adaptive limits, shown as gauges."""
+    zookeeper = AdaptiveLimiter(config.zookeeper_concurrency, classify=zookeeper_signal)
+    s3 = AdaptiveLimiter(config.s3_concurrency, classify=s3_signal)
+    metrics.concurrency_limit.labels("zookeeper").set_function(lambda: zookeeper.limit)
+    metrics.concurrency_limit.labels("s3").set_function(lambda: s3.limit)
+    return LimitedZnodeStore(znodes, zookeeper), LimitedObjectStore(objects, s3)
+
+
 def published_settings(config: VerifierConfig) -> Published:
     """What the marker and the deleter must agree with (`services.core.peer_settings`)."""
     return Published(
@@ -123,12 +138,14 @@ async def open_verifier(
         await board.join()  # refuses to start beside a peer whose settings would leak
         runner.resources.push_async_callback(board.leave)
         runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
-        objects = await runner.resources.enter_async_context(open_s3(config.s3))
+        s3 = await runner.resources.enter_async_context(open_s3(config.s3))
+        metrics = VerifierMetrics(runner.metrics)
+        znodes, objects = limited(config, MetadataZnodeStore(store), s3, metrics)
         parts = build(
             config,
-            MetadataZnodeStore(store),
+            znodes,
             objects,
-            VerifierMetrics(runner.metrics),
+            metrics,
             ml_names=ManagedLedgers(store).managed_ledger_names,
             locations=lambda: layout.current,
         )

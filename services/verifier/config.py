@@ -23,6 +23,7 @@ from services.core._env import (
     parse_str,
     setting,
 )
+from services.core.adaptive import LimitSettings
 from services.core.config import (
     GrpcServerConfig,
     LogConfig,
@@ -116,6 +117,40 @@ REQUIRE_SIGNED = setting(
     "Unsigned PDLIs and PDLIs signed by an untrusted key get SKIP FORGED (dead-lettered).",
 )
 
+ZK_CONCURRENCY = setting(
+    "VERIFIER_ZOOKEEPER_CONCURRENCY",
+    parse_int(1, 100_000),
+    256,
+    "Ceiling of the adaptive limit of ZooKeeper reads at once.",
+)
+ZK_CONCURRENCY_MIN = setting(
+    "VERIFIER_ZOOKEEPER_CONCURRENCY_MIN",
+    parse_int(1, 100_000),
+    1,
+    "Floor of the adaptive ZooKeeper read limit (equal to the ceiling: a static limit).",
+)
+S3_CONCURRENCY = setting(
+    "VERIFIER_S3_CONCURRENCY",
+    parse_int(1, 10_000),
+    64,
+    "Ceiling of the adaptive limit of S3 reads (HEAD, ranged GET) at once.",
+)
+S3_CONCURRENCY_MIN = setting(
+    "VERIFIER_S3_CONCURRENCY_MIN",
+    parse_int(1, 10_000),
+    1,
+    "Floor of the adaptive S3 read limit (equal to the ceiling: a static limit).",
+)
+
+
+def _concurrency(
+    environ: Mapping[str, str], ceiling: Setting[int], floor: Setting[int]
+) -> LimitSettings:
+    low, high = floor.read(environ), ceiling.read(environ)
+    if low > high:
+        raise ConfigError(floor.name, f"must not exceed {ceiling.name} ({high})")
+    return LimitSettings(min_limit=low, max_limit=high)
+
 
 @dataclass(frozen=True)
 class VerifierConfig:
@@ -146,6 +181,12 @@ class VerifierConfig:
     """Public keys of the markers (DESIGN "Signed intents"); the verifier holds no private key."""
     require_signed: bool = False
     """Unsigned or untrusted-key PDLIs are SKIP FORGED. A bad signature always is."""
+    zookeeper_concurrency: LimitSettings = field(
+        default_factory=lambda: LimitSettings(max_limit=256)
+    )
+    """Floor and ceiling of the adaptive limit of ZooKeeper reads at once."""
+    s3_concurrency: LimitSettings = field(default_factory=lambda: LimitSettings(max_limit=64))
+    """Floor and ceiling of the adaptive limit of S3 reads at once."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
@@ -194,4 +235,6 @@ class VerifierConfig:
             shadow_scan_interval=SHADOW_SCAN.read(environ),
             trusted_keys=trusted,
             require_signed=require_signed,
+            zookeeper_concurrency=_concurrency(environ, ZK_CONCURRENCY, ZK_CONCURRENCY_MIN),
+            s3_concurrency=_concurrency(environ, S3_CONCURRENCY, S3_CONCURRENCY_MIN),
         )

@@ -12,7 +12,9 @@ Metric names (Prometheus adds `_total` to counters):
 - `tombstone_verifier_believed_entries`, `tombstone_verifier_believed_batches`,
   `tombstone_verifier_believed_buckets`;
 - `tombstone_verifier_signatures_total{result}`: signature checks by result (valid, unsigned,
-  unknown_key, bad_signature; `signatures.py` writes the security line of a rejection).
+  unknown_key, bad_signature; `signatures.py` writes the security line of a rejection);
+- `tombstone_verifier_concurrency_limit{resource}`: the adaptive limit of reads at once on
+  ZooKeeper and on S3 (`limited.py`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ class VerifierMetrics:
         )
         self.signatures = metrics.counter(
             "verifier_signatures", "PDLI signature checks by result.", ["result"]
+        )
+        self.concurrency_limit = metrics.gauge(
+            "verifier_concurrency_limit",
+            "Current adaptive limit of reads at once, by dependency (zookeeper, s3).",
+            ["resource"],
         )
         self._signature_children = {s: self.signatures.labels(s.value) for s in SignatureStatus}
         self._hit = self.cache.labels("hit")

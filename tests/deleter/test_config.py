@@ -44,7 +44,7 @@ def test_values_are_read() -> None:
         "bookie-http",
         timedelta(milliseconds=250),
         3,
-        Limits(64, 50),
+        Limits(1024, 50, initial=256),
         2,
         Path("/data/offload"),
         100,
@@ -108,3 +108,23 @@ def test_forged_pace_and_outage_settings() -> None:
         config.outage.probe_interval,
         config.outage.max_waits,
     ) == (0.5, 20, timedelta(milliseconds=500), 3)
+
+
+def test_concurrency_floors_are_read_and_checked() -> None:
+    """A floor is read beside its ceiling; equal, the limit is static; above it, refused."""
+    config = DeleterConfig.from_env(
+        {
+            "TOMBSTONE_DELETER_S3_CONCURRENCY": "4",
+            "TOMBSTONE_DELETER_S3_CONCURRENCY_MIN": "4",
+            "TOMBSTONE_DELETER_ZOOKEEPER_CONCURRENCY_MIN": "16",
+        }
+    )
+    s3, zk = config.s3_limits.adaptive(), config.zookeeper_limits.adaptive()
+    assert (s3.min_limit, s3.max_limit, zk.min_limit, zk.max_limit) == (4, 4, 16, 1024)
+    with pytest.raises(ConfigError, match="TOMBSTONE_DELETER_S3_CONCURRENCY_MIN"):
+        DeleterConfig.from_env(
+            {
+                "TOMBSTONE_DELETER_S3_CONCURRENCY": "2",
+                "TOMBSTONE_DELETER_S3_CONCURRENCY_MIN": "3",
+            }
+        )

@@ -61,8 +61,8 @@ async def deleter(proxy: S3FaultProxy, s3: S3Server) -> AsyncIterator[S3OffloadD
         secret_access_key=s3.client_config()["aws_secret_access_key"],
         allowed_buckets=frozenset({BUCKET}),
     )
-    limits = BackendLimits(concurrency=4, per_second=1000)
-    async with open_s3_deleter(config, limits=limits, batch_concurrency=1) as d:
+    limits = BackendLimits(concurrency=1, per_second=1000)
+    async with open_s3_deleter(config, limits=limits) as d:
         yield d
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 
 from devstack.zk_faults import DELETE, MULTI, ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
+from services.core.adaptive import Permit
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.ports import DeleteFailed, DeleteResult
@@ -19,22 +19,24 @@ from services.metadata.zk_store import ZkMetadataStore
 
 
 class CountingLimits(BackendLimits):
-    """The real limits, counting the rate units and the slots the backend takes."""
+    """The real limits, counting the rate units and the places under the concurrency limit
+    the backend takes (for single requests and for batches alike)."""
 
     def __init__(self) -> None:
         super().__init__(concurrency=8, per_second=10_000)
         self.paced = 0
         self.slots = 0
+        acquire = self.limiter.acquire
 
-    async def pace(self) -> None:
+        async def counted() -> Permit:
+            self.slots += 1
+            return await acquire()
+
+        self.limiter.acquire = counted  # type: ignore[method-assign]
+
+    async def pace(self, weight: float = 1.0) -> None:
         self.paced += 1
-        await super().pace()
-
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        self.slots += 1
-        async with super().slot():
-            yield
+        await super().pace(weight)
 
 
 def ledger(ledger_id: int) -> LedgerMetadata:

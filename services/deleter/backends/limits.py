@@ -1,40 +1,60 @@
-"""Bounded concurrency and a rate limit per backend, so a large backlog cannot overload the
-metadata store or the object store. The rate counts operations (each delete in a ZooKeeper
-multi is one); the concurrency bound counts requests."""
+"""Concurrency and rate per backend, so a large backlog cannot overload the metadata store or
+the object store.
+
+Concurrency is adaptive (`services.core.adaptive`): between the operator's floor and ceiling,
+it follows the backend's latency and falls at once on errors that mean "too much". The rate is
+a fixed ceiling (aiolimiter) that counts operations (each delete in a ZooKeeper multi is one);
+the concurrency limit counts requests.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from aiolimiter import AsyncLimiter
 
+from services.core.adaptive import AdaptiveLimiter, LimitSettings, Signal, ignore_errors
+
 
 class BackendLimits:
-    """At most `concurrency` requests at once and `per_second` operations started per second."""
+    """At most `limiter.limit` requests at once and `per_second` operations started per second.
 
-    def __init__(self, *, concurrency: int, per_second: float) -> None:
-        if concurrency <= 0 or per_second <= 0:
-            raise ValueError("concurrency and per_second must be positive")
-        self._slots = asyncio.Semaphore(concurrency)
+    `concurrency`: an int is a static limit (floor = ceiling); `LimitSettings` an adaptive one.
+    `classify` says what an exception raised by a request means for the limit."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int | LimitSettings,
+        per_second: float,
+        classify: Callable[[BaseException], Signal] = ignore_errors,
+    ) -> None:
+        if per_second <= 0:
+            raise ValueError("per_second must be positive")
+        if isinstance(concurrency, int):
+            if concurrency <= 0:
+                raise ValueError("concurrency must be positive")
+            concurrency = LimitSettings(min_limit=concurrency, max_limit=concurrency)
+        self.limiter = AdaptiveLimiter(concurrency, classify=classify)
         # A bucket of one second's worth: bursts never exceed the configured rate.
         self._rate = AsyncLimiter(per_second, 1.0)
 
     @asynccontextmanager
     async def operation(self, weight: float = 1.0) -> AsyncIterator[None]:
-        """Hold one slot and `weight` units of the rate for the duration of an operation."""
-        async with self._slots:
-            await self._rate.acquire(weight)
+        """`weight` units of the rate, then one place under the limit for the request (the
+        rate's wait is not the backend's latency)."""
+        await self._rate.acquire(weight)
+        async with self.limiter.slot():
             yield
 
-    async def pace(self) -> None:
-        """Take one unit of the rate (waiting as needed) for an operation that will travel in
-        a batch request; the request then holds one `slot`, whatever its size."""
-        await self._rate.acquire(1.0)
+    async def pace(self, weight: float = 1.0) -> None:
+        """Take `weight` units of the rate (waiting as needed) for operations that travel in a
+        batch request, which then holds one place under the limit whatever its size."""
+        await self._rate.acquire(weight)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Hold one slot for a request whose operations were paced already."""
-        async with self._slots:
+        """One place under the limit for a request whose operations were paced already."""
+        async with self.limiter.slot():
             yield

@@ -2,7 +2,9 @@
 
 Keys of concurrent PDLIs are coalesced per bucket into DeleteObjects requests of up to 1,000
 keys (the S3 limit). A delete counts as done only after a listing shows both objects absent:
-S3 reports a key as deleted whether or not it existed, and "not found" is success.
+S3 reports a key as deleted whether or not it existed, and "not found" is success. Each
+request is one place under the adaptive concurrency limit; throttling (`SlowDown`, 503) and
+requests without an answer cut it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from services.core.adaptive import Signal
 from services.core.config import S3Config
 from services.core.errors import InvalidArgument
-from services.core.s3_client import open_s3_client
+from services.core.s3_client import THROTTLE_CODES, open_s3_client
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.batching import Batcher
 from services.deleter.ports import DeleteFailed, DeleteResult, Tier
@@ -51,13 +54,11 @@ class S3OffloadDeleter:
         allowed_buckets: frozenset[str],
         limits: BackendLimits,
         batch_max: int = MAX_KEYS_PER_REQUEST,
-        batch_concurrency: int = 4,
     ) -> None:
         self._client = client
         self._allowed = allowed_buckets
         self._limits = limits
         self._batch_max = min(batch_max, MAX_KEYS_PER_REQUEST)
-        self._batch_concurrency = batch_concurrency
         self._batchers: dict[str, Batcher[str, str | None]] = {}
 
     async def delete_offloaded(
@@ -110,18 +111,19 @@ class S3OffloadDeleter:
                 return await self._delete_objects(bucket, keys)
 
             batcher = Batcher(
-                run, max_batch=self._batch_max, max_concurrency=self._batch_concurrency
+                run, max_batch=self._batch_max, limiter=self._limits.limiter, judge=_judge
             )
             self._batchers[bucket] = batcher
         return batcher
 
     async def _delete_objects(self, bucket: str, keys: Sequence[str]) -> list[str | None]:
-        """One DeleteObjects request; per key, None or `Code: message`."""
+        """One DeleteObjects request (the batcher holds its place under the limit); per key,
+        None or `Code: message`."""
         unique = list(dict.fromkeys(keys))
         request = {"Objects": [{"Key": key} for key in unique], "Quiet": True}
         try:
-            async with self._limits.operation():
-                response = await self._client.delete_objects(Bucket=bucket, Delete=request)
+            await self._limits.pace()
+            response = await self._client.delete_objects(Bucket=bucket, Delete=request)
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             raise DeleteFailed(
@@ -185,6 +187,13 @@ async def open_s3_deleter(
             yield deleter
         finally:
             await deleter.aclose()
+
+
+def _judge(errors: Sequence[str | None]) -> Signal:
+    """A DeleteObjects whose keys came back throttled (per-key `SlowDown`)."""
+    if any(error and error.split(":", 1)[0] in THROTTLE_CODES for error in errors):
+        return Signal.THROTTLED
+    return Signal.ANSWERED
 
 
 def _server_error(exc: ClientError) -> bool:

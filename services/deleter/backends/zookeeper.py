@@ -4,10 +4,12 @@ This is what BookKeeper's own ledger manager does (`removeLedgerMetadata` then r
 empty parents), except that the delete is conditional: if the metadata changed since the
 verifier read it, nothing is deleted and the PDLI is retried. Concurrent deletes are
 coalesced into `delete_many` calls (ZooKeeper multi); each delete still counts once against
-the rate limit, and each caller gets its own outcome. A server that refuses multi gets one
-delete per request from then on. Empty parents are swept a moment later for many ledgers at
-once: thousands of ledgers share one parent, and trying it after every delete would double
-the load on ZooKeeper for nothing.
+the rate limit and takes one place under the adaptive concurrency limit (so the limit bounds
+the deletes queued at ZooKeeper, ahead of every other client's requests, and a multi is as
+large as the places free; a delete the server did not answer cuts it), and each caller gets
+its own outcome. A server that refuses multi gets one delete per request from then on. Empty
+parents are swept a moment later for many ledgers at once: thousands of ledgers share one
+parent, and trying it after every delete would double the load on ZooKeeper for nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from services.core.adaptive import Signal
 from services.core.errors import InvalidArgument
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.batching import Batcher, BatcherClosed
@@ -52,7 +55,6 @@ class ZooKeeperLedgerDeleter:
         limits: BackendLimits,
         parent_sweep_delay: float = 1.0,
         batch_max: int = DEFAULT_DELETE_BATCH,
-        batch_concurrency: int = 4,
     ) -> None:
         """`locations` gives the root and the layout in force (`LayoutWatch.current`); a fixed
         `paths` stands for one layout."""
@@ -64,7 +66,11 @@ class ZooKeeperLedgerDeleter:
         self._pending_parents: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._batcher: Batcher[tuple[str, int], MetadataError | None] = Batcher(
-            self._delete_batch, max_batch=batch_max, max_concurrency=batch_concurrency
+            self._delete_batch,
+            max_batch=batch_max,
+            limiter=limits.limiter,
+            judge=_judge,
+            weighted=True,
         )
         self._multi = True
 
@@ -107,8 +113,8 @@ class ZooKeeperLedgerDeleter:
         return None
 
     async def _delete_batch(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
-        async with self._limits.slot():  # one request, whatever its size (already paced)
-            outcomes = await self._store.delete_many(items)
+        # One request, whatever its size: already paced, and the batcher holds its place.
+        outcomes = await self._store.delete_many(items)
         if self._multi and any(isinstance(outcome, Unsupported) for outcome in outcomes):
             self._multi = False
             _log.warning("zookeeper_multi_unsupported", fallback="one delete per request")
@@ -172,6 +178,13 @@ class ZooKeeperLedgerDeleter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
         await self.sweep_parents()
+
+
+def _judge(outcomes: Sequence[MetadataError | None]) -> Signal:
+    """A multi whose outcome is unknown for some delete went unanswered."""
+    if any(isinstance(outcome, StoreUnavailable) for outcome in outcomes):
+        return Signal.UNANSWERED
+    return Signal.ANSWERED
 
 
 def _result(path: str, version: int, *, removed: bool) -> DeleteResult:
