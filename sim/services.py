@@ -1,0 +1,255 @@
+"""The real services, wired to the in-memory ports, each crashable and restartable.
+
+A service's tasks are found by a context variable that every task it creates inherits (the
+loop's task factory records it), so a crash cancels exactly that service's work at whatever
+await point it is, closes its sessions, consumers and producers (nothing it does afterwards
+reaches durable state), and a restart builds it afresh: in-memory state (journal, caches,
+batches) is lost, durable state (ZooKeeper, the topics, S3) is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from services.core.errors import Unavailable
+from services.deleter.backends.limits import BackendLimits
+from services.deleter.backends.s3 import S3OffloadDeleter
+from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
+from services.deleter.handling import Backends, Handler
+from services.deleter.metrics import DeleterMetrics
+from services.deleter.pool import DeleterPool, PoolSettings
+from services.deleter.ports import VerifierUnreachable
+from services.marker.journal import ReceiptJournal
+from services.marker.marking import Marker, MarkingSettings, MarkResult
+from services.marker.planning import MarkRequest
+from services.metadata.paths import LedgerLocations
+from services.systopic.retry import RetryPolicy
+from services.verifier._s3 import S3ObjectStore
+from services.verifier.decision import DecisionEngine, DecisionPolicy
+from services.verifier.offload import OffloadInspector, OffloadPolicy
+from services.verifier.owners import OwnerCache
+from services.verifier.servicer import verdict_to_proto
+from services.verifier.store_adapter import MetadataZnodeStore
+from sim.pulsar import CLUSTER
+from sim.s3 import S3, S3Client
+from sim.scheduler import Fault, Scheduler
+from sim.topic import Consumer, Producer, Topic
+from sim.zk import Session, ZooKeeper
+from tombstone.v1 import pending_delete_pb2 as _pd
+from tombstone.v1 import verifier_pb2 as _vf
+
+SERVICE: contextvars.ContextVar[str] = contextvars.ContextVar("sim_service", default="world")
+
+
+@dataclass(frozen=True)
+class SimRetryPolicy(RetryPolicy):
+    """The deleter's policy, its jitter drawn from the scheduler's generator."""
+
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> timedelta:
+        return super().delay(attempt, rng or self.rng)
+
+
+class _NothingBelieved:
+    def __contains__(self, key: int) -> bool:
+        return False
+
+    async def refresh(self) -> None:
+        return None
+
+
+class Registry:
+    """Which service created which task (the loop's task factory)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, list[asyncio.Task[Any]]] = {}
+
+    def factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        context = kwargs.get("context")
+        # A task runs in a copy of its creator's context (or the one given): it inherits it.
+        owner = SERVICE.get() if context is None else context.get(SERVICE, "world")
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if owner != "world":
+            tasks = self.tasks.setdefault(owner, [])
+            tasks[:] = [t for t in tasks if not t.done()]
+            tasks.append(task)
+        return task
+
+    def start(self, service: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        context = contextvars.copy_context()
+        context.run(SERVICE.set, service)
+        return asyncio.get_running_loop().create_task(coro, context=context)
+
+    def cancel(self, service: str) -> None:
+        for task in self.tasks.pop(service, []):
+            task.cancel()
+
+
+@dataclass
+class Durable:
+    sched: Scheduler
+    zk: ZooKeeper
+    s3: S3
+    main: Topic
+    retry: Topic
+    dlq: Topic
+    registry: Registry
+    allowed_buckets: frozenset[str]
+    delivery_delay: timedelta
+    pause_after_send: timedelta | None = None
+
+
+class MarkerService:
+    def __init__(self, d: Durable, name: str) -> None:
+        self.d, self.name = d, name
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        self.producer = Producer(d.main, self.name)
+        settings = MarkingSettings(
+            marker_id=self.name,
+            cluster=CLUSTER,
+            delivery_delay=d.delivery_delay,
+            retry_window=timedelta(seconds=60),
+            # The service's own test hook: widens the window between the last receipt and
+            # the owner write, where a crash leaves intents whose fence is never reached.
+            pause_after_send=d.pause_after_send,
+        )
+        journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
+        self.marker = Marker(
+            store=self.session, publisher=self.producer, journal=journal, settings=settings
+        )
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        self.producer.closed = True
+        self.d.registry.cancel(self.name)
+
+    async def mark(self, request: MarkRequest) -> MarkResult:
+        """One MarkLedgers call from a broker (the gRPC hop can lose it either way)."""
+        sched = self.d.sched
+        fault = await sched.io(f"grpc {self.name}.Mark {request.owner.path}")
+        if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
+            raise Unavailable(f"{self.name} unreachable")
+        task = self.d.registry.start(self.name, self.marker.mark(request))
+        await asyncio.wait([task])
+        if task.cancelled():
+            raise Unavailable(f"{self.name} crashed during the call")
+        result: MarkResult = task.result()
+        if fault is Fault.AFTER:
+            raise Unavailable(f"{self.name}: answer lost")
+        return result
+
+
+class VerifierService:
+    """The verifier's decision engine; the deleters reach it as their `VerdictSource`."""
+
+    def __init__(self, d: Durable, name: str = "verifier") -> None:
+        self.d, self.name = d, name
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        znodes = MetadataZnodeStore(self.session)
+        objects = S3ObjectStore(S3Client(d.s3, self.name), bucket_check_ttl=0.0)
+        policy = OffloadPolicy(allowed_buckets=d.allowed_buckets, cluster_name=CLUSTER)
+        self.engine = DecisionEngine(
+            store=znodes,
+            owners=OwnerCache(znodes),
+            believed=_NothingBelieved(),
+            offload=OffloadInspector(objects, policy),
+            policy=DecisionPolicy(
+                locations=LedgerLocations,
+                reconciler_min_age=timedelta(seconds=30),
+                open_ledger_age=timedelta(hours=2),
+            ),
+            clock=d.sched.now,
+        )
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        self.d.registry.cancel(self.name)
+
+    async def verify(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        fault = await self.d.sched.io(f"grpc verifier.Verify {pdli.ledger_id}")
+        if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
+            raise VerifierUnreachable("verifier unreachable")
+        task = self.d.registry.start(self.name, self.engine.verify(pdli))
+        await asyncio.wait([task])
+        if task.cancelled():
+            raise VerifierUnreachable("verifier crashed during the call")
+        if fault is Fault.AFTER:
+            raise VerifierUnreachable("verifier: answer lost")
+        return verdict_to_proto(task.result())
+
+
+class DeleterService:
+    def __init__(self, d: Durable, name: str, verifier: VerifierService) -> None:
+        self.d, self.name, self.verifier = d, name, verifier
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        limits = BackendLimits(concurrency=16, per_second=100_000)
+        self.bookkeeper = ZooKeeperLedgerDeleter(self.session, limits=limits)
+        self.s3 = S3OffloadDeleter(
+            S3Client(d.s3, self.name), allowed_buckets=d.allowed_buckets, limits=limits
+        )
+        self.consumers = [Consumer(d.main, self.name), Consumer(d.retry, self.name)]
+        self.producers = [Producer(d.retry, self.name), Producer(d.dlq, self.name)]
+        metrics = DeleterMetrics()
+        handler = Handler(
+            verdicts=self.verifier,
+            backends=Backends(bookkeeper=self.bookkeeper, s3=self.s3),
+            retry_sink=self.producers[0],
+            dead_letter_sink=self.producers[1],
+            policy=SimRetryPolicy(
+                initial_delay=timedelta(seconds=1),
+                max_delay=timedelta(seconds=20),
+                max_retries=6,
+                rng=d.sched.rng,
+            ),
+            max_hold=timedelta(seconds=30),
+            metrics=metrics,
+            clock=d.sched.now,
+        )
+        self.pool = DeleterPool(
+            handler,
+            self.consumers,
+            settings=PoolSettings(max_in_flight=64),
+            metrics=metrics,
+            clock=d.sched.now,
+        )
+        self.stop = asyncio.Event()
+        self.task = d.registry.start(self.name, self.pool.run(self.stop))
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        for producer in self.producers:
+            producer.closed = True
+        for consumer in self.consumers:
+            consumer.closed = True
+            consumer._topic.drop_consumer(consumer)
+        self.d.registry.cancel(self.name)
