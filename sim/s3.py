@@ -79,7 +79,9 @@ class S3Client:
         if fault is Fault.ERROR:
             raise _error("ServiceUnavailable", 503, operation)
         if bucket not in self._s3.buckets:
-            raise _error("NoSuchBucket", 404, operation)
+            # A HEAD has no body: S3 can only answer the status, whose code botocore names "404".
+            code = "404" if operation.startswith("Head") else "NoSuchBucket"
+            raise _error(code, 404, operation)
         return fault
 
     async def _answer(self, fault: Fault, operation: str, bucket: str) -> None:

@@ -28,9 +28,9 @@ class Fault(enum.Enum):
 class FaultRates:
     """Per port call, while faults are on."""
 
-    lost_before: float = 0.03
-    lost_after: float = 0.03
-    error: float = 0.03
+    lost_before: float = 0.015
+    lost_after: float = 0.015
+    error: float = 0.015
     max_delay: float = 0.05
     """Seconds; each call waits a drawn delay up to this (reorders concurrent calls)."""
 

@@ -52,6 +52,8 @@ Copy = tuple[int, str, str]
 
 CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
+MAX_MESSAGES = 1500
+"""Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
 
 
 class Service(Protocol):
@@ -385,6 +387,27 @@ class World:
     # --- the run -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """The run, stopped early (an L2 violation) when its work grows without bound."""
+        main = asyncio.create_task(self._run())
+        watchdog = asyncio.create_task(self._watch_work())
+        await asyncio.wait([main, watchdog], return_when=asyncio.FIRST_COMPLETED)
+        for task in (main, watchdog):
+            task.cancel()
+        await asyncio.gather(main, watchdog, return_exceptions=True)
+        if not main.cancelled() and main.exception() is not None:
+            raise main.exception()  # type: ignore[misc]
+
+    async def _watch_work(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            stored = sum(len(t.entries()) for t in (self.main, self.retry, self.dlq))
+            if stored > MAX_MESSAGES:
+                self.violation("L2", f"{stored} messages stored: the work grows without bound")
+                for service in self.services():
+                    service.crash()
+                return
+
+    async def _run(self) -> None:
         self.setup()
         chaos = asyncio.create_task(self.chaos())
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]

@@ -158,24 +158,26 @@ class ZooKeeper:
         del self.nodes[path]
         parent = self.nodes[_parent(path)]
         del parent.children[path.rsplit("/", 1)[1]]
-        parent.cversion += 1
+        parent.cversion += 1  # "the number of changes to the children" (see docs: a gap)
         self._fire(self._data_watches, path, WatchEvent.DELETED)
         self._fire(self._child_watches, path, WatchEvent.DELETED)
         self._fire(self._child_watches, _parent(path), WatchEvent.CHANGED)
         self.on_write(path, None)
 
-    def multi_delete(self, items: Sequence[tuple[str, int]], by: str = "") -> int | None:
-        """All or nothing: the index of the first failing delete (nothing applied), or None."""
-        # Checked in order against the state as the earlier deletes of the multi leave it.
+    def multi_delete(
+        self, items: Sequence[tuple[str, int]], by: str = ""
+    ) -> tuple[int, MetadataError] | None:
+        """All or nothing: the first failing delete and its error, judged against the state
+        the earlier deletes of the multi leave (nothing applied then), or None."""
         gone: set[str] = set()
         for index, (path, version) in enumerate(items):
             node = self.nodes.get(path)
             if node is None or path in gone:
-                return index
+                return index, NoNode(path)
             if version != ANY_VERSION and node.version != version:
-                return index
+                return index, VersionConflict(path, version)
             if any(f"{path}/{child}" not in gone for child in node.children):
-                return index
+                return index, NotEmpty(path)
             gone.add(path)
         for path, version in items:
             self.delete(path, version=version, by=by)
@@ -373,10 +375,8 @@ class Session:
             if failed is None:
                 decided.update(dict.fromkeys(undecided))
                 break
-            index = undecided[failed]
-            path, version = items[index]
-            decided[index] = self._server.check_delete(path, version) or MetadataError(
-                path, "multi: failed"
-            )
+            position, error = failed
+            index = undecided[position]
+            decided[index] = error
             undecided.remove(index)
         return [decided[i] for i in range(len(items))]
