@@ -15,7 +15,7 @@ import random
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from services.core.errors import Unavailable
 from services.deleter.backends.limits import BackendLimits
@@ -27,6 +27,7 @@ from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import VerifierUnreachable
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings, MarkResult
+from services.marker.metrics import MarkerMetrics
 from services.marker.planning import MarkRequest
 from services.metadata.paths import LedgerLocations
 from services.systopic.retry import RetryPolicy
@@ -43,6 +44,19 @@ from sim.topic import Consumer, Producer, Topic
 from sim.zk import Session, ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
+
+_M = TypeVar("_M")
+_METRICS: dict[str, object] = {}
+"""One metrics object per service name for the whole process: building Prometheus
+collectors costs more than a run, and no decision reads them."""
+
+
+def _metrics(name: str, build: type[_M]) -> _M:
+    found = _METRICS.get(name)
+    if not isinstance(found, build):
+        found = _METRICS[name] = build()
+    return found
+
 
 SERVICE: contextvars.ContextVar[str] = contextvars.ContextVar("sim_service", default="world")
 
@@ -129,7 +143,11 @@ class MarkerService:
         )
         journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
         self.marker = Marker(
-            store=self.session, publisher=self.producer, journal=journal, settings=settings
+            store=self.session,
+            publisher=self.producer,
+            journal=journal,
+            settings=settings,
+            metrics=_metrics(self.name, MarkerMetrics),
         )
         self.up = True
 
@@ -217,7 +235,7 @@ class DeleterService:
         )
         self.consumers = [Consumer(d.main, self.name), Consumer(d.retry, self.name)]
         self.producers = [Producer(d.retry, self.name), Producer(d.dlq, self.name)]
-        metrics = DeleterMetrics()
+        metrics = _metrics(self.name, DeleterMetrics)
         handler = Handler(
             verdicts=self.verifier,
             backends=Backends(bookkeeper=self.bookkeeper, s3=self.s3),
