@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from services.core.errors import TombstoneError
-from services.marker.owners import resolve_owner
+from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.offload import data_object_key, index_object_key, offload_uuid
 from services.metadata.pulsar_formats import (
@@ -106,6 +106,9 @@ class World:
         self.ever: dict[Copy, str] = {}
         """Every copy ever referenced, with its owner path."""
         self.foreign_ledgers: set[int] = set()
+        self.in_creation: list[tuple[TopicState, int]] = []
+        """Ledgers created by a rollover and not listed yet."""
+        self.gone_cursors: list[int] = []
         self.requests = 0
         self.zk.on_write = self._on_owner_write
         self.zk.on_delete = self._on_ledger_delete
@@ -210,16 +213,24 @@ class World:
         rng = self.sched.rng
         for _ in range(rng.randint(3, 8)):
             await asyncio.sleep(rng.uniform(0.0, CHAOS_SECONDS / 6))
-            action = rng.choice(["rollover", "trim", "trim", "offload", "cursor"])
+            action = rng.choice(
+                ["rollover", "trim", "trim", "offload", "cursor", "unsubscribe", "reconcile"]
+            )
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
                 await getattr(self, f"_{action}")(t)
 
     async def _rollover(self, t: TopicState) -> None:
-        info, version = self._ml(t)
+        """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
+        before the ML list names it; a reconciler scan may see it unreferenced meanwhile."""
+        info, _ = self._ml(t)
         if info.ledgerInfo:
             self.cluster.close_ledger(info.ledgerInfo[-1].ledgerId, data_meta(t.ml))
         ledger_id = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        self.in_creation.append((t, ledger_id))
+        await asyncio.sleep(self.sched.rng.uniform(0.0, 2.0))
+        self.in_creation.remove((t, ledger_id))
+        info, version = self._ml(t)
         info.ledgerInfo.add(ledgerId=ledger_id, entries=0, size=0, timestamp=self.sched.now_ms())
         self.cluster.write_ml(t.ml, info, version)
 
@@ -305,6 +316,59 @@ class World:
             self.sched.log(f"cursor switch {old}->{new} failed: {type(exc).__name__}")
             return
         self.sched.log(f"cursor switch {old}->{new}: marked {[i for i, _ in result.marked]}")
+
+    async def _unsubscribe(self, t: TopicState) -> None:
+        """Unsubscribe (`ManagedCursorImpl.asyncDeleteCursor`): the cursor ledger is unlinked
+        through the marker, then the broker removes the cursor znode; the ledger is OPEN."""
+        old = self.cluster.cursor_ledger(t.ml, t.cursor)
+        if old is None or old < 0:
+            return
+        owner = resolve_owner(
+            _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(owner=owner, ledger_ids=(old,), request_id=f"req-{self.requests}")
+        try:
+            result = await self.sched.rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"unsubscribe {t.cursor} failed: {type(exc).__name__}")
+            return
+        if result.marked and result.written:
+            path = cursor_path(t.ml, t.cursor)
+            stat = self.zk.stat(path)
+            if stat is not None:
+                self.zk.delete(path, version=stat.version, by="pulsar")
+            # A new subscription with the same name comes back later with a fresh ledger.
+            self.cluster.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+
+    async def _reconcile(self, t: TopicState) -> None:
+        """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
+        found unreferenced, some of them only in creation (a rollover not listed yet)."""
+        rng = self.sched.rng
+        candidates = sorted(i for tt, i in self.in_creation if tt is t)
+        referenced = {c[0] for c in self.referenced()}
+        candidates += [i for i in range(1, self.cluster.next_ledger) if i not in referenced]
+        candidates = [i for i in candidates if i not in self.foreign_ledgers]
+        if not candidates:
+            return
+        chosen = tuple(sorted(set(rng.sample(candidates, min(2, len(candidates))))))
+        owner = resolve_owner(
+            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(
+            owner=owner,
+            ledger_ids=(),
+            source=_pd.RECONCILER,
+            request_id=f"req-{self.requests}",
+            reconciler_ledgers=tuple(LedgerRef(i) for i in chosen),
+        )
+        try:
+            result = await rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"reconciler {chosen} failed: {type(exc).__name__}")
+            return
+        self.sched.log(f"reconciler {chosen}: sent {[i for i, _ in result.marked]}")
 
     # --- the workload: forged, duplicated and garbage messages ------------------------------
 
@@ -443,6 +507,13 @@ class World:
                 )
         dead = self._dead_lettered()
         referenced = self.referenced()
+        for ledger_id, tier, uuid in sorted(referenced):
+            if tier == LEDGER and self.zk.stat(PATHS.ledger_path(ledger_id)) is None:
+                self.violation("S1", f"ledger {ledger_id} is referenced and gone")
+            if tier == OFFLOAD and data_object_key(uuid, ledger_id) not in self.s3.buckets[BUCKET]:
+                self.violation(
+                    "S1", f"offloaded copy {uuid} of ledger {ledger_id} is referenced and gone"
+                )
         for copy in sorted(self.ever):
             if copy in referenced:
                 continue
