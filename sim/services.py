@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import random
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from services.core.errors import Unavailable
+from services.core.signing import IntentSigner, TrustedKeys
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.s3 import S3OffloadDeleter
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
@@ -36,6 +40,7 @@ from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.offload import OffloadInspector, OffloadPolicy
 from services.verifier.owners import OwnerCache
 from services.verifier.servicer import verdict_to_proto
+from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from sim.pulsar import CLUSTER
 from sim.s3 import S3, S3Client
@@ -120,6 +125,14 @@ class Durable:
     allowed_buckets: frozenset[str]
     delivery_delay: timedelta
     pause_after_send: timedelta | None = None
+    signing: str = "off"
+    """`off`; `optional` (the marker signs, unsigned PDLIs are judged as before);
+    `required` (unsigned or badly signed PDLIs are FORGED)."""
+
+
+# A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
+MARKER_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"tombstone sim").digest())
+KEY_ID = "sim-marker"
 
 
 class MarkerService:
@@ -148,6 +161,7 @@ class MarkerService:
             journal=journal,
             settings=settings,
             metrics=_metrics(self.name, MarkerMetrics),
+            signer=None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID),
         )
         self.up = True
 
@@ -198,6 +212,12 @@ class VerifierService:
                 open_ledger_age=timedelta(hours=2),
             ),
             clock=d.sched.now,
+            signatures=None
+            if d.signing == "off"
+            else SignatureGate(
+                TrustedKeys({KEY_ID: MARKER_KEY.public_key()}),
+                require_signed=d.signing == "required",
+            ),
         )
         self.up = True
 
