@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -32,9 +33,46 @@ class Result:
         for v in self.violations[:5]:
             lines.append(f"  {v.invariant}: {v.detail}")
         first = next((i for i, e in enumerate(self.trace) if "VIOLATION" in e), len(self.trace))
-        lines.append(f"  trace (events {max(0, first - events)}..{first}):")
-        lines += [f"    {e}" for e in self.trace[max(0, first - events) : first + 1]]
+        focus = _ledger_of(self.violations[0].detail) if self.violations else None
+        if focus is not None:
+            # The events that name the ledger, plus crashes and the heal: usually a handful.
+            marks = _ledger_marks(focus)
+            shown = [
+                e
+                for e in self.trace[: first + 1]
+                if any(m in e for m in marks) or " crash " in e or e.endswith(" heal")
+            ]
+            lines.append(f"  events naming ledger {focus}, crashes and the heal:")
+        else:
+            shown = self.trace[max(0, first - events) : first + 1]
+            lines.append(f"  the last {len(shown)} events:")
+        lines += [f"    {e}" for e in shown]
         return "\n".join(lines)
+
+
+def _ledger_of(detail: str) -> int | None:
+    found = re.search(r"ledger (\d+)|/L(\d{4,})\b|-ledger-(\d+)", detail)
+    if found is None:
+        return None
+    return int(next(g for g in found.groups() if g is not None))
+
+
+def _ledger_marks(ledger_id: int) -> tuple[str, ...]:
+    return (
+        f"/L{ledger_id:04d}",
+        f"-ledger-{ledger_id}",
+        f"key={ledger_id}",
+        f"Verify {ledger_id}",
+        f"verdict {ledger_id} ",
+        f"({ledger_id},",
+        f"({ledger_id},)",
+        f" {ledger_id})",
+        f"[{ledger_id},",
+        f"[{ledger_id}]",
+        f" {ledger_id}]",
+        f" {ledger_id}->",
+        f"->{ledger_id}:",
+    )
 
 
 @contextlib.contextmanager

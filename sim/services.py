@@ -236,7 +236,13 @@ class VerifierService:
             raise VerifierUnreachable("verifier crashed during the call")
         if fault is Fault.AFTER:
             raise VerifierUnreachable("verifier: answer lost")
-        return verdict_to_proto(task.result())
+        response = verdict_to_proto(task.result())
+        decision = _vf.Decision.Name(response.decision)
+        if response.decision == _vf.SKIP:
+            decision += " " + _vf.SkipReason.Name(response.skip_reason)
+        tier = _pd.LedgerType.Name(pdli.ledger_type)
+        self.d.sched.log(f"verdict {pdli.ledger_id} {tier}: {decision} {response.reason[:60]}")
+        return response
 
 
 class DeleterService:

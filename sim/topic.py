@@ -187,6 +187,7 @@ class Consumer:
             return
         if fault is not Fault.BEFORE and fault is not Fault.ERROR:
             entry.state, entry.holder = ACKED, None
+            self._sched.log(f"acked {entry.message_id} key={entry.key}")
         if fault is not Fault.NONE:
             # Acks are fire-and-forget: a dropped connection loses them silently and the broker
             # redelivers everything this consumer held.
