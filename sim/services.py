@@ -27,6 +27,7 @@ from services.deleter.backends.s3 import S3OffloadDeleter
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.handling import Backends, Handler
 from services.deleter.metrics import DeleterMetrics
+from services.deleter.outage import Dependency, OutageGate
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import VerifierUnreachable
 from services.marker.journal import ReceiptJournal
@@ -126,6 +127,9 @@ class Durable:
     delivery_delay: timedelta
     pause_after_send: timedelta | None = None
     signing: str = "off"
+    outage_gate: bool = False
+    """Run the deleters with their outage gate (held messages, probes) or without (an
+    outage is an ordinary RETRY)."""
     """`off`; `optional` (the marker signs, unsigned PDLIs are judged as before);
     `required` (unsigned or badly signed PDLIs are FORGED)."""
 
@@ -226,6 +230,12 @@ class VerifierService:
         self.session.close()
         self.d.registry.cancel(self.name)
 
+    async def probe(self) -> None:
+        """The deleter's outage probe of the verifier (a health call)."""
+        fault = await self.d.sched.io("grpc verifier.Health")
+        if not self.up or fault is not Fault.NONE:
+            raise VerifierUnreachable("verifier unreachable")
+
     async def verify(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
         fault = await self.d.sched.io(f"grpc verifier.Verify {pdli.ledger_id}")
         if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
@@ -262,6 +272,14 @@ class DeleterService:
         self.consumers = [Consumer(d.main, self.name), Consumer(d.retry, self.name)]
         self.producers = [Producer(d.retry, self.name), Producer(d.dlq, self.name)]
         metrics = _metrics(self.name, DeleterMetrics)
+        gate = None
+        if d.outage_gate:
+            probes = {
+                Dependency.VERIFIER: self.verifier.probe,
+                Dependency.ZOOKEEPER: self.bookkeeper.probe,
+                Dependency.S3: self.s3.probe,
+            }
+            gate = OutageGate(probes, metrics=metrics, clock=d.sched.now)
         handler = Handler(
             verdicts=self.verifier,
             backends=Backends(bookkeeper=self.bookkeeper, s3=self.s3),
@@ -275,6 +293,7 @@ class DeleterService:
             ),
             max_hold=timedelta(seconds=30),
             metrics=metrics,
+            outage=gate,
             clock=d.sched.now,
         )
         self.pool = DeleterPool(
@@ -282,6 +301,7 @@ class DeleterService:
             self.consumers,
             settings=PoolSettings(max_in_flight=64),
             metrics=metrics,
+            outage=gate,
             clock=d.sched.now,
         )
         self.stop = asyncio.Event()

@@ -100,6 +100,7 @@ class World:
             timedelta(seconds=sched.rng.choice([0.05, 0.5, 3.0])),
             sched.rng.choice([None, timedelta(seconds=0.5), timedelta(seconds=2)]),
             sched.rng.choice(["off", "optional", "required"]),
+            sched.rng.random() < 0.5,
         )
         self.violations: list[Violation] = []
         self.owners: dict[str, frozenset[Copy]] = {}
