@@ -80,6 +80,8 @@ class Cluster:
         self.s3 = s3
         self.next_ledger = 1
         self.next_uuid = 1
+        self.data_ledgers: dict[int, str] = {}
+        """Data ledgers (not cursor ledgers) by id, with the ML their metadata names."""
         zk.create(f"{PATHS.root}/LAYOUT", layout_text(LedgerLayout.HIERARCHICAL), make_parents=True)
         zk.create("/managed-ledgers")
         s3.buckets[BUCKET] = {}
@@ -88,6 +90,8 @@ class Cluster:
     def new_ledger(self, custom: dict[str, bytes], *, closed: bool) -> int:
         ledger_id = self.next_ledger
         self.next_ledger += 1
+        if "pulsar/cursor" not in custom and "pulsar/managed-ledger" in custom:
+            self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
         self.zk.create(
             PATHS.ledger_path(ledger_id),
             ledger_bytes(ledger_id, custom, closed=closed),

@@ -205,9 +205,11 @@ class World:
     def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
         path = cursor_path(t.ml, t.cursor)
         stat = self.zk.stat(path)
-        assert stat is not None
         data = encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=ledger_id))
-        self.zk.set(path, data, version=stat.version)
+        if stat is None:  # a new subscription after an unsubscribe
+            self.zk.create(path, data)
+        else:
+            self.zk.set(path, data, version=stat.version)
 
     # --- the workload: brokers -------------------------------------------------------------
 
@@ -216,7 +218,16 @@ class World:
         for _ in range(rng.randint(3, 8)):
             await asyncio.sleep(rng.uniform(0.0, CHAOS_SECONDS / 6))
             action = rng.choice(
-                ["rollover", "trim", "trim", "offload", "cursor", "unsubscribe", "reconcile"]
+                [
+                    "rollover",
+                    "trim",
+                    "trim",
+                    "offload",
+                    "cursor",
+                    "unsubscribe",
+                    "reconcile",
+                    "delete_topic",
+                ]
             )
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
@@ -319,12 +330,12 @@ class World:
             return
         self.sched.log(f"cursor switch {old}->{new}: marked {[i for i, _ in result.marked]}")
 
-    async def _unsubscribe(self, t: TopicState) -> None:
+    async def _unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Unsubscribe (`ManagedCursorImpl.asyncDeleteCursor`): the cursor ledger is unlinked
         through the marker, then the broker removes the cursor znode; the ledger is OPEN."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
         if old is None or old < 0:
-            return
+            return True  # no cursor ledger to unlink
         owner = resolve_owner(
             _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
         )
@@ -334,23 +345,63 @@ class World:
             result = await self.sched.rng.choice(self.markers).mark(request)
         except TombstoneError as exc:
             self.sched.log(f"unsubscribe {t.cursor} failed: {type(exc).__name__}")
-            return
-        if result.marked and result.written:
-            path = cursor_path(t.ml, t.cursor)
+            return False
+        if not (result.marked and result.written):
+            return False
+        path = cursor_path(t.ml, t.cursor)
+        stat = self.zk.stat(path)
+        if stat is not None:
+            self.zk.delete(path, version=stat.version, by="pulsar")
+        if recreate:
+            # A new subscription with the same name comes back later with a fresh ledger.
+            self.cluster.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+        return True
+
+    async def _delete_topic(self, t: TopicState) -> None:
+        """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
+        marker, then the broker removes the cursor and ML znodes; the topic is created again
+        under the same name (new znodes at version 0, new ledgers)."""
+        if not await self._unsubscribe(t, recreate=False):
+            return  # the cursor ledger is still referenced: Pulsar does not go on
+        info, version = self._ml(t)
+        ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
+        if ledger_ids:
+            owner = resolve_owner(
+                _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+            )
+            self.requests += 1
+            request = MarkRequest(
+                owner=owner, ledger_ids=ledger_ids, request_id=f"req-{self.requests}"
+            )
+            try:
+                result = await self.sched.rng.choice(self.markers).mark(request)
+            except TombstoneError as exc:
+                self.sched.log(f"delete topic {t.ml} failed: {type(exc).__name__}")
+                return
+            if len(result.marked) != len(ledger_ids) or not result.written:
+                return
+        for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
             stat = self.zk.stat(path)
             if stat is not None:
                 self.zk.delete(path, version=stat.version, by="pulsar")
-            # A new subscription with the same name comes back later with a fresh ledger.
-            self.cluster.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+        self.sched.log(f"topic {t.ml} deleted; created again")
+        self.cluster.create_topic(t.ml, t.cursor)
+        info, version = self._ml(t)
+        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
+        self.cluster.write_ml(t.ml, info, version)
 
     async def _reconcile(self, t: TopicState) -> None:
         """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
         found unreferenced, some of them only in creation (a rollover not listed yet)."""
         rng = self.sched.rng
-        candidates = sorted(i for tt, i in self.in_creation if tt is t)
+        # What a scan finds: the topic's data ledgers no owner lists, in creation or orphaned.
         referenced = {c[0] for c in self.referenced()}
-        candidates += [i for i in range(1, self.cluster.next_ledger) if i not in referenced]
-        candidates = [i for i in candidates if i not in self.foreign_ledgers]
+        candidates = [
+            i
+            for i, ml in sorted(self.cluster.data_ledgers.items())
+            if ml == t.ml and i not in referenced
+        ]
         if not candidates:
             return
         chosen = tuple(sorted(set(rng.sample(candidates, min(2, len(candidates))))))
