@@ -109,12 +109,10 @@ def run_seed(seed: int, mutant: str | None = None) -> Result:
             buckets = frozenset({BUCKET, FOREIGN_BUCKET}) if allow_all_buckets else None
             world = World(seed, allowed_buckets=buckets or frozenset({BUCKET}))
             loop.set_task_factory(world.registry.factory)  # type: ignore[arg-type]
-            asyncio.set_event_loop(loop)
             with _virtual_time(world):
                 loop.run_until_complete(world.run())
                 _cancel_rest(loop)
     finally:
-        asyncio.set_event_loop(None)
         loop.close()
     return Result(seed, world.violations, world.sched.trace)
 
