@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 
 from sim.mutants import MUTANTS
@@ -34,7 +35,12 @@ MUTANT_BUDGETS = {
 
 def _one(args: tuple[int, str | None]) -> tuple[int, list[str], str]:
     seed, mutant = args
-    result = run_seed(seed, mutant)
+    try:
+        result = run_seed(seed, mutant)
+    except Exception:
+        # A crash of the harness itself is reported like a violation, with its traceback.
+        return seed, ["harness"], f"seed {seed}: the harness failed\n{traceback.format_exc()}"
+
     return (
         seed,
         [v.invariant for v in result.violations],

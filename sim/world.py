@@ -460,9 +460,13 @@ class World:
             pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))
         elif kind == "listed":
             info, _ = self._ml(t)
+            if not info.ledgerInfo:
+                return None
             pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
         else:  # look-alike objects of another environment, named by a fresh uuid
             info, _ = self._ml(t)
+            if not info.ledgerInfo:
+                return None
             ledger_id = rng.choice(info.ledgerInfo).ledgerId
             uuid = self.cluster.new_uuid()
             self.cluster.upload(FOREIGN_BUCKET, uuid, ledger_id, t.ml)
