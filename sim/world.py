@@ -52,7 +52,7 @@ Copy = tuple[int, str, str]
 
 CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
-MAX_MESSAGES = 1500
+MAX_MESSAGES = 5000
 """Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
 
 
@@ -344,8 +344,11 @@ class World:
         try:
             result = await self.sched.rng.choice(self.markers).mark(request)
         except TombstoneError as exc:
-            self.sched.log(f"unsubscribe {t.cursor} failed: {type(exc).__name__}")
+            self.sched.log(f"unsubscribe {t.cursor} [{old}] failed: {type(exc).__name__}")
             return False
+        self.sched.log(
+            f"unsubscribe {t.cursor}: cursor ledger [{old}] marked {[i for i, _ in result.marked]}"
+        )
         if not (result.marked and result.written):
             return False
         path = cursor_path(t.ml, t.cursor)
@@ -376,8 +379,12 @@ class World:
             try:
                 result = await self.sched.rng.choice(self.markers).mark(request)
             except TombstoneError as exc:
-                self.sched.log(f"delete topic {t.ml} failed: {type(exc).__name__}")
+                self.sched.log(
+                    f"delete topic {t.ml} {list(ledger_ids)} failed: {type(exc).__name__}"
+                )
                 return
+            marked = [i for i, _ in result.marked]
+            self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
             if len(result.marked) != len(ledger_ids) or not result.written:
                 return
         for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
