@@ -137,6 +137,8 @@ class Durable:
 # A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
 MARKER_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"tombstone sim").digest())
 KEY_ID = "sim-marker"
+MAX_RETRIES = 6
+"""The deleters' retry budget."""
 
 
 class MarkerService:
@@ -288,7 +290,7 @@ class DeleterService:
             policy=SimRetryPolicy(
                 initial_delay=timedelta(seconds=1),
                 max_delay=timedelta(seconds=20),
-                max_retries=6,
+                max_retries=MAX_RETRIES,
                 rng=d.sched.rng,
             ),
             max_hold=timedelta(seconds=30),

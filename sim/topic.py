@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from services.core.errors import Unavailable
@@ -59,6 +59,8 @@ class Topic:
     """The client's dead-letter topic (the DLQ), None for the DLQ itself."""
     log: list[list[Entry]] = field(default_factory=list)
     last_sequence: dict[str, int] = field(default_factory=dict)
+    on_append: Callable[[Entry], None] | None = None
+    """Called with each stored message (the checks follow retry chains with it)."""
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _ledger: int = 0
 
@@ -84,6 +86,8 @@ class Topic:
             available_at=self.sched.now(),
         )
         entries.append(entry)
+        if self.on_append is not None:
+            self.on_append(entry)
         if self.backstop is None:
             reason = message.properties.get("deadLetterReason", "backstop")
             self.sched.log(f"dead-lettered key={message.partition_key} ({reason})")

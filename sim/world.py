@@ -21,6 +21,7 @@ from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
+from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
 from sim.pulsar import (
     BUCKET,
     CLUSTER,
@@ -36,13 +37,14 @@ from sim.pulsar import (
 from sim.s3 import S3
 from sim.scheduler import Scheduler
 from sim.services import (
+    MAX_RETRIES,
     DeleterService,
     Durable,
     MarkerService,
     Registry,
     VerifierService,
 )
-from sim.topic import ACKED, Producer, Topic
+from sim.topic import ACKED, Entry, Producer, Topic
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -112,6 +114,10 @@ class World:
         """Ledgers created by a rollover and not listed yet."""
         self.gone_cursors: list[int] = []
         self.requests = 0
+        self._violated: asyncio.Event | None = None
+        self.retry.on_append = self._on_retry_copy
+        self.chain: dict[str, int] = {}
+        """Retry copies by message id: how many retries led to each."""
         self.zk.on_write = self._on_owner_write
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
@@ -163,9 +169,19 @@ class World:
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
 
+    def _on_retry_copy(self, entry: Entry) -> None:
+        """L2, nothing retried forever: a chain of retry copies (each naming the message it
+        copies) never grows longer than the deleter's retry budget."""
+        depth = self.chain.get(entry.properties.get(PROP_ORIGIN_MESSAGE_ID, ""), 0) + 1
+        self.chain[entry.message_id] = depth
+        if depth == MAX_RETRIES + 1:
+            self.violation("L2", f"key={entry.key} retried {depth} times (budget {MAX_RETRIES})")
+
     def violation(self, invariant: str, detail: str) -> None:
         self.sched.log(f"VIOLATION {invariant}: {detail}")
         self.violations.append(Violation(invariant, detail))
+        if self._violated is not None:
+            self._violated.set()
 
     # --- the cluster -----------------------------------------------------------------------
 
@@ -516,12 +532,14 @@ class World:
 
     async def run(self) -> None:
         """The run, stopped early (an L2 violation) when its work grows without bound."""
+        self._violated = asyncio.Event()
         main = asyncio.create_task(self._run())
         watchdog = asyncio.create_task(self._watch_work())
-        await asyncio.wait([main, watchdog], return_when=asyncio.FIRST_COMPLETED)
-        for task in (main, watchdog):
+        stop = asyncio.create_task(self._violated.wait())  # the first violation ends the run
+        await asyncio.wait([main, watchdog, stop], return_when=asyncio.FIRST_COMPLETED)
+        for task in (main, watchdog, stop):
             task.cancel()
-        await asyncio.gather(main, watchdog, return_exceptions=True)
+        await asyncio.gather(main, watchdog, stop, return_exceptions=True)
         if not main.cancelled() and main.exception() is not None:
             raise main.exception()  # type: ignore[misc]
 
