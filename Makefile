@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: fuzz model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
+.PHONY: sim sim-mutants sim-long fuzz model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -62,3 +62,20 @@ compose-smoke:
 # The reconciler for spark-submit: dist/tombstone-spark.zip (--py-files) and the driver script.
 dist-spark: setup
 	$(PY) scripts/dist_spark.py --out dist
+
+# The deterministic simulation (docs/simulation.md): `make sim SEEDS=N` runs seeds 0..N-1,
+# `make sim SEED=s` replays one seed with its full trace, `make sim-mutants` hunts the planted
+# bugs, `make sim-long` runs 100,000 seeds in the background into build/sim-long.txt.
+SEEDS ?= 2000
+sim: setup
+	@if [ -n "$(SEED)" ]; then PYTHONHASHSEED=0 $(PY) -m sim --seed $(SEED); \
+	else PYTHONHASHSEED=0 $(PY) -m sim --seeds $(SEEDS); fi
+
+sim-mutants: setup
+	PYTHONHASHSEED=0 $(PY) -m sim --mutants
+
+sim-long: setup
+	@mkdir -p build
+	PYTHONHASHSEED=0 nohup $(PY) -m sim --seeds 100000 --summary build/sim-long.txt \
+		> build/sim-long.log 2>&1 &
+	@echo "sim-long: running in the background; summary in build/sim-long.txt"

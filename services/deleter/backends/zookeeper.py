@@ -113,12 +113,29 @@ class ZooKeeperLedgerDeleter:
         return None
 
     async def _delete_batch(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
-        # One request, whatever its size: already paced, and the batcher holds its place.
-        outcomes = await self._store.delete_many(items)
-        if self._multi and any(isinstance(outcome, Unsupported) for outcome in outcomes):
+        """One multi per round with each path at most once. Two deletes of one path in a multi
+        (the same PDLI delivered twice, or two PDLIs of one ledger, verified at once) would
+        judge the second against the first one's removal: `NoNode`, which ZooKeeper then rolls
+        back with the failed multi. That is no proof of absence, yet it reads as "already
+        deleted" and the PDLI would be acknowledged with the ledger still there. So identical
+        items share one outcome, and another version of a path waits for the next round."""
+        outcomes: dict[tuple[str, int], MetadataError | None] = {}
+        pending = list(dict.fromkeys(items))
+        while pending:
+            paths: set[str] = set()
+            now: list[tuple[str, int]] = []
+            later: list[tuple[str, int]] = []
+            for item in pending:
+                (later if item[0] in paths else now).append(item)
+                paths.add(item[0])
+            # One request per round, whatever its size: already paced, and the batcher holds
+            # the places of every item in it.
+            outcomes.update(zip(now, await self._store.delete_many(now), strict=True))
+            pending = later
+        if self._multi and any(isinstance(outcome, Unsupported) for outcome in outcomes.values()):
             self._multi = False
             _log.warning("zookeeper_multi_unsupported", fallback="one delete per request")
-        return outcomes
+        return [outcomes[item] for item in items]
 
     def _check(self, ledger_id: int, path: str, version: int) -> None:
         """The evidence must name this ledger at one of its paths under our root and the

@@ -1,0 +1,63 @@
+"""An asyncio event loop on virtual time: when nothing is ready it jumps to the next timer.
+
+The selector never blocks: `select(timeout)` advances the clock by `timeout` and returns no
+events. So `asyncio.sleep(300)` costs one loop iteration, and a run's timing depends only on
+the scheduler's draws, never on the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Mapping
+from typing import Any
+
+
+class Deadlock(RuntimeError):
+    """Nothing is ready and no timer is pending: the simulated system waits forever."""
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    def __init__(self, loop: VirtualLoop) -> None:
+        self._loop = loop
+        self._keys: dict[Any, selectors.SelectorKey] = {}
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = selectors.SelectorKey(fileobj, 0, events, data)
+        self._keys[fileobj] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._keys.pop(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        self._keys[fileobj] = key = selectors.SelectorKey(fileobj, 0, events, data)
+        return key
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            raise Deadlock("no task is ready and no timer is pending")
+        if timeout > 0:
+            self._loop.advance(timeout)
+        return []
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self._keys
+
+    def close(self) -> None:
+        self._keys.clear()
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    """`time()` is virtual seconds since the start of the run."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        super().__init__(_VirtualSelector(self))
+        self._clock_resolution = 1e-9
+
+    def time(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds

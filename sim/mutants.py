@@ -1,0 +1,137 @@
+"""Planted bugs, each switched on at run time by swapping a function or a constant of the
+real module (no code is edited; each is undone when the run ends).
+
+`make sim-mutants` runs each until the simulation finds it (docs/simulation.md has the table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import services.deleter.backends.zookeeper as zk_backend
+import services.deleter.handling as handling
+import services.metadata.pulsar_names as pulsar_names
+import services.verifier.decision as decision
+import services.verifier.store_adapter as store_adapter
+from services.core.errors import Unavailable
+from services.metadata.store import ANY_VERSION
+from services.systopic.retry import PROP_RETRY_COUNT
+from services.verifier.model import SkipReason, skip
+from tombstone.v1 import verifier_pb2 as _vf
+
+
+def _patch(target: Any, name: str, value: Any) -> Callable[[], None]:
+    old = getattr(target, name)
+    setattr(target, name, value)
+    return lambda: setattr(target, name, old)
+
+
+def _ack_unsettled_skips() -> Callable[[], None]:
+    """The deleter acknowledges SKIP INVALID and MISMATCH instead of dead-lettering them."""
+    settled = handling._SETTLED_SKIPS | {_vf.INVALID, _vf.MISMATCH}
+    return _patch(handling, "_SETTLED_SKIPS", settled)
+
+
+def _timeout_as_absent() -> Callable[[], None]:
+    """The verifier reads a znode that did not answer as absent."""
+    original = store_adapter.MetadataZnodeStore.read
+
+    async def read(self: Any, path: str, *, watch: Any = None) -> Any:
+        try:
+            return await original(self, path, watch=watch)
+        except Unavailable:
+            return None
+
+    return _patch(store_adapter.MetadataZnodeStore, "read", read)
+
+
+def _no_fence_token() -> Callable[[], None]:
+    """PIP-186's original rule: a listed ledger is SKIP IN_USE whatever the owner's version."""
+    original = decision._in_use
+
+    def in_use(target: Any, owner: Any, *, fence: bool = True) -> Any:
+        return original(target, owner, fence=False)
+
+    return _patch(decision, "_in_use", in_use)
+
+
+def _any_version_delete() -> Callable[[], None]:
+    """The deleter removes the ledger znode at any version, not the one the verifier saw."""
+    original = zk_backend.ZooKeeperLedgerDeleter._delete
+
+    async def delete(self: Any, path: str, version: int) -> Any:
+        return await original(self, path, ANY_VERSION)
+
+    return _patch(zk_backend.ZooKeeperLedgerDeleter, "_delete", delete)
+
+
+def _ack_before_delete() -> Callable[[], None]:
+    """The deleter acknowledges a message as soon as it is received, then works on it."""
+    from services.deleter.pool import DeleterPool
+
+    original = DeleterPool._process
+
+    async def process(self: Any, source: Any, tracker: Any) -> None:
+        await self._handler._acknowledge(source, tracker.message)
+        await original(self, source, tracker)
+
+    return _patch(DeleterPool, "_process", process)
+
+
+def _open_in_use() -> Callable[[], None]:
+    """An OPEN ledger is taken as in use (SKIP IN_USE, acknowledged)."""
+
+    def verdict(*args: Any, **kwargs: Any) -> Any:
+        return skip(SkipReason.IN_USE, "open", "ledger is OPEN")
+
+    return _patch(decision, "open_ledger_verdict", verdict)
+
+
+def _drop_retry_count() -> Callable[[], None]:
+    """The retry copy loses its retry count: every redelivery starts the budget afresh."""
+    original = getattr(handling, "retry_message")  # noqa: B009 - not re-exported
+
+    def retry_message(*args: Any, **kwargs: Any) -> Any:
+        message = original(*args, **kwargs)
+        properties = {k: v for k, v in message.properties.items() if k != PROP_RETRY_COUNT}
+        return message._replace(properties=properties)
+
+    return _patch(handling, "retry_message", retry_message)
+
+
+def _dot_segments() -> Callable[[], None]:
+    """Names with `.` or `..` segments are accepted as canonical."""
+    return _patch(pulsar_names, "_DOT_SEGMENTS", frozenset())
+
+
+def _no_bucket_allow_list() -> Callable[[], None]:
+    """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
+    return lambda: None
+
+
+MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
+    "ack-invalid-mismatch": _ack_unsettled_skips,
+    "timeout-as-absent": _timeout_as_absent,
+    "no-fence-token": _no_fence_token,
+    "any-version-delete": _any_version_delete,
+    "no-bucket-allow-list": _no_bucket_allow_list,
+    "ack-before-delete": _ack_before_delete,
+    "open-in-use": _open_in_use,
+    "drop-retry-count": _drop_retry_count,
+    "dot-segments": _dot_segments,
+}
+
+
+@contextlib.contextmanager
+def applied(name: str | None) -> Iterator[bool]:
+    """Switch the mutant `name` on for the block; yields whether every bucket is allowed."""
+    if name is None:
+        yield False
+        return
+    undo = MUTANTS[name]()
+    try:
+        yield name == "no-bucket-allow-list"
+    finally:
+        undo()

@@ -1,0 +1,158 @@
+"""What Pulsar writes, as Pulsar writes it (fixtures for the simulated cluster).
+
+- The ML znode `/managed-ledgers/<ml>`: `ManagedLedgerInfo` (`MLDataFormats.proto`), written by
+  `MetaStoreImpl.asyncUpdateLedgerIds` with the version the broker holds.
+- A cursor znode `/managed-ledgers/<ml>/<cursor>`: `ManagedCursorInfo.cursorsLedgerId`, switched
+  by `ManagedCursorImpl.switchToNewLedger` (the old cursor ledger is left OPEN).
+- A ledger znode at the hybrid hierarchical path (Pulsar >= 2.10's `PulsarLedgerManager`):
+  BookKeeper's `LedgerMetadataFormat` v3 with the custom metadata of
+  `ManagedLedgerImpl.createLedgerAfterClosed` (`application`, `component`,
+  `pulsar/managed-ledger`) or of the cursor (`pulsar/cursor` too); a ledger created before
+  Pulsar 2.2 has no custom metadata.
+- Offloaded objects `<uuid>-ledger-<id>` and `-index` (`BlobStoreManagedLedgerOffloader.offload`)
+  with the user metadata `managedLedgerName` and `pulsarClusterName` (Pulsar >= 2.10), and the
+  ledger's `OffloadContext` (uuid bits, `complete`, `bookkeeperDeleted`, driver metadata with
+  the bucket) written by `ManagedLedgerImpl.offloadLoop`.
+"""
+
+from __future__ import annotations
+
+from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
+from services.metadata.offload import data_object_key, index_object_key, uuid_to_bits
+from services.metadata.paths import LedgerLayout, LedgerPaths, layout_text
+from services.metadata.pulsar_formats import (
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
+    decode_cursor_info,
+    decode_managed_ledger_info,
+    encode_cursor_info,
+    encode_managed_ledger_info,
+)
+from services.metadata.pulsar_names import cursor_path, managed_ledger_path
+from sim.s3 import S3
+from sim.zk import ZooKeeper
+
+PATHS = LedgerPaths()
+CLUSTER = "sim"
+BUCKET = "offload"
+FOREIGN_BUCKET = "staging-offload"
+"""A bucket of another environment with look-alike objects: never on the allow-list."""
+DRIVER = "aws-s3"
+
+
+def data_meta(ml: str) -> dict[str, bytes]:
+    return {
+        "application": b"pulsar",
+        "component": b"managed-ledger",
+        "pulsar/managed-ledger": ml.encode(),
+    }
+
+
+def cursor_meta(ml: str, cursor: str) -> dict[str, bytes]:
+    return {**data_meta(ml), "pulsar/cursor": cursor.encode()}
+
+
+def foreign_meta() -> dict[str, bytes]:
+    """A ledger of another BookKeeper application (DistributedLog) in the same cluster."""
+    return {"application": b"distributedlog", "component": b"log-segment"}
+
+
+def ledger_bytes(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> bytes:
+    return encode_ledger_metadata(
+        LedgerMetadata(
+            ledger_id=ledger_id,
+            ensemble_size=1,
+            write_quorum=1,
+            ack_quorum=1,
+            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
+            length=100 if closed else 0,
+            last_entry_id=9 if closed else -1,
+            custom_metadata=custom,
+        )
+    )
+
+
+class Cluster:
+    """The Pulsar side: topics, their ledgers and offloads, written directly (no faults)."""
+
+    def __init__(self, zk: ZooKeeper, s3: S3) -> None:
+        self.zk = zk
+        self.s3 = s3
+        self.next_ledger = 1
+        self.next_uuid = 1
+        self.data_ledgers: dict[int, str] = {}
+        """Data ledgers (not cursor ledgers) by id, with the ML their metadata names."""
+        zk.create(f"{PATHS.root}/LAYOUT", layout_text(LedgerLayout.HIERARCHICAL), make_parents=True)
+        zk.create("/managed-ledgers")
+        s3.buckets[BUCKET] = {}
+        s3.buckets[FOREIGN_BUCKET] = {}
+
+    def new_ledger(self, custom: dict[str, bytes], *, closed: bool) -> int:
+        ledger_id = self.next_ledger
+        self.next_ledger += 1
+        if "pulsar/cursor" not in custom and "pulsar/managed-ledger" in custom:
+            self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
+        self.zk.create(
+            PATHS.ledger_path(ledger_id),
+            ledger_bytes(ledger_id, custom, closed=closed),
+            make_parents=True,
+        )
+        return ledger_id
+
+    def close_ledger(self, ledger_id: int, custom: dict[str, bytes]) -> None:
+        path = PATHS.ledger_path(ledger_id)
+        stat = self.zk.stat(path)
+        if stat is not None:
+            self.zk.set(path, ledger_bytes(ledger_id, custom, closed=True), version=stat.version)
+
+    def new_uuid(self) -> str:
+        n = self.next_uuid
+        self.next_uuid += 1
+        return f"00000000-0000-4000-8000-{n:012d}"
+
+    def upload(self, bucket: str, uuid: str, ledger_id: int, ml: str) -> None:
+        meta = {"managedledgername": ml, "pulsarclustername": CLUSTER}
+        self.s3.put(bucket, data_object_key(uuid, ledger_id), b"data", meta)
+        self.s3.put(bucket, index_object_key(uuid, ledger_id), b"index", meta)
+
+    # --- reading owners (the checks and the brokers) ---------------------------------------
+
+    def ml_info(self, ml: str) -> tuple[ManagedLedgerInfo, int] | None:
+        path = managed_ledger_path(ml)
+        node = self.zk.nodes.get(path)
+        if node is None:
+            return None
+        return decode_managed_ledger_info(node.data, path=path), node.version
+
+    def write_ml(self, ml: str, info: ManagedLedgerInfo, version: int) -> int:
+        return self.zk.set(
+            managed_ledger_path(ml), encode_managed_ledger_info(info), version=version
+        )
+
+    def cursor_ledger(self, ml: str, cursor: str) -> int | None:
+        path = cursor_path(ml, cursor)
+        node = self.zk.nodes.get(path)
+        if node is None:
+            return None
+        return decode_cursor_info(node.data, path=path).cursorsLedgerId
+
+    def create_topic(self, ml: str, cursor: str) -> None:
+        self.zk.create(
+            managed_ledger_path(ml),
+            encode_managed_ledger_info(ManagedLedgerInfo()),
+            make_parents=True,
+        )
+        self.zk.create(
+            cursor_path(ml, cursor), encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1))
+        )
+
+
+def set_offload(
+    entry: ManagedLedgerInfo.LedgerInfo, uuid: str, *, complete: bool, bk_deleted: bool, bucket: str
+) -> None:
+    ctx = entry.offloadContext
+    ctx.uidMsb, ctx.uidLsb = uuid_to_bits(uuid)
+    ctx.complete, ctx.bookkeeperDeleted = complete, bk_deleted
+    ctx.driverMetadata.name = DRIVER
+    del ctx.driverMetadata.properties[:]
+    ctx.driverMetadata.properties.add(key="bucket", value=bucket)

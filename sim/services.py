@@ -1,0 +1,321 @@
+"""The real services, wired to the in-memory ports, each crashable and restartable.
+
+A service's tasks are found by a context variable that every task it creates inherits (the
+loop's task factory records it), so a crash cancels exactly that service's work at whatever
+await point it is, closes its sessions, consumers and producers (nothing it does afterwards
+reaches durable state), and a restart builds it afresh: in-memory state (journal, caches,
+batches) is lost, durable state (ZooKeeper, the topics, S3) is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from services.core.errors import Unavailable
+from services.core.signing import IntentSigner, TrustedKeys
+from services.deleter.backends.limits import BackendLimits
+from services.deleter.backends.s3 import S3OffloadDeleter
+from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
+from services.deleter.handling import Backends, Handler
+from services.deleter.metrics import DeleterMetrics
+from services.deleter.outage import Dependency, OutageGate
+from services.deleter.pool import DeleterPool, PoolSettings
+from services.deleter.ports import VerifierUnreachable
+from services.marker.journal import ReceiptJournal
+from services.marker.marking import Marker, MarkingSettings, MarkResult
+from services.marker.metrics import MarkerMetrics
+from services.marker.planning import MarkRequest
+from services.metadata.paths import LedgerLocations
+from services.systopic.retry import RetryPolicy
+from services.verifier._s3 import S3ObjectStore
+from services.verifier.decision import DecisionEngine, DecisionPolicy
+from services.verifier.offload import OffloadInspector, OffloadPolicy
+from services.verifier.owners import OwnerCache
+from services.verifier.servicer import verdict_to_proto
+from services.verifier.signatures import SignatureGate
+from services.verifier.store_adapter import MetadataZnodeStore
+from sim.pulsar import CLUSTER
+from sim.s3 import S3, S3Client
+from sim.scheduler import Fault, Scheduler
+from sim.topic import Consumer, Producer, Topic
+from sim.zk import Session, ZooKeeper
+from tombstone.v1 import pending_delete_pb2 as _pd
+from tombstone.v1 import verifier_pb2 as _vf
+
+_M = TypeVar("_M")
+_METRICS: dict[str, object] = {}
+"""One metrics object per service name for the whole process: building Prometheus
+collectors costs more than a run, and no decision reads them."""
+
+
+def _metrics(name: str, build: type[_M]) -> _M:
+    found = _METRICS.get(name)
+    if not isinstance(found, build):
+        found = _METRICS[name] = build()
+    return found
+
+
+SERVICE: contextvars.ContextVar[str] = contextvars.ContextVar("sim_service", default="world")
+
+
+@dataclass(frozen=True)
+class SimRetryPolicy(RetryPolicy):
+    """The deleter's policy, its jitter drawn from the scheduler's generator."""
+
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> timedelta:
+        return super().delay(attempt, rng or self.rng)
+
+
+class _NothingBelieved:
+    def __contains__(self, key: int) -> bool:
+        return False
+
+    async def refresh(self) -> None:
+        return None
+
+
+class Registry:
+    """Which service created which task (the loop's task factory)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, list[asyncio.Task[Any]]] = {}
+
+    def factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        context = kwargs.get("context")
+        # A task runs in a copy of its creator's context (or the one given): it inherits it.
+        owner = SERVICE.get() if context is None else context.get(SERVICE, "world")
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if owner != "world":
+            tasks = self.tasks.setdefault(owner, [])
+            tasks[:] = [t for t in tasks if not t.done()]
+            tasks.append(task)
+        return task
+
+    def start(self, service: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        context = contextvars.copy_context()
+        context.run(SERVICE.set, service)
+        return asyncio.get_running_loop().create_task(coro, context=context)
+
+    def cancel(self, service: str) -> None:
+        for task in self.tasks.pop(service, []):
+            task.cancel()
+
+
+@dataclass
+class Durable:
+    sched: Scheduler
+    zk: ZooKeeper
+    s3: S3
+    main: Topic
+    retry: Topic
+    dlq: Topic
+    registry: Registry
+    allowed_buckets: frozenset[str]
+    delivery_delay: timedelta
+    pause_after_send: timedelta | None = None
+    signing: str = "off"
+    outage_gate: bool = False
+    """Run the deleters with their outage gate (held messages, probes) or without (an
+    outage is an ordinary RETRY)."""
+    """`off`; `optional` (the marker signs, unsigned PDLIs are judged as before);
+    `required` (unsigned or badly signed PDLIs are FORGED)."""
+
+
+# A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
+MARKER_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"tombstone sim").digest())
+KEY_ID = "sim-marker"
+MAX_RETRIES = 6
+"""The deleters' retry budget."""
+
+
+class MarkerService:
+    def __init__(self, d: Durable, name: str) -> None:
+        self.d, self.name = d, name
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        self.producer = Producer(d.main, self.name)
+        settings = MarkingSettings(
+            marker_id=self.name,
+            cluster=CLUSTER,
+            delivery_delay=d.delivery_delay,
+            retry_window=timedelta(seconds=60),
+            # The service's own test hook: widens the window between the last receipt and
+            # the owner write, where a crash leaves intents whose fence is never reached.
+            pause_after_send=d.pause_after_send,
+        )
+        journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
+        self.marker = Marker(
+            store=self.session,
+            publisher=self.producer,
+            journal=journal,
+            settings=settings,
+            metrics=_metrics(self.name, MarkerMetrics),
+            signer=None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID),
+        )
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        self.producer.closed = True
+        self.d.registry.cancel(self.name)
+
+    async def mark(self, request: MarkRequest) -> MarkResult:
+        """One MarkLedgers call from a broker (the gRPC hop can lose it either way)."""
+        sched = self.d.sched
+        fault = await sched.io(f"grpc {self.name}.Mark {request.owner.path}")
+        if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
+            raise Unavailable(f"{self.name} unreachable")
+        task = self.d.registry.start(self.name, self.marker.mark(request))
+        await asyncio.wait([task])
+        if task.cancelled():
+            raise Unavailable(f"{self.name} crashed during the call")
+        result: MarkResult = task.result()
+        if fault is Fault.AFTER:
+            raise Unavailable(f"{self.name}: answer lost")
+        return result
+
+
+class VerifierService:
+    """The verifier's decision engine; the deleters reach it as their `VerdictSource`."""
+
+    def __init__(self, d: Durable, name: str = "verifier") -> None:
+        self.d, self.name = d, name
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        znodes = MetadataZnodeStore(self.session)
+        objects = S3ObjectStore(S3Client(d.s3, self.name), bucket_check_ttl=0.0)
+        policy = OffloadPolicy(allowed_buckets=d.allowed_buckets, cluster_name=CLUSTER)
+        self.engine = DecisionEngine(
+            store=znodes,
+            owners=OwnerCache(znodes),
+            believed=_NothingBelieved(),
+            offload=OffloadInspector(objects, policy),
+            policy=DecisionPolicy(
+                locations=LedgerLocations,
+                reconciler_min_age=timedelta(seconds=30),
+                open_ledger_age=timedelta(hours=2),
+            ),
+            clock=d.sched.now,
+            signatures=None
+            if d.signing == "off"
+            else SignatureGate(
+                TrustedKeys({KEY_ID: MARKER_KEY.public_key()}),
+                require_signed=d.signing == "required",
+            ),
+        )
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        self.d.registry.cancel(self.name)
+
+    async def probe(self) -> None:
+        """The deleter's outage probe of the verifier (a health call)."""
+        fault = await self.d.sched.io("grpc verifier.Health")
+        if not self.up or fault is not Fault.NONE:
+            raise VerifierUnreachable("verifier unreachable")
+
+    async def verify(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
+        fault = await self.d.sched.io(f"grpc verifier.Verify {pdli.ledger_id}")
+        if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
+            raise VerifierUnreachable("verifier unreachable")
+        task = self.d.registry.start(self.name, self.engine.verify(pdli))
+        await asyncio.wait([task])
+        if task.cancelled():
+            raise VerifierUnreachable("verifier crashed during the call")
+        if fault is Fault.AFTER:
+            raise VerifierUnreachable("verifier: answer lost")
+        response = verdict_to_proto(task.result())
+        decision = _vf.Decision.Name(response.decision)
+        if response.decision == _vf.SKIP:
+            decision += " " + _vf.SkipReason.Name(response.skip_reason)
+        tier = _pd.LedgerType.Name(pdli.ledger_type)
+        self.d.sched.log(f"verdict {pdli.ledger_id} {tier}: {decision} {response.reason[:60]}")
+        return response
+
+
+class DeleterService:
+    def __init__(self, d: Durable, name: str, verifier: VerifierService) -> None:
+        self.d, self.name, self.verifier = d, name, verifier
+        self.up = False
+        self.start()
+
+    def start(self) -> None:
+        d = self.d
+        self.session = Session(d.zk, self.name)
+        limits = BackendLimits(concurrency=16, per_second=100_000)
+        self.bookkeeper = ZooKeeperLedgerDeleter(self.session, limits=limits)
+        self.s3 = S3OffloadDeleter(
+            S3Client(d.s3, self.name), allowed_buckets=d.allowed_buckets, limits=limits
+        )
+        self.consumers = [Consumer(d.main, self.name), Consumer(d.retry, self.name)]
+        self.producers = [Producer(d.retry, self.name), Producer(d.dlq, self.name)]
+        metrics = _metrics(self.name, DeleterMetrics)
+        gate = None
+        if d.outage_gate:
+            probes = {
+                Dependency.VERIFIER: self.verifier.probe,
+                Dependency.ZOOKEEPER: self.bookkeeper.probe,
+                Dependency.S3: self.s3.probe,
+            }
+            gate = OutageGate(probes, metrics=metrics, clock=d.sched.now)
+        handler = Handler(
+            verdicts=self.verifier,
+            backends=Backends(bookkeeper=self.bookkeeper, s3=self.s3),
+            retry_sink=self.producers[0],
+            dead_letter_sink=self.producers[1],
+            policy=SimRetryPolicy(
+                initial_delay=timedelta(seconds=1),
+                max_delay=timedelta(seconds=20),
+                max_retries=MAX_RETRIES,
+                rng=d.sched.rng,
+            ),
+            max_hold=timedelta(seconds=30),
+            metrics=metrics,
+            outage=gate,
+            clock=d.sched.now,
+        )
+        self.pool = DeleterPool(
+            handler,
+            self.consumers,
+            settings=PoolSettings(max_in_flight=64),
+            metrics=metrics,
+            outage=gate,
+            clock=d.sched.now,
+        )
+        self.stop = asyncio.Event()
+        self.task = d.registry.start(self.name, self.pool.run(self.stop))
+        self.up = True
+
+    def crash(self) -> None:
+        self.up = False
+        self.session.close()
+        for producer in self.producers:
+            producer.closed = True
+        for consumer in self.consumers:
+            consumer.closed = True
+            consumer._topic.drop_consumer(consumer)
+        self.d.registry.cancel(self.name)

@@ -1,0 +1,639 @@
+"""One simulated run: the cluster, the services, the workload, the faults and the checks."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+from services.core.errors import TombstoneError
+from services.marker.owners import LedgerRef, resolve_owner
+from services.marker.planning import MarkRequest
+from services.metadata.offload import data_object_key, index_object_key, offload_uuid
+from services.metadata.pulsar_formats import (
+    ManagedCursorInfo,
+    decode_cursor_info,
+    decode_managed_ledger_info,
+    encode_cursor_info,
+)
+from services.metadata.pulsar_names import cursor_path, managed_ledger_path
+from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
+from services.systopic.messages import encode_intent
+from services.systopic.ports import OutgoingMessage
+from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
+from sim.pulsar import (
+    BUCKET,
+    CLUSTER,
+    DRIVER,
+    FOREIGN_BUCKET,
+    PATHS,
+    Cluster,
+    cursor_meta,
+    data_meta,
+    foreign_meta,
+    set_offload,
+)
+from sim.s3 import S3
+from sim.scheduler import Scheduler
+from sim.services import (
+    MAX_RETRIES,
+    DeleterService,
+    Durable,
+    MarkerService,
+    Registry,
+    VerifierService,
+)
+from sim.topic import ACKED, Entry, Producer, Topic
+from sim.zk import ZooKeeper
+from tombstone.v1 import pending_delete_pb2 as _pd
+
+LEDGER, OFFLOAD = "ledger", "offload"
+Copy = tuple[int, str, str]
+"""(ledger id, tier, uuid or ""): one copy of a ledger that an owner references."""
+
+CHAOS_SECONDS = 30.0
+QUIESCE_SECONDS = 900.0
+MAX_MESSAGES = 5000
+"""Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
+
+
+class Service(Protocol):
+    name: str
+    up: bool
+
+    def start(self) -> None: ...
+
+    def crash(self) -> None: ...
+
+
+@dataclass
+class Violation:
+    invariant: str
+    detail: str
+
+
+@dataclass
+class TopicState:
+    ml: str
+    cursor: str
+    broker: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class World:
+    def __init__(self, seed: int, *, allowed_buckets: frozenset[str] = frozenset({BUCKET})):
+        self.sched = sched = Scheduler(seed)
+        self.zk = ZooKeeper(sched)
+        self.s3 = S3(sched)
+        self.dlq = Topic("dlq", sched, partitions=1)
+        self.retry = Topic("retry", sched, partitions=2, backstop=self.dlq)
+        self.main = Topic("main", sched, partitions=3, backstop=self.dlq)
+        self.registry = Registry()
+        self.durable = Durable(
+            sched,
+            self.zk,
+            self.s3,
+            self.main,
+            self.retry,
+            self.dlq,
+            self.registry,
+            allowed_buckets,
+            timedelta(seconds=sched.rng.choice([0.05, 0.5, 3.0])),
+            sched.rng.choice([None, timedelta(seconds=0.5), timedelta(seconds=2)]),
+            sched.rng.choice(["off", "optional", "required"]),
+            sched.rng.random() < 0.5,
+        )
+        self.violations: list[Violation] = []
+        self.owners: dict[str, frozenset[Copy]] = {}
+        """Owner znode path -> the copies it references now."""
+        self.ever: dict[Copy, str] = {}
+        """Every copy ever referenced, with its owner path."""
+        self.foreign_ledgers: set[int] = set()
+        self.in_creation: list[tuple[TopicState, int]] = []
+        """Ledgers created by a rollover and not listed yet."""
+        self.gone_cursors: list[int] = []
+        self.requests = 0
+        self._violated: asyncio.Event | None = None
+        self.retry.on_append = self._on_retry_copy
+        self.chain: dict[str, int] = {}
+        """Retry copies by message id: how many retries led to each."""
+        self.zk.on_write = self._on_owner_write
+        self.zk.on_delete = self._on_ledger_delete
+        self.s3.on_delete = self._on_object_delete
+
+    # --- tracking references (for S1 and L1) ----------------------------------------------
+
+    def _on_owner_write(self, path: str, data: bytes | None) -> None:
+        if path not in self.owners:
+            return
+        copies: set[Copy] = set()
+        if data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
+            info = decode_managed_ledger_info(data, path=path)
+            for entry in info.ledgerInfo:
+                ctx = entry.offloadContext if entry.HasField("offloadContext") else None
+                if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
+                    copies.add((entry.ledgerId, LEDGER, ""))
+                if ctx is not None and ctx.HasField("uidMsb"):
+                    copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
+        elif data is not None:
+            current = decode_cursor_info(data, path=path).cursorsLedgerId
+            if current >= 0:
+                copies.add((current, LEDGER, ""))
+        self.owners[path] = frozenset(copies)
+        for copy in sorted(copies):
+            self.ever.setdefault(copy, path)
+
+    def referenced(self) -> set[Copy]:
+        return {c for copies in self.owners.values() for c in copies}
+
+    def _on_ledger_delete(self, path: str, by: str) -> None:
+        if not by.startswith("deleter"):
+            return
+        self.sched.log(f"{by} deletes {path}")
+        try:
+            ledger_id = PATHS.ledger_id(path)
+        except TombstoneError:
+            return
+        if (ledger_id, LEDGER, "") in self.referenced():
+            self.violation("S1", f"{by} deleted {path}, still referenced")
+        if ledger_id in self.foreign_ledgers:
+            self.violation("S2", f"{by} deleted {path}, a ledger Pulsar did not create")
+
+    def _on_object_delete(self, bucket: str, key: str, by: str) -> None:
+        self.sched.log(f"{by} deletes s3://{bucket}/{key}")
+        if bucket != BUCKET:
+            self.violation("S2", f"{by} deleted s3://{bucket}/{key}, outside the allowed buckets")
+            return
+        for ledger_id, tier, uuid in self.referenced():
+            if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
+                self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
+
+    def _on_retry_copy(self, entry: Entry) -> None:
+        """L2, nothing retried forever: a chain of retry copies (each naming the message it
+        copies) never grows longer than the deleter's retry budget."""
+        depth = self.chain.get(entry.properties.get(PROP_ORIGIN_MESSAGE_ID, ""), 0) + 1
+        self.chain[entry.message_id] = depth
+        if depth == MAX_RETRIES + 1:
+            self.violation("L2", f"key={entry.key} retried {depth} times (budget {MAX_RETRIES})")
+
+    def violation(self, invariant: str, detail: str) -> None:
+        self.sched.log(f"VIOLATION {invariant}: {detail}")
+        self.violations.append(Violation(invariant, detail))
+        if self._violated is not None:
+            self._violated.set()
+
+    # --- the cluster -----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        rng = self.sched.rng
+        self.cluster = Cluster(self.zk, self.s3)
+        self.topics: list[TopicState] = []
+        for i in range(rng.randint(1, 3)):
+            t = TopicState(f"public/default/persistent/t{i}", "sub", broker=i % 2)
+            self.owners[managed_ledger_path(t.ml)] = frozenset()
+            self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
+            self.cluster.create_topic(t.ml, t.cursor)
+            info, version = self._ml(t)
+            for _ in range(rng.randint(2, 5)):
+                legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
+                ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
+                info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=0)
+            last = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+            info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
+            self.cluster.write_ml(t.ml, info, version)
+            cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
+            self._write_cursor(t, cursor_ledger)
+            self.topics.append(t)
+        for _ in range(rng.randint(0, 2)):
+            self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
+        self.markers = [MarkerService(self.durable, f"marker-{i}") for i in range(2)]
+        self.verifier = VerifierService(self.durable)
+        self.deleters = [
+            DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
+        ]
+
+    def _ml(self, t: TopicState):  # type: ignore[no-untyped-def]
+        got = self.cluster.ml_info(t.ml)
+        assert got is not None
+        return got
+
+    def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
+        path = cursor_path(t.ml, t.cursor)
+        stat = self.zk.stat(path)
+        data = encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=ledger_id))
+        if stat is None:  # a new subscription after an unsubscribe
+            self.zk.create(path, data)
+        else:
+            self.zk.set(path, data, version=stat.version)
+
+    # --- the workload: brokers -------------------------------------------------------------
+
+    async def broker_topic(self, t: TopicState) -> None:
+        rng = self.sched.rng
+        for _ in range(rng.randint(3, 8)):
+            await asyncio.sleep(rng.uniform(0.0, CHAOS_SECONDS / 6))
+            action = rng.choice(
+                [
+                    "rollover",
+                    "trim",
+                    "trim",
+                    "offload",
+                    "cursor",
+                    "unsubscribe",
+                    "reconcile",
+                    "delete_topic",
+                ]
+            )
+            async with t.lock:
+                self.sched.log(f"broker-{t.broker} {action} {t.ml}")
+                await getattr(self, f"_{action}")(t)
+
+    async def _rollover(self, t: TopicState) -> None:
+        """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
+        before the ML list names it; a reconciler scan may see it unreferenced meanwhile."""
+        info, _ = self._ml(t)
+        if info.ledgerInfo:
+            self.cluster.close_ledger(info.ledgerInfo[-1].ledgerId, data_meta(t.ml))
+        ledger_id = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        self.in_creation.append((t, ledger_id))
+        await asyncio.sleep(self.sched.rng.uniform(0.0, 2.0))
+        self.in_creation.remove((t, ledger_id))
+        info, version = self._ml(t)
+        info.ledgerInfo.add(ledgerId=ledger_id, entries=0, size=0, timestamp=self.sched.now_ms())
+        self.cluster.write_ml(t.ml, info, version)
+
+    async def _offload(self, t: TopicState) -> None:
+        rng = self.sched.rng
+        info, version = self._ml(t)
+        candidates = [e for e in info.ledgerInfo[:-1] if not e.HasField("offloadContext")]
+        if not candidates:
+            return
+        entry = rng.choice(candidates)
+        uuid = self.cluster.new_uuid()
+        self.cluster.upload(BUCKET, uuid, entry.ledgerId, t.ml)
+        complete = rng.random() < 0.8  # else the upload was interrupted (objects stay)
+        bk_deleted = complete and rng.random() < 0.5
+        set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET)
+        self.cluster.write_ml(t.ml, info, version)
+        if bk_deleted:
+            # Pulsar deletes the BookKeeper copy itself once `bookkeeperDeleted` is written.
+            path = PATHS.ledger_path(entry.ledgerId)
+            if self.zk.stat(path) is not None:
+                self.zk.delete(path, version=-1, by="pulsar")
+
+    async def _trim(self, t: TopicState) -> None:
+        rng = self.sched.rng
+        info, version = self._ml(t)
+        listed = [e.ledgerId for e in info.ledgerInfo[:-1]]
+        if not listed:
+            return
+        ledger_ids = tuple(listed[: rng.randint(1, min(3, len(listed)))])
+        caller_writes = rng.random() < 0.3
+        owner = resolve_owner(
+            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(
+            owner=owner,
+            ledger_ids=ledger_ids,
+            caller_writes=caller_writes,
+            expected_version=version if caller_writes or rng.random() < 0.5 else None,
+            request_id=f"req-{self.requests}",
+        )
+        marker = rng.choice(self.markers)
+        try:
+            result = await marker.mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"broker-{t.broker} trim {ledger_ids} failed: {type(exc).__name__}")
+            return
+        marked = [i for i, _ in result.marked]
+        self.sched.log(f"broker-{t.broker} trim {ledger_ids}: marked {marked}")
+        if caller_writes and marked:
+            if rng.random() < 0.1:
+                self.sched.log(f"broker-{t.broker} crashed before its own write")
+                return
+            info, now = self._ml(t)
+            if now != result.read_version:
+                return
+            gone = set(marked)
+            keep = [e for e in info.ledgerInfo if e.ledgerId not in gone]
+            del info.ledgerInfo[:]
+            info.ledgerInfo.extend(keep)
+            self.cluster.write_ml(t.ml, info, now)
+
+    async def _cursor(self, t: TopicState) -> None:
+        """`ManagedCursorImpl.switchToNewLedger`: a new OPEN ledger; the old one unlinked."""
+        old = self.cluster.cursor_ledger(t.ml, t.cursor)
+        new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
+        if old is None or old < 0:
+            self._write_cursor(t, new)
+            return
+        owner = resolve_owner(
+            _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(
+            owner=owner,
+            ledger_ids=(old,),
+            new_cursor_ledger_id=new,
+            request_id=f"req-{self.requests}",
+        )
+        try:
+            result = await self.sched.rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"cursor switch {old}->{new} failed: {type(exc).__name__}")
+            return
+        self.sched.log(f"cursor switch {old}->{new}: marked {[i for i, _ in result.marked]}")
+
+    async def _unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
+        """Unsubscribe (`ManagedCursorImpl.asyncDeleteCursor`): the cursor ledger is unlinked
+        through the marker, then the broker removes the cursor znode; the ledger is OPEN."""
+        old = self.cluster.cursor_ledger(t.ml, t.cursor)
+        if old is None or old < 0:
+            return True  # no cursor ledger to unlink
+        owner = resolve_owner(
+            _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(owner=owner, ledger_ids=(old,), request_id=f"req-{self.requests}")
+        try:
+            result = await self.sched.rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"unsubscribe {t.cursor} [{old}] failed: {type(exc).__name__}")
+            return False
+        self.sched.log(
+            f"unsubscribe {t.cursor}: cursor ledger [{old}] marked {[i for i, _ in result.marked]}"
+        )
+        if not (result.marked and result.written):
+            return False
+        path = cursor_path(t.ml, t.cursor)
+        stat = self.zk.stat(path)
+        if stat is not None:
+            self.zk.delete(path, version=stat.version, by="pulsar")
+        if recreate:
+            # A new subscription with the same name comes back later with a fresh ledger.
+            self.cluster.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+        return True
+
+    async def _delete_topic(self, t: TopicState) -> None:
+        """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
+        marker, then the broker removes the cursor and ML znodes; the topic is created again
+        under the same name (new znodes at version 0, new ledgers)."""
+        if not await self._unsubscribe(t, recreate=False):
+            return  # the cursor ledger is still referenced: Pulsar does not go on
+        info, version = self._ml(t)
+        ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
+        if ledger_ids:
+            owner = resolve_owner(
+                _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+            )
+            self.requests += 1
+            request = MarkRequest(
+                owner=owner, ledger_ids=ledger_ids, request_id=f"req-{self.requests}"
+            )
+            try:
+                result = await self.sched.rng.choice(self.markers).mark(request)
+            except TombstoneError as exc:
+                self.sched.log(
+                    f"delete topic {t.ml} {list(ledger_ids)} failed: {type(exc).__name__}"
+                )
+                return
+            marked = [i for i, _ in result.marked]
+            self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
+            if len(result.marked) != len(ledger_ids) or not result.written:
+                return
+        for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
+            stat = self.zk.stat(path)
+            if stat is not None:
+                self.zk.delete(path, version=stat.version, by="pulsar")
+        self.sched.log(f"topic {t.ml} deleted; created again")
+        self.cluster.create_topic(t.ml, t.cursor)
+        info, version = self._ml(t)
+        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
+        self.cluster.write_ml(t.ml, info, version)
+
+    async def _reconcile(self, t: TopicState) -> None:
+        """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
+        found unreferenced, some of them only in creation (a rollover not listed yet)."""
+        rng = self.sched.rng
+        # What a scan finds: the topic's data ledgers no owner lists, in creation or orphaned.
+        referenced = {c[0] for c in self.referenced()}
+        candidates = [
+            i
+            for i, ml in sorted(self.cluster.data_ledgers.items())
+            if ml == t.ml and i not in referenced
+        ]
+        if not candidates:
+            return
+        chosen = tuple(sorted(set(rng.sample(candidates, min(2, len(candidates))))))
+        owner = resolve_owner(
+            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(
+            owner=owner,
+            ledger_ids=(),
+            source=_pd.RECONCILER,
+            request_id=f"req-{self.requests}",
+            reconciler_ledgers=tuple(LedgerRef(i) for i in chosen),
+        )
+        try:
+            result = await rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"reconciler {chosen} failed: {type(exc).__name__}")
+            return
+        self.sched.log(f"reconciler {chosen}: sent {[i for i, _ in result.marked]}")
+
+    # --- the workload: forged, duplicated and garbage messages ------------------------------
+
+    async def attacker(self) -> None:
+        rng = self.sched.rng
+        producer = Producer(self.main, "intruder")
+        for _ in range(rng.randint(0, 4)):
+            await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
+            kind = rng.choice(["garbage", "replay", "foreign-ledger", "foreign-bucket", "listed"])
+            self.sched.log(f"intruder sends {kind}")
+            message = self._forged(kind)
+            if message is not None:
+                await producer.publish([message])
+
+    def _forged(self, kind: str) -> OutgoingMessage | None:
+        rng = self.sched.rng
+        t = rng.choice(self.topics)
+        if kind == "garbage":
+            return OutgoingMessage(b"\xff\x00not a pdli", "7", {})
+        if kind == "replay":
+            entries = self.main.entries()
+            if not entries:
+                return None
+            e = rng.choice(entries)
+            return OutgoingMessage(e.payload, e.key, e.properties)
+        pdli = _pd.PendingDeleteLedgerInfo(
+            component=_pd.MANAGED_LEDGER,
+            managed_ledger_name=t.ml,
+            ledger_type=_pd.LEDGER,
+            source=_pd.BROKER,
+            cluster=CLUSTER,
+        )
+        if kind == "foreign-ledger":
+            if not self.foreign_ledgers:
+                return None
+            pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))
+        elif kind == "listed":
+            info, _ = self._ml(t)
+            if not info.ledgerInfo:
+                return None
+            pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
+        else:  # look-alike objects of another environment, named by a fresh uuid
+            info, _ = self._ml(t)
+            if not info.ledgerInfo:
+                return None
+            ledger_id = rng.choice(info.ledgerInfo).ledgerId
+            uuid = self.cluster.new_uuid()
+            self.cluster.upload(FOREIGN_BUCKET, uuid, ledger_id, t.ml)
+            entry = _pd.PendingDeleteLedgerInfo()
+            pdli.ledger_id, pdli.ledger_type = ledger_id, _pd.OFFLOAD_LEDGER
+            from services.metadata.offload import uuid_to_bits
+
+            msb, lsb = uuid_to_bits(uuid)
+            pdli.offload_context.uuid_msb, pdli.offload_context.uuid_lsb = msb, lsb
+            pdli.offload_context.complete = True
+            pdli.offload_context.driver_name = DRIVER
+            pdli.offload_context.driver_metadata["bucket"] = FOREIGN_BUCKET
+            del entry
+        return encode_intent(pdli)
+
+    # --- faults: crashes and restarts ------------------------------------------------------
+
+    async def chaos(self) -> None:
+        rng = self.sched.rng
+        services = self.services()
+        while self._faulting():
+            await asyncio.sleep(rng.uniform(0.5, 8.0))
+            if not self._faulting():
+                return
+            victim = rng.choice(services)
+            if victim.up:
+                self.sched.log(f"crash {victim.name}")
+                victim.crash()
+                await asyncio.sleep(rng.uniform(0.0, 3.0))
+                self.sched.log(f"restart {victim.name}")
+                victim.start()
+
+    def _faulting(self) -> bool:
+        return self.sched.faults_on
+
+    def services(self) -> list[Service]:
+        return [*self.markers, self.verifier, *self.deleters]
+
+    # --- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The run, stopped early (an L2 violation) when its work grows without bound."""
+        self._violated = asyncio.Event()
+        main = asyncio.create_task(self._run())
+        watchdog = asyncio.create_task(self._watch_work())
+        stop = asyncio.create_task(self._violated.wait())  # the first violation ends the run
+        await asyncio.wait([main, watchdog, stop], return_when=asyncio.FIRST_COMPLETED)
+        for task in (main, watchdog, stop):
+            task.cancel()
+        await asyncio.gather(main, watchdog, stop, return_exceptions=True)
+        if not main.cancelled() and main.exception() is not None:
+            raise main.exception()  # type: ignore[misc]
+
+    async def _watch_work(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            stored = sum(len(t.entries()) for t in (self.main, self.retry, self.dlq))
+            if stored > MAX_MESSAGES:
+                self.violation("L2", f"{stored} messages stored: the work grows without bound")
+                for service in self.services():
+                    service.crash()
+                return
+
+    async def _run(self) -> None:
+        self.setup()
+        chaos = asyncio.create_task(self.chaos())
+        work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
+        work.append(asyncio.create_task(self.attacker()))
+        await asyncio.sleep(CHAOS_SECONDS)
+        await asyncio.gather(*work)
+        self.sched.faults_on = False
+        self.sched.log("heal")
+        await chaos
+        for service in self.services():
+            if not service.up:
+                service.start()
+        deadline = self.sched.now() + QUIESCE_SECONDS
+        # Polling costs nothing on virtual time, and "drained" spans three topics.
+        while self.sched.now() < deadline and not self.drained():  # noqa: ASYNC110
+            await asyncio.sleep(5.0)
+        self.sched.log("quiesced" if self.drained() else "not drained")
+        self.check_end()
+        for service in self.services():
+            service.crash()
+
+    def drained(self) -> bool:
+        return not self.main.unacked() and not self.retry.unacked()
+
+    def check_end(self) -> None:
+        for topic in (self.main, self.retry):
+            left = topic.unacked()
+            if left:
+                counts = max(e.deliveries for e in left)
+                self.violation(
+                    "L2",
+                    f"{topic.name}: {len(left)} messages not settled (max deliveries {counts})",
+                )
+        dead = self._dead_lettered()
+        referenced = self.referenced()
+        for ledger_id, tier, uuid in sorted(referenced):
+            if tier == LEDGER and self.zk.stat(PATHS.ledger_path(ledger_id)) is None:
+                self.violation("S1", f"ledger {ledger_id} is referenced and gone")
+            if tier == OFFLOAD and data_object_key(uuid, ledger_id) not in self.s3.buckets[BUCKET]:
+                self.violation(
+                    "S1", f"offloaded copy {uuid} of ledger {ledger_id} is referenced and gone"
+                )
+        for copy in sorted(self.ever):
+            if copy in referenced:
+                continue
+            ledger_id, tier, uuid = copy
+            if tier == LEDGER:
+                present = self.zk.stat(PATHS.ledger_path(ledger_id)) is not None
+            else:
+                keys = (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id))
+                present = any(k in self.s3.buckets[BUCKET] for k in keys)
+            if present and copy not in dead:
+                self.violation(
+                    "L1",
+                    f"{tier} copy of ledger {ledger_id} {uuid} unlinked, present, not in the DLQ",
+                )
+
+    def _dead_lettered(self) -> set[Copy]:
+        from services.systopic.messages import decode_intent
+
+        out: set[Copy] = set()
+        for entry in self.dlq.entries():
+            has_reason = PROP_REASON_CODE in entry.properties or (
+                CLIENT_ORIGIN_PROPERTY in entry.properties
+            )
+            if not has_reason:
+                continue
+            try:
+                pdli = decode_intent(entry.payload, entry.properties)
+            except TombstoneError:
+                continue
+            if pdli.ledger_type == _pd.OFFLOAD_LEDGER:
+                from services.metadata.offload import uuid_from_bits
+
+                ctx = pdli.offload_context
+                out.add((pdli.ledger_id, OFFLOAD, uuid_from_bits(ctx.uuid_msb, ctx.uuid_lsb)))
+            else:
+                out.add((pdli.ledger_id, LEDGER, ""))
+        return out
+
+
+def _acked(topic: Topic) -> int:
+    return sum(1 for e in topic.entries() if e.state == ACKED)

@@ -1,0 +1,57 @@
+"""Regression tests for the bugs the simulation found in the services (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from services.deleter.backends.limits import BackendLimits
+from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
+from services.deleter.ports import DeleteFailed, DeleteResult
+from sim.loop import VirtualLoop
+from sim.pulsar import PATHS
+from sim.run import run_seed
+from sim.scheduler import Fault, Scheduler
+from sim.zk import Session, ZooKeeper
+
+
+def test_seed_6513_leaves_no_orphan() -> None:
+    """The same PDLI delivered twice to one deleter (a broker disconnect redelivers what it
+    holds) put one ledger path twice into one ZooKeeper multi; the second delete's `NoNode`,
+    judged against the first one inside the failed multi, was taken as "already deleted", the
+    message acknowledged, and the ledger, whose own delete then failed, was orphaned (L1)."""
+    assert run_seed(6513).violations == []
+
+
+def test_one_path_twice_in_a_batch_is_never_reported_absent_while_present() -> None:
+    """Two deletes of one ledger coalesced into one batch; the first request reaches
+    ZooKeeper, the next one loses its connection. Whoever is told "deleted" (or "already
+    absent") must find the znode gone."""
+
+    async def main() -> tuple[list[DeleteResult | BaseException], bool]:
+        sched = Scheduler(0)
+        outcomes: Iterator[Fault] = iter([Fault.NONE, Fault.ERROR, Fault.ERROR])
+        sched.draw = lambda: next(outcomes, Fault.NONE)  # type: ignore[method-assign]
+        server = ZooKeeper(sched)
+        path = PATHS.ledger_path(8)
+        server.create(path, b"ledger", make_parents=True)
+        deleter = ZooKeeperLedgerDeleter(
+            Session(server, "deleter"),
+            limits=BackendLimits(concurrency=4, per_second=1000),
+            parent_sweep_delay=3600,
+        )
+        results = await asyncio.gather(
+            deleter.delete_ledger(ledger_id=8, path=path, version=0),
+            deleter.delete_ledger(ledger_id=8, path=path, version=0),
+            return_exceptions=True,
+        )
+        return list(results), server.stat(path) is None
+
+    loop = VirtualLoop()
+    try:
+        results, gone = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    succeeded = [r for r in results if isinstance(r, DeleteResult)]
+    assert all(isinstance(r, DeleteResult | DeleteFailed) for r in results)
+    assert not succeeded or gone
