@@ -67,6 +67,24 @@ def test_gaining_bookkeeper_deleted_unlinks_the_bookkeeper_copy_only() -> None:
     assert ref.offload.bookkeeper_deleted
 
 
+def test_a_ledger_first_seen_flagged_unlinks_its_bookkeeper_copy() -> None:
+    """Rollover, offload and `bookkeeperDeleted` written between two reads of the owner
+    (`ManagedLedgerImpl.createLedgerAfterClosed` lists the ledger, then the offload loop and
+    `maybeOffload`'s deletion lag flag it): the read shows the ledger for the first time,
+    already flagged. Its BookKeeper copy is unlinked at that version; so is a flagged ledger
+    of an owner first seen in a re-read. A first-seen ledger that is not flagged is not."""
+    d = Drivers()
+    old = _ml(ledger(1), drivers=d)
+    new = _ml(ledger(1), ledger(2, offload="bk_deleted"), ledger(3), version=4, drivers=d)
+    change = unlinked(old, new, d)
+    assert [(ref.ledger_id, ref.tiers) for ref in change.refs] == [(2, (L,))]
+    assert change.token == 4
+    assert change.refs[0].offload is not None
+    assert change.refs[0].offload.bookkeeper_deleted
+    fresh = unlinked(None, new, d)
+    assert ([(r.ledger_id, r.tiers) for r in fresh.refs], fresh.token) == ([(2, (L,))], 4)
+
+
 def test_a_new_upload_unlinks_the_objects_of_the_previous_one() -> None:
     d = Drivers()
     old = _ml(ledger(1, offload="complete"), drivers=d)

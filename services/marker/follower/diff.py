@@ -2,7 +2,10 @@
 
 For a managed ledger: every ledger dropped from the list (each tier it had: LEDGER unless
 its context said `bookkeeperDeleted`, OFFLOAD_LEDGER when the context carried a uuid); the
-BookKeeper copy of a listed ledger whose context gained `bookkeeperDeleted`; the objects of
+BookKeeper copy of a listed ledger whose context gained `bookkeeperDeleted`, or of a ledger
+first seen (a new owner, or a ledger new to the list) with `bookkeeperDeleted` already set:
+the writes that listed it and flagged it can fall between two reads of the owner, and the
+flag alone says the owner no longer needs that copy; the objects of
 an upload whose uuid the list no longer names for that ledger (a new upload replaced it).
 For a cursor: its previous `cursorsLedgerId`. For a schema: the versions' ledgers no longer
 in the locator. For an owner deleted (or deleted and created again: another czxid): all it
@@ -54,7 +57,10 @@ def stale(old: array[int] | None, new: array[int] | None) -> bool:
 def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -> Unlinked:
     """What left between `old` (as indexed) and `new` (as read; None: deleted)."""
     if old is None:
-        return Unlinked((), 0 if new is None else new[VERSION], -1)
+        if new is None:
+            return Unlinked((), 0, -1)
+        flagged = _first_seen_flagged({}, new, drivers) if kind_of(new) is Kind.ML else ()
+        return Unlinked(flagged, new[VERSION], -1)
     previous = old[VERSION]
     if new is None or new[CZXID] != old[CZXID]:
         return Unlinked(_everything(old, drivers), DELETED_TOKEN, previous)
@@ -86,7 +92,20 @@ def _ml_dropped(old: array[int], new: array[int], drivers: Drivers) -> tuple[Led
             out.append(LedgerRef(ledger_id, (_pd.LEDGER,), now.offload))
         if _pd.OFFLOAD_LEDGER in was.tiers and not _same_upload(was, now):
             out.append(LedgerRef(ledger_id, (_pd.OFFLOAD_LEDGER,), was.offload))
+    out.extend(_first_seen_flagged(before, new, drivers))
     return tuple(out)
+
+
+def _first_seen_flagged(
+    before: dict[int, LedgerRef], new: array[int], drivers: Drivers
+) -> tuple[LedgerRef, ...]:
+    """The BookKeeper copies of ledgers `before` did not list that `new` lists already
+    flagged `bookkeeperDeleted`: unlinked from BookKeeper in writes the index never saw."""
+    return tuple(
+        LedgerRef(ledger_id, (_pd.LEDGER,), now.offload)
+        for ledger_id, now in ml_refs(new, drivers).items()
+        if ledger_id not in before and _bk_deleted(now)
+    )
 
 
 def _bk_deleted(ref: LedgerRef) -> bool:
