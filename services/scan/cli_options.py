@@ -178,11 +178,11 @@ def finish(outcome: Any, out_dir: str, submit: Any) -> None:
 
 def submit_candidates(out_dir: str, settings: SubmitSettings) -> None:
     """Send the written candidates to the marker; exit 4 when a call failed."""
-    from services.scan.submit import read_candidates, submit, write_report
+    from services.scan.submit import read_candidates, record_submission, submit
 
     candidates = read_candidates(out_dir)
     report = asyncio.run(submit(candidates, settings))
-    path = write_report(out_dir, report)
+    path = record_submission(out_dir, report)
     click.echo(
         f"submitted {len(candidates)} candidates in {report.calls} MarkLedgers calls: "
         f"{report.marked['LEDGER']} BookKeeper and {report.marked['OFFLOAD_LEDGER']} offloaded "

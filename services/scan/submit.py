@@ -243,3 +243,20 @@ def write_report(out_dir: str | Path, report: SubmitReport) -> Path:
     body = asdict(report) | {"ok": report.ok}
     path.write_text(json.dumps(body, indent=2, sort_keys=True))
     return path
+
+
+def record_submission(out_dir: str | Path, report: SubmitReport) -> Path:
+    """After a submit: submitted.json, then summary.json no longer says "dry run" (something
+    was sent to the marker, whatever it answered), then report.html drawn again from both,
+    so the run's own record shows what was submitted and refused."""
+    from services.scan.report import SUMMARY_FILE, write_html_report, write_summary
+
+    run_dir = Path(out_dir)
+    path = write_report(run_dir, report)
+    summary_path = run_dir / SUMMARY_FILE
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        summary["dry_run"] = report.calls == 0
+        write_summary(run_dir, summary)
+        write_html_report(run_dir, summary)
+    return path

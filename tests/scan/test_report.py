@@ -14,6 +14,7 @@ from services.scan.report import write_html_report
 from services.scan.report_format import human_bytes, human_duration, topic_of_ml
 from services.scan.report_history import previous_run
 from services.scan.report_svg import bytes_axis, count_axis
+from services.scan.submit import SubmitReport, record_submission
 from tests.scan import report_fixture as R
 from tests.scan.chromium import dump_dom
 
@@ -187,6 +188,28 @@ def test_submitted_report_lists_what_was_marked_and_refused(tmp_path: Path) -> N
         "Refused by the marker (1)" in dom.all_text,
         "VERSION_MISMATCH" in dom.all_text,
     ] == [True] * 3
+
+
+def test_a_submit_rewrites_the_summary_and_the_report(tmp_path: Path) -> None:
+    """`record_submission` (what `reconcile run --submit` calls after sending): the dry run's
+    summary.json and report.html stop saying "dry run" and show what the marker did."""
+    (tmp_path / "summary.json").write_text(json.dumps(R.summary()))
+    before = Dom(write_html_report(tmp_path).read_text())
+    assert ("submit-plan" in before.ids, "submitted" in before.ids) == (True, False)
+    report = SubmitReport(calls=3, marked={"LEDGER": 2, "OFFLOAD_LEDGER": 1})
+    report.not_marked.append(
+        {"owner": R.ORDERS_ML, "ledger_id": 103, "reason": "VERSION_MISMATCH", "message": ""}
+    )
+    record_submission(tmp_path, report)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    after = Dom((tmp_path / "report.html").read_text())
+    assert (summary["dry_run"], json.loads((tmp_path / "submitted.json").read_text())["calls"]) == (
+        False,
+        3,
+    )
+    assert ("submit-plan" in after.ids, "submitted" in after.ids) == (False, True)
+    assert ["Dry run" in before.all_text, "Dry run" in after.all_text] == [True, False]
+    assert "VERSION_MISMATCH" in after.all_text
 
 
 def test_previous_run_skips_incomplete_and_newer_runs(tmp_path: Path) -> None:
