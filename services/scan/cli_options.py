@@ -71,20 +71,34 @@ def submit_options(func: F) -> F:
             help="host:port of the marker (else TOMBSTONE_MARKER_ADDRESS; token in "
             "TOMBSTONE_MARKER_TOKEN).",
         ),
-        click.option("--submit-rate", default=20.0, show_default=True, help="Calls per second."),
+        click.option(
+            "--submit-rate",
+            default=20.0,
+            show_default=True,
+            type=click.FloatRange(min=0, min_open=True),
+            help="MarkLedgers calls per second (> 0).",
+        ),
         click.option(
             "--submit-concurrency",
+            type=click.IntRange(min=1),
             default=4,
             show_default=True,
             help="Most calls at once (ceiling of the adaptive limit).",
         ),
         click.option(
             "--submit-concurrency-min",
+            type=click.IntRange(min=1),
             default=1,
             show_default=True,
             help="Floor of the adaptive limit of calls at once.",
         ),
-        click.option("--submit-batch", default=1000, show_default=True, help="Ledgers per call."),
+        click.option(
+            "--submit-batch",
+            type=click.IntRange(min=1),
+            default=1000,
+            show_default=True,
+            help="Ledgers per MarkLedgers call (≥ 1).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
