@@ -133,7 +133,8 @@ def test_refused_report_says_no_deletion_and_draws_no_chart(refused: AnalysisOut
 
 
 def test_cli_submit_settings_are_checked_before_spark(tmp_path: Path) -> None:
-    """--submit with a batch of 0 is refused before any Spark work or call."""
+    """--submit with a batch of 0 is a usage error (exit 2, naming the option) before any Spark
+    work or call."""
     result = CliRunner().invoke(
         reconcile,
         [
@@ -149,7 +150,7 @@ def test_cli_submit_settings_are_checked_before_spark(tmp_path: Path) -> None:
             "0",
         ],
     )
-    assert (result.exit_code, "submit_batch: must be positive" in result.output) == (1, True)
+    assert (result.exit_code, "'--submit-batch'" in result.output) == (2, True)
 
 
 def test_cli_rejects_short_min_age_without_override(tmp_path: Path) -> None:
