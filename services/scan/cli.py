@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -21,6 +22,23 @@ from services.scan.cli_options import (
 @click.group()
 def reconcile() -> None:
     """The PySpark reconciler: extract, analyze (dry run) and, with --submit, mark orphans."""
+    quiet_cli()
+
+
+def quiet_cli() -> None:
+    """Results on stdout, logs on stderr, and no third-party chatter on a normal run.
+
+    Log lines (structlog, TOMBSTONE_LOG_LEVEL / _FORMAT) go to stderr so stdout carries only
+    the results a script may parse. PySpark warns about the installed pandas version at import
+    although the reconciler uses no pandas API.
+    """
+    import warnings
+
+    from services.core.config import LogConfig
+    from services.core.logging import configure_logging
+
+    configure_logging(LogConfig.from_env(), stream=sys.stderr)
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
 
 
 @reconcile.command()
@@ -67,7 +85,7 @@ def analyze(
 
         spark = session(master)
         try:
-            outcome = run_analysis(spark, extract_dir, out_dir, config)
+            outcome = run_analysis(spark, extract_dir, out_dir, config, progress=True)
         finally:
             spark.stop()
         finish(outcome, out_dir, submit)

@@ -169,7 +169,9 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         spark = session(master)
         try:
             _extract(spark, settings, Path(out_dir) / EXTRACT_DIR)
-            outcome = run_analysis(spark, Path(out_dir) / EXTRACT_DIR, out_dir, config)
+            outcome = run_analysis(
+                spark, Path(out_dir) / EXTRACT_DIR, out_dir, config, progress=True
+            )
         finally:
             spark.stop()
         finish(outcome, out_dir, submit)

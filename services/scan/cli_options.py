@@ -167,11 +167,23 @@ def analyze_config(
     return config
 
 
+def spark_log_path() -> Path:
+    """Where the JVM's own output (log4j, JVM warnings, the Python workers' stderr) goes."""
+    import os
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"tombstone-spark-{os.getpid()}.log"
+
+
 def session(master: str) -> Any:
     # Spark is imported only when a run really starts (`--help` stays fast).
+    import structlog
+
     from services.scan.spark import build_session
 
-    return build_session(None if master == "submit" else master)
+    log_path = spark_log_path()
+    structlog.get_logger(__name__).info("spark output", log=str(log_path))
+    return build_session(None if master == "submit" else master, jvm_log=log_path)
 
 
 def finish(outcome: Any, out_dir: str, submit: Any) -> None:
@@ -192,10 +204,12 @@ def finish(outcome: Any, out_dir: str, submit: Any) -> None:
 
 def submit_candidates(out_dir: str, settings: SubmitSettings) -> None:
     """Send the written candidates to the marker; exit 4 when a call failed."""
+    from services.scan.progress import CountProgress
     from services.scan.submit import read_candidates, record_submission, submit
 
     candidates = read_candidates(out_dir)
-    report = asyncio.run(submit(candidates, settings))
+    bar = CountProgress(label="submit", unit="calls")
+    report = asyncio.run(submit(candidates, settings, on_call_done=bar.update))
     path = record_submission(out_dir, report)
     click.echo(
         f"submitted {len(candidates)} candidates in {report.calls} MarkLedgers calls: "

@@ -86,7 +86,7 @@ def run_extract(
     wide = spark.createDataFrame(tasks, WIDE, verifySchema=False)
     wide = wide.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobGroup(JOB_GROUP, "tombstone extract")
-    with TaskProgress(sc, JOB_GROUP, enabled=progress, total=len(units)):
+    with TaskProgress(sc, JOB_GROUP, enabled=progress, total=len(units), unit="units"):
         counted = wide.select([F.count(F.col(t)).alias(t) for t in TASK_TABLES]).collect()[0]
     ended = now_ms()
     scan_id = f"{settings.cluster}-{started}-{uuid.uuid4().hex[:8]}"
@@ -108,7 +108,7 @@ def run_extract(
     write_extract(Extract(**frames), out)
     manifest = [r.asDict() for r in frames["scan_manifest"].collect()]
     wide.unpersist()
-    _log_manifest(manifest)
+    _log_manifest(manifest, len(units))
     return ExtractOutcome(out, scan_id, started, ended, zxid, manifest)
 
 
@@ -119,7 +119,7 @@ def _table(wide: DataFrame, table: str, size: int) -> DataFrame:
     return wide.filter(F.col(table).isNotNull()).select(f"{table}.*").coalesce(parts)
 
 
-def _log_manifest(manifest: list[dict[str, Any]]) -> None:
+def _log_manifest(manifest: list[dict[str, Any]], units: int) -> None:
     for row in manifest:
         if row["status"] != "ok":
             log.warning(
@@ -128,7 +128,9 @@ def _log_manifest(manifest: list[dict[str, Any]]) -> None:
                 status=row["status"],
                 error=row["error"],
             )
-    log.info("extract done", tasks=len(manifest))
+    # The manifest counts every task (the driver's listings and what each unit read), more
+    # than the units the progress bar counts: both are given so neither is mistaken for the other.
+    log.info("extract done", units=units, tasks=len(manifest))
 
 
 def manifest_counts(manifest: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -21,6 +21,7 @@ from services.scan import insights, report_data
 from services.scan.candidates import deletion_candidates
 from services.scan.canonical import reject_noncanonical
 from services.scan.config import AnalyzeConfig
+from services.scan.progress import StepProgress
 from services.scan.report import write_html_report, write_summary
 from services.scan.report_format import human_duration
 from services.scan.safety import SafetyVerdict, check_safety, gate_candidates
@@ -126,10 +127,21 @@ def warn_if_short_window(config: AnalyzeConfig) -> None:
         )
 
 
+#: What the analysis bar counts: each step ends with its output written.
+ANALYSIS_STEPS = ("ledgers", "objects", "safety", "candidates", "insights", "report")
+
+
 def run_analysis(
-    spark: SparkSession, extract_dir: str | Path, out_dir: str | Path, config: AnalyzeConfig
+    spark: SparkSession,
+    extract_dir: str | Path,
+    out_dir: str | Path,
+    config: AnalyzeConfig,
+    *,
+    progress: bool = False,
 ) -> AnalysisOutcome:
-    """Analyse the extract in `extract_dir` and write findings, candidates and the report."""
+    """Analyse the extract in `extract_dir` and write findings, candidates and the report
+    (with `progress`, a bar of ANALYSIS_STEPS on a terminal's stderr)."""
+    steps = StepProgress(ANALYSIS_STEPS, label="analysis", enabled=progress)
     warn_if_short_window(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,17 +149,22 @@ def run_analysis(
     info = scan_info(extract)
     analysis = analyze(extract, config, now_ms=info.started_ms)
     ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
+    steps.advance("ledgers")
     objects = _write(analysis.object_findings, out, OUT_OBJECTS)
+    steps.advance("objects")
     counts = _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
     verdict = check_safety(extract, counts, config)
+    steps.advance("safety")
     # Kept in memory (it is small): written when allowed, and summed per namespace either way.
     ungated = deletion_candidates(ledgers, objects).persist()
     candidates = _write(gate_candidates(ungated, verdict), out, OUT_CANDIDATES)
+    steps.advance("candidates")
     reclaimable = _write(
         insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE
     )
     dormant = _write(analysis.dormant_topics, out, OUT_DORMANT)
     inactive = _write(analysis.inactive_cursors, out, OUT_INACTIVE)
+    steps.advance("insights")
     count_rows = [r.asDict() for r in counts.collect()]
     reclaimable_rows = [r.asDict() for r in reclaimable.collect()]
     summary = build_summary(
@@ -163,6 +180,7 @@ def run_analysis(
     summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
     write_summary(out, summary)
     write_html_report(out, summary)
+    steps.advance("report")
     ungated.unpersist()
     log.info("reconcile analysis done", out=str(out), refused=verdict.refused)
     return AnalysisOutcome(out, verdict, summary)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -33,16 +36,46 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
+@contextlib.contextmanager
+def _jvm_output_to(log_path: Path | None) -> Iterator[None]:
+    """While entered, file descriptors 1 and 2 point at `log_path` (appended).
+
+    The JVM that PySpark starts inherits them for its whole life, and so do the Python
+    workers it forks: Spark's log4j lines, JVM warnings and the workers' library messages go
+    to the file instead of the operator's terminal. This process's own streams are restored
+    on exit; Python exceptions still carry the JVM's error text.
+    """
+    if log_path is None:
+        yield
+        return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for descriptor in (fd, *saved):
+            os.close(descriptor)
+
+
 def build_session(
     master: str | None = "local[*]",
     *,
     app_name: str = "tombstone-reconcile",
     overrides: dict[str, str] | None = None,
+    jvm_log: Path | None = None,
 ) -> SparkSession:
     """A session for `master`; local masters get LOCAL_DEFAULTS.
 
     `master=None` takes the master and settings `spark-submit` was given (a cluster run);
-    only `overrides` are applied then.
+    only `overrides` are applied then. With `jvm_log`, a JVM this call starts writes its
+    output there (a JVM already running, as under `spark-submit`, keeps its own).
     """
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
@@ -55,6 +88,10 @@ def build_session(
     settings.update(overrides or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if settings:
+        # The driver binds to loopback anyway; saying so spares the hostname warning.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with _jvm_output_to(jvm_log):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

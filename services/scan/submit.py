@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,10 +159,17 @@ def _plain(candidate: dict[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in candidate.items()}
 
 
-async def submit(candidates: Sequence[dict[str, Any]], settings: SubmitSettings) -> SubmitReport:
-    """Send every candidate; failures of one call are recorded, the others go on."""
+async def submit(
+    candidates: Sequence[dict[str, Any]],
+    settings: SubmitSettings,
+    *,
+    on_call_done: Callable[[int, int], None] | None = None,
+) -> SubmitReport:
+    """Send every candidate; failures of one call are recorded, the others go on.
+    `on_call_done(done, total)` follows the MarkLedgers calls (a progress bar)."""
     report = SubmitReport()
     requests = plan_requests(candidates, settings, report)
+    finished = 0
     rate = AsyncLimiter(settings.rate_per_s, 1.0)
     slots = AdaptiveLimiter(
         LimitSettings(min_limit=settings.concurrency_min, max_limit=settings.concurrency),
@@ -173,8 +180,12 @@ async def submit(candidates: Sequence[dict[str, Any]], settings: SubmitSettings)
         stub = _mk_grpc.MarkerStub(channel)
 
         async def call(request: _mk.MarkLedgersRequest) -> None:
+            nonlocal finished
             await rate.acquire()
             await _call(stub, request, report, slots)
+            finished += 1
+            if on_call_done is not None:
+                on_call_done(finished, len(requests))
 
         await asyncio.gather(*(call(r) for r in requests))
     finally:

@@ -1,9 +1,11 @@
 """`tombstone reconcile extract` in a child process (its own Spark): the run directory holds
-every table, and the summary line names the row counts."""
+every table, the summary line names the row counts, and nothing else reaches the terminal
+but our own log lines on stderr (Spark's and the JVM's output goes to its log file)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,10 +42,16 @@ async def test_extract_command_writes_every_table(
         cwd=ROOT,
         env=env,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        stderr=asyncio.subprocess.PIPE,
     )
-    out, _ = await asyncio.wait_for(process.communicate(), 150)
-    text = out.decode()
+    out, err = await asyncio.wait_for(process.communicate(), 150)
+    text, errors = out.decode(), err.decode()
     tables = sorted(p.name for p in (tmp_path / "run").iterdir())
-    assert (process.returncode, tables) == (0, sorted(TABLES)), text[-2000:]
+    assert (process.returncode, tables) == (0, sorted(TABLES)), (text + errors)[-2000:]
+    # stdout: the result line only; stderr: our structured log lines (JSON off a terminal).
+    assert len(text.splitlines()) == 1, text
     assert f"bk_ledgers {len(list(model.bookkeeper_ledgers()))}," in text
+    foreign = [line for line in errors.splitlines() if not line.startswith("{")]
+    assert foreign == [], errors[-2000:]
+    events = {json.loads(line)["event"] for line in errors.splitlines()}
+    assert {"spark output", "extract done"} <= events
