@@ -7,8 +7,8 @@
 Why ZooKeeper: the follower already holds a session there (its watch and its leader lock),
 so a follower started on another host finds the checkpoint with nothing else to configure,
 and no second store (a bucket, a volume) has to be reachable for the follower to be safe.
-The size stays modest: ids are stored as 8-byte integers and compress well (consecutive ids
-of a topic share their high bytes), a few MB per million referenced ledgers (figures in
+The size stays modest: the index's records are written as stored (ids as varint differences,
+most a byte), about 2 MB per million referenced ledgers after zlib (figures in
 docs/follower.md); each chunk is below ZooKeeper's 1 MB `jute.maxbuffer`.
 
 A new generation is written in full, then the pointer is switched with one compare-and-set
@@ -16,9 +16,13 @@ A new generation is written in full, then the pointer is switched with one compa
 leadership and kept writing would conflict), then the old generation is deleted. A reader
 follows the pointer and checks the digest, so a half-written checkpoint is never read.
 
-Format (after zlib): b"TSFC1", then the drivers (u32 count; per driver its name and its
-sorted metadata as u16-prefixed UTF-8 strings), then the entries (u64 count; per entry its
-path as a u16-prefixed UTF-8 string, u32 length, then that many little-endian int64).
+Format (after zlib): b"TSFC2", then the drivers (u32 count; per driver its name and its
+sorted metadata as u16-prefixed UTF-8 strings), then the parent paths (u32 count, each a
+u16-prefixed UTF-8 string), then the topics' records as the index stores them (u64 count; per
+record the u32 number of its parent, its local name as a u16-prefixed UTF-8 string, u32 length,
+the record's bytes: see `index.OwnerIndex`). Writing it copies the records as they are, so a
+checkpoint of a million topics decodes nothing. b"TSFC1" (every owner's path, u32 length, then
+that many little-endian int64) is still read.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ POINTER = "/tombstone/follower/checkpoint"
 GENERATIONS = "/tombstone/follower/checkpoints"
 CHUNK_BYTES = 900_000
 """Below ZooKeeper's default 1 MB `jute.maxbuffer`, with room for the request's framing."""
-MAGIC = b"TSFC1"
+MAGIC = b"TSFC2"
+MAGIC_V1 = b"TSFC1"
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 
 
@@ -75,14 +80,6 @@ def _text(value: str) -> bytes:
     return _U16.pack(len(raw)) + raw
 
 
-def _ints(entry: array[int]) -> bytes:
-    if sys.byteorder == "little":
-        return entry.tobytes()
-    swapped = array("q", entry)
-    swapped.byteswap()
-    return swapped.tobytes()
-
-
 def _serialized(index: OwnerIndex) -> Iterator[bytes]:
     yield MAGIC
     yield _U32.pack(len(index.drivers.table))
@@ -90,9 +87,16 @@ def _serialized(index: OwnerIndex) -> Iterator[bytes]:
         yield _text(name) + _U16.pack(len(props))
         for key, value in props:
             yield _text(key) + _text(value)
-    yield _U64.pack(len(index))
-    for path, entry in index.items():
-        yield _text(path) + _U32.pack(len(entry)) + _ints(entry)
+    records = list(index.records())
+    parents: dict[str, int] = {}
+    for parent, _local, _record in records:
+        parents.setdefault(parent, len(parents))
+    yield _U32.pack(len(parents))
+    for parent in parents:
+        yield _text(parent)
+    yield _U64.pack(len(records))
+    for parent, local, record in records:
+        yield _U32.pack(parents[parent]) + _text(local) + _U32.pack(len(record)) + record
 
 
 def compress(index: OwnerIndex) -> bytes:
@@ -126,7 +130,8 @@ def decompress(blob: bytes) -> OwnerIndex:
         reader = _Reader(zlib.decompress(blob))
     except zlib.error as e:
         raise CheckpointUnreadable(f"not zlib: {e}") from e
-    if reader.take(len(MAGIC)) != MAGIC:
+    magic = reader.take(len(MAGIC))
+    if magic not in (MAGIC, MAGIC_V1):
         raise CheckpointUnreadable("unknown format")
     index = OwnerIndex()
     drivers: list[Driver] = []
@@ -135,6 +140,23 @@ def decompress(blob: bytes) -> OwnerIndex:
         props = tuple((reader.text(), reader.text()) for _ in range(reader.number(_U16)))
         drivers.append((name, props))
     index.drivers.load(drivers)
+    if magic == MAGIC_V1:
+        _read_v1_entries(reader, index)
+        return index
+    parents = [reader.text() for _ in range(reader.number(_U32))]
+    for _ in range(reader.number(_U64)):
+        number, local = reader.number(_U32), reader.text()
+        record = reader.take(reader.number(_U32))
+        if number >= len(parents):
+            raise CheckpointUnreadable(f"record names parent {number} of {len(parents)}")
+        try:
+            index.load_record(parents[number], local, record)
+        except ValueError as e:
+            raise CheckpointUnreadable(f"record {parents[number]}/{local}: {e}") from e
+    return index
+
+
+def _read_v1_entries(reader: _Reader, index: OwnerIndex) -> None:
     for _ in range(reader.number(_U64)):
         path = reader.text()
         entry = array("q")
@@ -142,7 +164,6 @@ def decompress(blob: bytes) -> OwnerIndex:
         if sys.byteorder != "little":
             entry.byteswap()
         index.put(path, entry)
-    return index
 
 
 class CheckpointStore:

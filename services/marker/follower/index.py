@@ -1,7 +1,7 @@
 """The follower's compact index of every owner's references, as last published.
 
-One `array('q')` per owner znode (no object per ledger; stored as its bytes), keyed by the
-znode's path:
+One entry per owner znode, handed in and out as an `array('q')` (no object per ledger) and
+stored compactly (`OwnerIndex`: a record per topic, varint integers). An entry's integers:
 
     header   kind, version, czxid
     ML       n, m, ledger ids (n), then per ledger with an offload context (m of them):
@@ -12,8 +12,7 @@ znode's path:
 `flags`: HAS_UUID (the context carries a uuid: its objects need an OFFLOAD_LEDGER intent),
 COMPLETE, BK_DELETED (`bookkeeperDeleted`: the BookKeeper copy is unreferenced). `driver`
 indexes a table of distinct (driver name, metadata) pairs shared by all owners (a cluster
-has a handful), -1 when the context has none (Pulsar 2.1). An ML without offloaded ledgers
-costs 8 bytes per ledger.
+has a handful), -1 when the context has none (Pulsar 2.1).
 
 An entry says what the owner referenced at `version` of the znode created at `czxid`; a
 znode deleted and created again under the same name is another owner (another czxid).
@@ -32,6 +31,7 @@ from services.metadata import (
     decode_managed_ledger_info,
     decode_schema_locator,
 )
+from services.metadata.pulsar_names import MANAGED_LEDGERS_ROOT, PERSISTENT
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -41,6 +41,7 @@ OFFLOAD_RECORD = 6
 Driver = tuple[str, tuple[tuple[str, str], ...]]
 
 KIND, VERSION, CZXID = 0, 1, 2
+_ML_PREFIX = MANAGED_LEDGERS_ROOT + "/"
 
 
 class Drivers:
@@ -152,48 +153,229 @@ def offloaded_ref(
 class OwnerIndex:
     """Every owner's entry by znode path, and the driver table they share.
 
-    Entries are kept as the bytes of their arrays (an immutable bytes object holds its data
-    inline: about half the overhead of an array per owner) and turned back into arrays when
-    read. The count of references is kept as entries change (a gauge reads it every round).
+    Entries are handed in and out as arrays, but stored compactly, because the index holds
+    every owner of the cluster (docs/follower.md has the figures):
+    - one record per topic, holding its ML's entry and every cursor's (a cursor is a child
+      of its ML's znode): one dict slot, key and bytes object per topic instead of per owner;
+    - the key is the number of the owner's parent znode (a namespace, plus the domain for an
+      ML) followed by the topic's local name, so each parent path is stored once;
+    - the integers as zigzag varints of their differences (a topic's ledger ids are close
+      together: most take one byte instead of eight).
+    The counts of owners and references are kept as entries change (gauges read them).
     """
 
     def __init__(self) -> None:
-        self.entries: dict[str, bytes] = {}
+        self._records: dict[bytes, bytes] = {}
+        self._parents: list[str] = []
+        self._parent_numbers: dict[str, int] = {}
         self.drivers = Drivers()
+        self._owners = 0
         self._references = 0
+        self.entries = OwnerPaths(self)
+        """Every owner's path: `in`, iteration and `len`, without decoding entries."""
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return self._owners
 
     def get(self, path: str) -> array[int] | None:
-        raw = self.entries.get(path)
-        return None if raw is None else unpack(raw)
+        key, name = self._key(path, create=False)
+        record = None if key is None else self._records.get(key)
+        payload = None if record is None else _parts(record).get(name)
+        return None if payload is None else unpack_ints(payload)
 
     def put(self, path: str, entry: array[int] | None) -> None:
-        old = self.entries.pop(path, None) if entry is None else self.entries.get(path)
+        key, name = self._key(path, create=entry is not None)
+        if key is None:
+            return
+        record = self._records.get(key)
+        parts = {} if record is None else _parts(record)
+        old = parts.pop(name, None)
         if old is not None:
-            self._references -= references(unpack(old))
+            self._owners -= 1
+            self._references -= references(unpack_ints(old))
         if entry is not None:
-            self.entries[path] = entry.tobytes()
+            parts[name] = pack_ints(entry)
+            self._owners += 1
             self._references += references(entry)
+        if parts:
+            self._records[key] = _record(parts)
+        elif record is not None:
+            del self._records[key]
 
     def replace(self, entries: dict[str, array[int]]) -> None:
         """Take `entries` (a full read) as the whole index."""
-        self.entries = {path: entry.tobytes() for path, entry in entries.items()}
-        self._references = sum(references(entry) for entry in entries.values())
+        self._records.clear()
+        self._owners = self._references = 0
+        for path, entry in entries.items():
+            self.put(path, entry)
 
     def items(self) -> Iterator[tuple[str, array[int]]]:
-        return ((path, unpack(raw)) for path, raw in self.entries.items())
+        for topic, name, payload in self._owners_of():
+            yield (f"{topic}/{name}" if name else topic), unpack_ints(payload)
 
     def ledger_count(self) -> int:
         """References held (a ledger listed by an ML and named by a cursor counts twice)."""
         return self._references
 
+    # --- raw records, for the checkpoint ---------------------------------------------------
 
-def unpack(raw: bytes) -> array[int]:
+    def records(self) -> Iterator[tuple[str, str, bytes]]:
+        """(parent path, topic's local name, record) of every topic, as stored."""
+        for key, record in self._records.items():
+            number, at = _varint(key, 0)
+            yield self._parents[number], key[at:].decode("utf-8"), record
+
+    def load_record(self, parent: str, local: str, record: bytes) -> None:
+        """Add a record `records` gave (checked: a malformed one raises ValueError)."""
+        parts = _parts(record)
+        entries = [unpack_ints(payload) for payload in parts.values()]
+        prefix = self._parent_key(parent, create=True)
+        assert prefix is not None
+        self._records[prefix + local.encode("utf-8")] = record
+        self._owners += len(entries)
+        self._references += sum(references(entry) for entry in entries)
+
+    # --- keys ------------------------------------------------------------------------------
+
+    def _key(self, path: str, *, create: bool) -> tuple[bytes | None, str]:
+        """The record key of `path`'s topic, and the owner's name in the record: a cursor's
+        name, or "" for the ML or schema itself."""
+        topic, name = _topic_of(path)
+        parent, _, local = topic.rpartition("/")
+        prefix = self._parent_key(parent, create=create)
+        return (None if prefix is None else prefix + local.encode("utf-8")), name
+
+    def _parent_key(self, parent: str, *, create: bool) -> bytes | None:
+        number = self._parent_numbers.get(parent)
+        if number is None:
+            if not create:
+                return None
+            number = self._parent_numbers[parent] = len(self._parents)
+            self._parents.append(parent)
+        return _encode_varint(number)
+
+    def _owners_of(self) -> Iterator[tuple[str, str, bytes]]:
+        """(topic path, owner name, payload) of every owner; a name "" is the topic itself."""
+        for parent, local, record in self.records():
+            topic = f"{parent}/{local}"
+            for name, payload in _parts(record).items():
+                yield topic, name, payload
+
+    def _paths(self) -> Iterator[str]:
+        for topic, name, _payload in self._owners_of():
+            yield f"{topic}/{name}" if name else topic
+
+
+class OwnerPaths:
+    """The paths of an index's owners (a read-only view)."""
+
+    def __init__(self, index: OwnerIndex) -> None:
+        self._index = index
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        index = self._index
+        key, name = index._key(path, create=False)
+        record = None if key is None else index._records.get(key)
+        return record is not None and name in _parts(record)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._index._paths()
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _topic_of(path: str) -> tuple[str, str]:
+    """(the topic's owner path, the cursor name or ""), from the path's shape alone, by the
+    rules of `owner_paths.classify` (a cursor is the child of an ML's znode)."""
+    if path.startswith(_ML_PREFIX):
+        parts = path[len(_ML_PREFIX) :].split("/")
+        cursor = (len(parts) == 5 and parts[2] == PERSISTENT) or (
+            len(parts) == 6 and parts[3] == PERSISTENT
+        )
+        if cursor:
+            topic, _, name = path.rpartition("/")
+            return topic, name
+    return path, ""
+
+
+# --- the record format ----------------------------------------------------------------------
+# A record is a sequence of owners: varint name length, the name (UTF-8), varint payload length,
+# the payload. A payload is the entry's integers, each as the zigzag varint of its difference
+# from the previous one (the first from 0).
+
+
+def _parts(record: bytes) -> dict[str, bytes]:
+    """The owners of a record: name → payload (ValueError when malformed)."""
+    parts: dict[str, bytes] = {}
+    at = 0
+    while at < len(record):
+        size, at = _varint(record, at)
+        name = record[at : at + size].decode("utf-8")
+        at += size
+        size, at = _varint(record, at)
+        if at + size > len(record):
+            raise ValueError("record truncated")
+        parts[name] = record[at : at + size]
+        at += size
+    return parts
+
+
+def _record(parts: dict[str, bytes]) -> bytes:
+    out = bytearray()
+    for name, payload in parts.items():
+        raw = name.encode("utf-8")
+        out += _encode_varint(len(raw)) + raw + _encode_varint(len(payload)) + payload
+    return bytes(out)
+
+
+def pack_ints(entry: array[int]) -> bytes:
+    out = bytearray()
+    previous = 0
+    for value in entry:
+        delta = value - previous
+        previous = value
+        zigzag = delta * 2 if delta >= 0 else -delta * 2 - 1
+        while zigzag >= 0x80:
+            out.append((zigzag & 0x7F) | 0x80)
+            zigzag >>= 7
+        out.append(zigzag)
+    return bytes(out)
+
+
+def unpack_ints(payload: bytes) -> array[int]:
     entry = array("q")
-    entry.frombytes(raw)
+    previous = 0
+    at, end = 0, len(payload)
+    while at < end:
+        zigzag, at = _varint(payload, at)
+        previous += zigzag >> 1 if not zigzag & 1 else -((zigzag + 1) >> 1)
+        entry.append(previous)
     return entry
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(raw):
+            raise ValueError("varint truncated")
+        byte = raw[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
 
 
 def references(entry: array[int]) -> int:
