@@ -30,6 +30,8 @@ class S3Settings:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     timeout_s: float = 30.0
+    max_attempts: int = 3
+    """Tries per request (botocore's retries); the pre-flight makes one, to fail fast."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class S3Lister:
             raise Unavailable(f"HEAD s3://{bucket}/{key}: {type(e).__name__}: {e}") from e
         return {k.lower(): v for k, v in (response.get("Metadata") or {}).items()}
 
+    async def head_bucket(self, bucket: str) -> None:
+        """HeadBucket: the bucket exists and these credentials may list it. Raises botocore's
+        own errors untouched, so that the pre-flight can tell each cause apart."""
+        await self._client.head_bucket(Bucket=bucket)
+
     async def _call(self, what: str, method: Any, **kwargs: Any) -> dict[str, Any]:
         try:
             response: dict[str, Any] = await method(**kwargs)
@@ -105,7 +112,7 @@ async def open_lister(settings: S3Settings) -> AsyncIterator[S3Lister]:
     config = AioConfig(
         connect_timeout=settings.timeout_s,
         read_timeout=settings.timeout_s,
-        retries={"max_attempts": 3},
+        retries={"max_attempts": settings.max_attempts},
         max_pool_connections=64,
     )
     kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
