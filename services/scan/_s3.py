@@ -30,8 +30,9 @@ class S3Settings:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     timeout_s: float = 30.0
-    max_attempts: int = 3
-    """Tries per request (botocore's retries); the pre-flight makes one, to fail fast."""
+    retries: int = 3
+    """Retries after a request's first try (botocore's legacy `max_attempts`); the pre-flight
+    makes none, to fail fast."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ async def open_lister(settings: S3Settings) -> AsyncIterator[S3Lister]:
     config = AioConfig(
         connect_timeout=settings.timeout_s,
         read_timeout=settings.timeout_s,
-        retries={"max_attempts": settings.max_attempts},
+        retries={"max_attempts": settings.retries},
         max_pool_connections=64,
     )
     kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}

@@ -38,7 +38,7 @@ CREDENTIALS = "TOMBSTONE_S3_ACCESS_KEY_ID and TOMBSTONE_S3_SECRET_ACCESS_KEY"
 
 async def check_buckets(settings: S3Settings, buckets: Sequence[str]) -> list[Problem]:
     """Every problem found reaching `buckets`; [] when each answered HeadBucket."""
-    quick = dataclasses.replace(settings, timeout_s=CONNECT_TIMEOUT_S, max_attempts=1)
+    quick = dataclasses.replace(settings, timeout_s=CONNECT_TIMEOUT_S, retries=0)
     found = await asyncio.gather(*(_check(quick, bucket) for bucket in buckets))
     unique: dict[str, Problem] = {}
     for problem in found:
@@ -68,12 +68,12 @@ async def _check(settings: S3Settings, bucket: str) -> Problem | None:
         if _refused(e):
             return Problem(f"S3 endpoint {endpoint}: connection refused", ENDPOINT_FIX)
         return Problem(f"S3 endpoint {endpoint}: cannot connect ({_cause(e)})", ENDPOINT_FIX)
-    except (ConnectTimeoutError, ReadTimeoutError, TimeoutError):
-        return Problem(
-            f"S3 endpoint {endpoint}: no answer within {CHECK_TIMEOUT_S:g} s (host down, "
-            "unreachable or filtered)",
-            "check the endpoint, the network and firewalls, or fix --s3-endpoint",
-        )
+    except ConnectTimeoutError:
+        return _silent(endpoint, f"no answer to connect within {CONNECT_TIMEOUT_S:g} s")
+    except ReadTimeoutError:
+        return _silent(endpoint, f"connected, then no answer within {CONNECT_TIMEOUT_S:g} s")
+    except TimeoutError:
+        return _silent(endpoint, f"no answer within {CHECK_TIMEOUT_S:g} s")
     except ValueError as e:  # botocore rejects a malformed endpoint URL
         return Problem(f"S3 endpoint {endpoint}: {e}", "give a URL such as http://host:9000")
     except Exception as e:  # any other cause still gets one line, never a traceback
@@ -82,6 +82,13 @@ async def _check(settings: S3Settings, bucket: str) -> Problem | None:
             "check the endpoint and the bucket",
         )
     return None
+
+
+def _silent(endpoint: str, what: str) -> Problem:
+    return Problem(
+        f"S3 endpoint {endpoint}: {what} (host down, unreachable or filtered)",
+        "check the endpoint, the network and firewalls, or fix --s3-endpoint",
+    )
 
 
 def _client_problem(settings: S3Settings, bucket: str, error: ClientError) -> Problem:

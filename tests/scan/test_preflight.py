@@ -114,6 +114,54 @@ async def listener(*, hang_up: bool) -> AsyncIterator[str]:
         server.close()
 
 
+@contextlib.contextmanager
+def full_backlog() -> Iterator[int]:
+    """A port whose listen queue is full: the kernel drops new connection attempts, as a
+    host that is down or filtered does, so a connect gets no answer at all."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = int(server.getsockname()[1])
+        queued = []
+        try:
+            for _ in range(3):
+                client = socket.socket()
+                client.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    client.connect(("127.0.0.1", port))
+                queued.append(client)
+            yield port
+        finally:
+            for client in queued:
+                client.close()
+
+
+async def test_zookeeper_with_no_answer_is_a_timeout(s3: S3Server, tmp_path: Path) -> None:
+    make_bucket(s3)
+    out = tmp_path / "out"
+    with full_backlog() as port:
+        address = f"127.0.0.1:{port}"
+        result = await invoke(["run", *source_args(address, s3.endpoint, out)], credentials(s3))
+    assert refusal(result, out) == [
+        f"pre-flight: ZooKeeper {address}: no answer within 1.5 s (host down, unreachable or "
+        "filtered); check the host, the network and firewalls, or fix --zookeeper"
+    ]
+
+
+async def test_an_s3_endpoint_with_no_answer(zk: ZooKeeperServer, tmp_path: Path) -> None:
+    await pulsar_roots(zk)
+    out = tmp_path / "out"
+    with full_backlog() as port:
+        endpoint = f"http://127.0.0.1:{port}"
+        env = {"TOMBSTONE_S3_ACCESS_KEY_ID": "k", "TOMBSTONE_S3_SECRET_ACCESS_KEY": "s"}
+        result = await invoke(["run", *source_args(zk.address, endpoint, out)], env)
+    assert refusal(result, out) == [
+        f"pre-flight: S3 endpoint {endpoint}: no answer to connect within 1.5 s (host down, "
+        "unreachable or filtered); check the endpoint, the network and firewalls, or fix "
+        "--s3-endpoint"
+    ]
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
