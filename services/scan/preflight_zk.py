@@ -102,6 +102,14 @@ async def check_metadata(
     connect_string: str, chroot: str | None, ledgers_root: str, cluster: str
 ) -> list[Problem]:
     """Every problem found with the metadata store; [] when the extract can read it."""
+    hosts, slash, suffix = connect_string.partition("/")
+    if slash:  # ZooKeeper's Java client takes a chroot there; the extract's client does not
+        return [
+            Problem(
+                f"--zookeeper {connect_string}: a chroot in the connect string is not read",
+                f"give --zookeeper {hosts} --chroot /{suffix}",
+            )
+        ]
     pairs = servers(connect_string)
     if not pairs:
         return [Problem(f"--zookeeper {connect_string!r} names no server", "give host:port")]

@@ -356,6 +356,15 @@ async def test_one_of_two_servers_up_is_enough(zk: ZooKeeperServer, tmp_path: Pa
     assert await source_problems(settings, [tmp_path / "out"]) == []
 
 
+async def test_a_chroot_in_the_connect_string(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = await invoke(["extract", *source_args("zk1:2181,zk2:2181/pulsar", None, out)])
+    assert problems(refusal(result, out)) == [
+        "pre-flight: --zookeeper zk1:2181,zk2:2181/pulsar: a chroot in the connect string is "
+        "not read; give --zookeeper zk1:2181,zk2:2181 --chroot /pulsar"
+    ]
+
+
 def test_connect_strings() -> None:
     assert servers("a:1,b:2/pulsar") == [("a", 1), ("b", 2)]
     assert servers("zk") == [("zk", 2181)]
