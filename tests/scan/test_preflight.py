@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -346,6 +347,43 @@ async def test_a_healthy_setup_passes(zk: ZooKeeperServer, s3: S3Server, tmp_pat
     outs = [tmp_path / "new" / "out", tmp_path / "empty"]
     assert await source_problems(settings, outs) == []
     assert sorted(os.listdir(tmp_path)) == ["empty"]
+
+
+async def test_inventory_files_without_a_bucket_are_warned_of(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text("")
+    out = tmp_path / "out"
+    result = await invoke(
+        ["extract", *source_args(zk.address, None, out, "--inventory", str(inventory))]
+    )
+    assert refusal(result, out)[0] == (
+        "pre-flight: warning: every --inventory row is ignored without --bucket: the offload "
+        "tier will not be scanned (no offloaded object is read or proposed; the report says so)"
+    )
+
+
+async def test_inventory_files_without_heads_ask_nothing_of_s3(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """With --inventory and --no-head-objects the extract never calls S3: a dead endpoint is
+    no problem then."""
+    await pulsar_roots(zk)
+    dead = S3Settings(
+        endpoint_url=f"http://127.0.0.1:{free_port()}", access_key_id="k", secret_access_key="s"
+    )
+    settings = ExtractSettings(
+        zookeeper=zk.address,
+        cluster=CLUSTER,
+        buckets=(BUCKET,),
+        s3=dead,
+        inventories=(str(tmp_path / "inventory.csv"),),
+        head_objects=False,
+    )
+    assert await source_problems(settings, [tmp_path / "out"]) == []
+    heads = await source_problems(replace(settings, head_objects=True), [tmp_path / "out"])
+    assert [p.what for p in heads] == [f"S3 endpoint {dead.endpoint_url}: connection refused"]
 
 
 async def test_one_of_two_servers_up_is_enough(zk: ZooKeeperServer, tmp_path: Path) -> None:
