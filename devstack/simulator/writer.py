@@ -9,6 +9,7 @@ them; the offloaded objects; and, after the age boundary, the young ledgers.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TypeVar
@@ -122,6 +123,19 @@ class _Writer:
         for path in ("/managed-ledgers", "/schemas", "/admin"):
             if await self.store.exists(path) is None:
                 await self.store.create(path)
+        await self.cluster_registration()
+
+    async def cluster_registration(self) -> None:
+        """`/admin/clusters/<name>` with its `ClusterData`, as `pulsar initialize-cluster-metadata`
+        writes it: the reconciler's pre-flight looks `--cluster` up there."""
+        name = self.model.spec.cluster_name
+        path = f"/admin/clusters/{name}"
+        if await self.store.exists(path) is None:
+            data = {
+                "serviceUrl": "http://localhost:8080",
+                "brokerServiceUrl": "pulsar://localhost:6650",
+            }
+            await self.store.create(path, json.dumps(data).encode(), make_parents=True)
 
     async def ledgers(self, *, young: bool) -> None:
         """Every ledger ever allocated, in id order: allocate the id, then write the znode."""

@@ -30,6 +30,9 @@ class S3Settings:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     timeout_s: float = 30.0
+    retries: int = 3
+    """Retries after a request's first try (botocore's legacy `max_attempts`); the pre-flight
+    makes none, to fail fast."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,11 @@ class S3Lister:
             raise Unavailable(f"HEAD s3://{bucket}/{key}: {type(e).__name__}: {e}") from e
         return {k.lower(): v for k, v in (response.get("Metadata") or {}).items()}
 
+    async def head_bucket(self, bucket: str) -> None:
+        """HeadBucket: the bucket exists and these credentials may list it. Raises botocore's
+        own errors untouched, so that the pre-flight can tell each cause apart."""
+        await self._client.head_bucket(Bucket=bucket)
+
     async def _call(self, what: str, method: Any, **kwargs: Any) -> dict[str, Any]:
         try:
             response: dict[str, Any] = await method(**kwargs)
@@ -105,7 +113,7 @@ async def open_lister(settings: S3Settings) -> AsyncIterator[S3Lister]:
     config = AioConfig(
         connect_timeout=settings.timeout_s,
         read_timeout=settings.timeout_s,
-        retries={"max_attempts": 3},
+        retries={"max_attempts": settings.retries},
         max_pool_connections=64,
     )
     kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}

@@ -17,6 +17,7 @@ from services.scan.cli_options import (
     submit_options,
     submit_settings,
 )
+from services.scan.preflight import require_extract
 
 
 @click.group()
@@ -46,14 +47,14 @@ def quiet_cli() -> None:
     "--extract",
     "extract_dir",
     required=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="Extract run directory (one Parquet dataset per table).",
 )
 @click.option(
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     help="Output directory for findings, candidates, summary.json and report.html.",
 )
 @analysis_options
@@ -81,6 +82,7 @@ def analyze(
             dormant_topic_age,
         )
         submit = submit_settings(**submit_args)
+        require_extract(extract_dir, cluster, out_dir)
         from services.scan.job import run_analysis
 
         spark = session(master)

@@ -20,6 +20,7 @@ from services.scan.cli_options import (
     submit_settings,
 )
 from services.scan.config import parse_duration
+from services.scan.preflight import require_source
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"
@@ -117,13 +118,14 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
 @click.command()
 @extract_options
 @click.option("--cluster", required=True, help="The Pulsar cluster name (recorded in scan_run).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path())
 @click.option("--master", default="local[*]", show_default=True)
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
     failed or was truncated: the analysis of such a run proposes nothing)."""
     try:
         settings = extract_settings(cluster, **kw)
+        require_source(settings, out_dir)
         spark = session(master)
         try:
             outcome = _extract(spark, settings, Path(out_dir))
@@ -137,7 +139,7 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
 
 @click.command()
 @extract_options
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path())
 @analysis_options
 @submit_options
 def run(out_dir: str, master: str, **kw: Any) -> None:
@@ -164,6 +166,7 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         for key in analysis_keys[1:]:
             kw.pop(key)
         settings = extract_settings(kw.pop("cluster"), **kw)
+        require_source(settings, out_dir, Path(out_dir) / EXTRACT_DIR)
         from services.scan.job import run_analysis
 
         spark = session(master)
