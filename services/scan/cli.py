@@ -15,6 +15,7 @@ from services.scan.cli_options import (
     session,
     submit_options,
     submit_settings,
+    warn_risky_extract,
 )
 
 
@@ -70,6 +71,7 @@ def analyze(
             outcome = run_analysis(spark, extract_dir, out_dir, config)
         finally:
             spark.stop()
+        warn_risky_extract(outcome.summary)
         finish(outcome, out_dir, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
