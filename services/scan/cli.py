@@ -16,6 +16,7 @@ from services.scan.cli_options import (
     session,
     submit_options,
     submit_settings,
+    warn_risky_extract,
 )
 from services.scan.preflight import require_extract
 
@@ -90,6 +91,7 @@ def analyze(
             outcome = run_analysis(spark, extract_dir, out_dir, config, progress=True)
         finally:
             spark.stop()
+        warn_risky_extract(outcome.summary)
         finish(outcome, out_dir, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc

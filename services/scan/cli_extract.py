@@ -24,6 +24,7 @@ from services.scan.preflight import require_source
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"
+ACCEPT_UNATTRIBUTED = "--accept-unattributed-objects"
 
 
 def extract_options(func: F) -> F:
@@ -57,7 +58,16 @@ def extract_options(func: F) -> F:
             "--head-objects/--no-head-objects",
             default=True,
             show_default=True,
-            help="HEAD Pulsar-named objects for their managed-ledger and cluster names.",
+            help="HEAD Pulsar-named objects for their managed-ledger and cluster names. "
+            "--no-head-objects needs --accept-unattributed-objects.",
+        ),
+        click.option(
+            ACCEPT_UNATTRIBUTED,
+            "accept_unattributed_objects",
+            is_flag=True,
+            help="Acknowledge --no-head-objects: without HEAD an object's cluster is unknown, "
+            "so in a bucket shared with other Pulsar clusters their objects cannot be "
+            "excluded and may be proposed for deletion (shown as a warning in the report).",
         ),
         click.option("--zk-timeout", default="10s", show_default=True),
         click.option("--subtree-level", default=4, show_default=True),
@@ -73,6 +83,24 @@ def extract_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def check_head_objects(head_objects: bool, accept_unattributed_objects: bool) -> None:
+    """`--no-head-objects` is a usage error unless acknowledged; acknowledged, a warning."""
+    if head_objects:
+        return
+    if not accept_unattributed_objects:
+        raise click.UsageError(
+            f"--no-head-objects needs {ACCEPT_UNATTRIBUTED}: without HEAD the objects' "
+            "cluster is unknown and another cluster's objects may be proposed"
+        )
+    click.secho(
+        "WARNING: --no-head-objects: offloaded objects are not read with HEAD; their cluster "
+        "is unknown, so another cluster's objects in a shared bucket may be proposed.",
+        fg="red",
+        bold=True,
+        err=True,
+    )
 
 
 def extract_settings(cluster: str, **kw: Any) -> Any:
@@ -123,6 +151,7 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
     failed or was truncated: the analysis of such a run proposes nothing)."""
+    check_head_objects(kw["head_objects"], kw["accept_unattributed_objects"])
     try:
         settings = extract_settings(cluster, **kw)
         require_source(settings, out_dir)
@@ -144,6 +173,7 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
 @submit_options
 def run(out_dir: str, master: str, **kw: Any) -> None:
     """Extract into OUT/extract, analyze into OUT, and with --submit mark the candidates."""
+    check_head_objects(kw["head_objects"], kw["accept_unattributed_objects"])
     analysis_keys = (
         "cluster",
         "min_age",

@@ -14,6 +14,7 @@ import click
 from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
 from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
+from services.scan.report_sections import NO_HEAD_OBJECTS
 from services.scan.submit import SubmitSettings
 
 F = Callable[..., Any]
@@ -173,6 +174,20 @@ def spark_log_path() -> Path:
     import tempfile
 
     return Path(tempfile.gettempdir()) / f"tombstone-spark-{os.getpid()}.log"
+
+
+def warn_risky_extract(summary: dict[str, Any]) -> None:
+    """What the extract itself recorded as risky (the analysis of an extract made apart)."""
+    if NO_HEAD_OBJECTS in summary.get("risky_options", []):
+        click.secho(
+            "WARNING: the extract was made with --no-head-objects: the objects' cluster is "
+            "unknown, so another cluster's objects in a shared bucket may be proposed.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+    for warning in summary.get("warnings", []):
+        click.secho(f"WARNING: {warning}.", fg="red", bold=True, err=True)
 
 
 def session(master: str) -> Any:

@@ -29,7 +29,8 @@ class AnalyzeConfig:
     """What counts as an orphan, and when the run refuses to propose deletions."""
 
     cluster: str
-    """The Pulsar cluster name; offloaded objects naming another cluster stop the run."""
+    """The Pulsar cluster name: the extract's must be it; offloaded objects naming another
+    cluster are excluded (a shared bucket), never proposed."""
     min_age: timedelta = DEFAULT_MIN_AGE
     """Unreferenced ledgers and objects younger than this are `too_young`, never deleted."""
     allow_short_min_age: bool = False

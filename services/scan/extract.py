@@ -100,6 +100,7 @@ def run_extract(
         "cluster_name": settings.cluster,
         "started_ms": started,
         "ended_ms": ended,
+        "objects_headed": settings.head_objects,
     }
     frames["scan_run"] = spark.createDataFrame(
         [as_tuple(run_row, TABLES["scan_run"])], TABLES["scan_run"]

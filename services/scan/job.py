@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
 from services.scan import analyze as A
-from services.scan import insights, report_data
+from services.scan import clusters, insights, report_data
 from services.scan.candidates import deletion_candidates
 from services.scan.canonical import reject_noncanonical
 from services.scan.config import AnalyzeConfig
@@ -45,6 +45,8 @@ class ScanInfo:
     cluster_name: str | None
     started_ms: int
     ended_ms: int | None
+    objects_headed: bool | None = None
+    """False: objects were not read with HEAD (`--no-head-objects`); None: not recorded."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,13 @@ def scan_info(extract: Extract) -> ScanInfo:
     if len(rows) != 1:
         raise CorruptData(f"scan_run must hold exactly one row, found {len(rows)}")
     row = rows[0]
-    return ScanInfo(row["scan_id"], row["cluster_name"], row["started_ms"], row["ended_ms"])
+    return ScanInfo(
+        row["scan_id"],
+        row["cluster_name"],
+        row["started_ms"],
+        row["ended_ms"],
+        row["objects_headed"],
+    )
 
 
 def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis:
@@ -131,6 +139,16 @@ def warn_if_short_window(config: AnalyzeConfig) -> None:
 ANALYSIS_STEPS = ("ledgers", "objects", "safety", "candidates", "insights", "report")
 
 
+def warn_if_unattributed(info: ScanInfo) -> None:
+    if info.objects_headed is False:
+        log.warning(
+            "OBJECTS NOT READ WITH HEAD (--no-head-objects): their cluster is unknown, so "
+            "another cluster's objects in a shared bucket may be proposed"
+        )
+    elif info.objects_headed is None:
+        log.warning(clusters.HEAD_UNRECORDED)
+
+
 def run_analysis(
     spark: SparkSession,
     extract_dir: str | Path,
@@ -147,6 +165,7 @@ def run_analysis(
     out.mkdir(parents=True, exist_ok=True)
     extract = read_extract(spark, extract_dir)
     info = scan_info(extract)
+    warn_if_unattributed(info)
     analysis = analyze(extract, config, now_ms=info.started_ms)
     ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
     steps.advance("ledgers")
@@ -177,6 +196,7 @@ def run_analysis(
         dormant.count(),
         inactive.count(),
     )
+    summary |= clusters.object_clusters(objects)
     summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
     write_summary(out, summary)
     write_html_report(out, summary)
@@ -241,6 +261,7 @@ def build_summary(
             "started": datetime.fromtimestamp(info.started_ms / 1000, UTC).isoformat(),
             "started_ms": info.started_ms,
             "ended_ms": info.ended_ms,
+            "objects_headed": info.objects_headed,
         },
         "config": {
             "cluster": config.cluster,
@@ -249,6 +270,10 @@ def build_summary(
             "min_age_below_floor": config.below_floor,
             "max_orphan_share": config.max_orphan_share,
         },
+        "risky_options": clusters.risky_options(
+            below_floor=config.below_floor, objects_headed=info.objects_headed
+        ),
+        "warnings": clusters.warnings(info.objects_headed),
         "dry_run": True,
         "refused": verdict.refused,
         "refusal_reasons": list(verdict.reasons),

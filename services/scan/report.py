@@ -14,6 +14,7 @@ from typing import Any
 
 from services.scan import report_findings as findings
 from services.scan import report_sections as run
+from services.scan.report_clusters import other_clusters
 from services.scan.report_format import human_bytes, human_duration
 from services.scan.report_history import diff_runs, previous_run
 from services.scan.report_html import page, para, text
@@ -63,6 +64,7 @@ def render(run_dir: Path, summary: Mapping[str, Any]) -> str:
         run.verdict(summary, submitted),
         run.submitted_section(submitted) if submitted is not None else run.submit_plan(summary),
         findings.coverage(summary),
+        other_clusters(summary),
     ]
     if not refused:
         parts += [

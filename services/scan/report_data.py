@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from services.scan.report_format import HELD_BACK, KIND_REASONS, REFUSED_RUN
+from services.scan.report_format import HELD_BACK, KIND_REASONS, OTHER_CLUSTER_PREFIX, REFUSED_RUN
 
 ITEMS_CSV = "items.csv"
 TASKS_CSV = "tasks.csv"
@@ -142,7 +142,11 @@ def report_items(
     reasons = _reasons()
     kind_text = F.coalesce(reasons[F.col("kind")], F.col("kind"))
     reason = (
-        F.when(F.col("proposed"), kind_text)
+        F.when(
+            F.col("kind") == "other_cluster",
+            F.concat(F.lit(f"{OTHER_CLUSTER_PREFIX} "), F.col("cluster_name")),
+        )
+        .when(F.col("proposed"), kind_text)
         .when(F.col("deletable") & F.lit(refused), F.lit(REFUSED_RUN))
         .when(F.col("deletable"), F.lit(HELD_BACK))
         .when(

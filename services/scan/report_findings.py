@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.scan import report_svg as svg
+from services.scan.report_clusters import cluster_unknown
 from services.scan.report_format import (
+    CLUSTER_UNKNOWN,
     decode_name,
     human_bytes,
     human_count,
@@ -187,6 +189,7 @@ def items(summary: Summary) -> str:
     if not listed:
         return section("candidates", "Candidates and other findings", para("Not recorded."))
     window = min_age_s(summary)
+    unknown = cluster_unknown(summary)
     shown = listed.get("shown", [])
     csv = text(listed.get("csv", "items.csv"))
     intro = para(
@@ -202,7 +205,7 @@ def items(summary: Summary) -> str:
             _owner(item),
             item.get("namespace"),
             item.get("kind"),
-            _reason(item, window),
+            _reason(item, window, cluster_unknown=unknown),
             human_bytes(item.get("size_bytes") or 0),
             human_duration(item["age_ms"] / 1000) if item.get("age_ms") is not None else "unknown",
         )
@@ -237,8 +240,11 @@ def _owner(item: Mapping[str, Any]) -> str:
     return topic
 
 
-def _reason(item: Mapping[str, Any], window_s: float) -> str:
+def _reason(item: Mapping[str, Any], window_s: float, *, cluster_unknown: bool) -> str:
     reason = str(item.get("reason") or kind_reason(item.get("kind"), item.get("orphan_reason")))
+    pulsar_object = item.get("source") == "object" and item.get("ledger_id") is not None
+    if cluster_unknown and pulsar_object and not item.get("cluster_name"):
+        reason += f"; {CLUSTER_UNKNOWN}"
     if item.get("kind") in ("too_young", "in_use_open") and item.get("age_ms") is not None:
         age = human_duration(item["age_ms"] / 1000)
         reason += f"; age {age}, window {human_duration(window_s)}"

@@ -22,7 +22,7 @@ KIND_REASONS = {
     "unknown_ownership": "no Pulsar owner metadata: not Pulsar's to delete",
     "unreadable": "its metadata znode could not be decoded",
     "reference_unknown": "a compacted ledger whose live reference was not read",
-    "other_cluster": "the object belongs to another Pulsar cluster",
+    "other_cluster": "excluded: the object belongs to another Pulsar cluster (shared bucket)",
     "noncanonical_name": "its owner's name is not canonical, so no PDLI can name it",
     "compacted_unreferenced": "unreferenced compacted ledger: reported only (no PDLI component)",
     "bucket_unreferenced": "unreferenced delayed-delivery bucket: reported only "
@@ -32,6 +32,10 @@ KIND_REASONS = {
 #: Reasons that replace the kind's when a deletable finding is not proposed after all.
 HELD_BACK = "held back: another object of the same offload upload is not deletable"
 REFUSED_RUN = "would be proposed, but the run refused"
+#: An `other_cluster` item's reason is this followed by the cluster's name.
+OTHER_CLUSTER_PREFIX = "excluded: belongs to cluster"
+#: Appended to the reason of an object whose cluster was not read (`--no-head-objects`).
+CLUSTER_UNKNOWN = "its cluster is unknown (pulsarclustername not read with HEAD)"
 
 
 def human_bytes(value: float) -> str:

@@ -31,21 +31,22 @@ def banner(summary: Summary) -> str:
         ALLOW_SHORT_MIN_AGE: f"the age window is {window}, below the 1-day safety floor: an "
         "unreferenced ledger whose reference is about to be written (rollover, cursor, schema, "
         "compaction) may be proposed.",
-        NO_HEAD_OBJECTS: "offloaded objects were not read with HEAD: their owner and cluster "
-        "names are unknown, so another cluster's objects in a shared bucket cannot be told "
-        "apart and may be proposed.",
+        NO_HEAD_OBJECTS: "offloaded objects were not read with HEAD (acknowledged with "
+        "--accept-unattributed-objects): their owner and cluster names are unknown, so "
+        "another cluster's objects in a shared bucket cannot be told apart and may be "
+        "proposed.",
     }
     options = risky_options(summary)
-    if not options:
+    warnings = [str(w) for w in summary.get("warnings") or []]
+    if not options and not warnings:
         return ""
     lines = [
         f"<code>{text(o)}</code>: {text(why.get(o, 'a safety check was relaxed.'))}"
         for o in options
     ]
-    return (
-        "<div id='risky' class='banner' role='alert'><b>Warning: this run used risky "
-        f"options.</b>{bullets(lines)}</div>"
-    )
+    lines += [f"{text(w)}." for w in warnings]
+    head = "Warning: this run used risky options." if options else "Warning."
+    return f"<div id='risky' class='banner' role='alert'><b>{head}</b>{bullets(lines)}</div>"
 
 
 def _submitted_counts(submitted: Mapping[str, Any]) -> tuple[int, int, int, int]:

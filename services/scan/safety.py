@@ -6,7 +6,12 @@ listing makes *every* ledger of its subtree unreferenced), so the run proposes n
 - a reference znode (ML, cursor, schema locator) could not be decoded;
 - the orphan share of Pulsar-owned ledgers, or of Pulsar-named objects, exceeds the limit
   (a scan bug is likelier than a mass of orphans);
-- the scan or an object names another Pulsar cluster than the configured one.
+- the extract was taken of another cluster than the configured one;
+- objects that this cluster's managed ledgers list (same ledger id *and* uuid) name another
+  cluster: then `--cluster` is likely not the name the brokers write, and every object of
+  this cluster would be excluded as "another cluster's".
+Objects that merely name another cluster are not a reason: in a bucket shared by several
+clusters they are excluded (`other_cluster`, never a candidate) and reported.
 The findings are still reported; only the deletion candidates are withheld.
 """
 
@@ -22,7 +27,8 @@ from services.scan.schema import TABLE_KINDS, Extract
 
 #: How many offending tasks or cluster names a reason lists at most.
 MAX_LISTED = 5
-NOT_PULSAR_OWNED = ("unknown_ownership", "unreadable")
+#: Kinds left out of the orphan shares' base: not this cluster's Pulsar data.
+NOT_COUNTED = ("unknown_ownership", "unreadable", "other_cluster")
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,7 @@ def decode_problems(extract: Extract) -> list[str]:
 
 
 def _share(rows: list[Row], source: str) -> float:
-    owned = sum(
-        r["count"] for r in rows if r["source"] == source and r["kind"] not in NOT_PULSAR_OWNED
-    )
+    owned = sum(r["count"] for r in rows if r["source"] == source and r["kind"] not in NOT_COUNTED)
     orphans = sum(r["count"] for r in rows if r["source"] == source and r["orphan_reason"])
     return orphans / owned if owned else 0.0
 
@@ -96,26 +100,44 @@ def share_problems(kind_counts: DataFrame, max_share: float) -> tuple[list[str],
 
 
 def cluster_problems(extract: Extract, cluster: str) -> list[str]:
-    """The scan or offloaded objects name another cluster than the configured one."""
+    """The extract names another cluster, or objects of this cluster name another one."""
     reasons = []
     scanned = {row["cluster_name"] for row in extract.scan_run.collect()}
     if scanned != {cluster}:
         reasons.append(
             f"the extract was taken of cluster(s) {sorted(map(str, scanned))}, not {cluster!r}"
         )
-    foreign = (
+    # Ledger ids are allocated per cluster, so another cluster's object with one of our ids is
+    # expected in a shared bucket; the offload uuid is random per upload, so an object whose
+    # (ledger id, uuid) one of our lists names is ours, whatever cluster it says.
+    listed = extract.ml_ledgers.filter(F.col("offload_uuid").isNotNull()).select(
+        "ledger_id", F.lower("offload_uuid").alias("listed_uuid")
+    )
+    ours_named_other = (
         extract.offload_objects.filter(
             F.col("cluster_name").isNotNull() & (F.col("cluster_name") != cluster)
         )
+        .join(
+            listed,
+            (extract.offload_objects["ledger_id"] == listed["ledger_id"])
+            & (F.lower(extract.offload_objects["uuid"]) == listed["listed_uuid"]),
+            "left_semi",
+        )
         .groupBy("cluster_name")
         .count()
-        .orderBy(F.col("count").desc())
+        .orderBy(F.col("count").desc(), "cluster_name")
         .limit(MAX_LISTED)
         .collect()
     )
-    if foreign:
-        names = ", ".join(f"{row['cluster_name']!r} ({row['count']} objects)" for row in foreign)
-        reasons.append(f"offloaded objects belong to another cluster than {cluster!r}: {names}")
+    if ours_named_other:
+        names = ", ".join(
+            f"{row['cluster_name']!r} ({row['count']} objects)" for row in ours_named_other
+        )
+        reasons.append(
+            f"offloaded objects that this cluster's topics list (same ledger id and uuid) name "
+            f"another cluster than {cluster!r}: {names}; --cluster is likely not the name "
+            "the brokers write (pulsarclustername)"
+        )
     return reasons
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -182,8 +183,16 @@ SCAN_RUN = StructType(
         _f("cluster_name", _S),
         _f("started_ms", _L, False),
         _f("ended_ms", _L),
+        # Whether Pulsar-named objects were read with HEAD (their `managed_ledger_name` and
+        # `cluster_name`); false with `--no-head-objects`. Null in extracts written before
+        # it was recorded: unknown.
+        _f("objects_headed", _B),
     ]
 )
+
+#: Columns added to the contract later: an extract written before has none, and reads them
+#: as null (unknown), never as a default value.
+OPTIONAL_COLUMNS: dict[str, frozenset[str]] = {"scan_run": frozenset({"objects_headed"})}
 
 TABLES: dict[str, StructType] = {
     "bk_ledgers": BK_LEDGERS,
@@ -222,9 +231,14 @@ class Extract:
 
 
 def conform(df: DataFrame, schema: StructType, table: str) -> DataFrame:
-    """Select `schema`'s columns from `df` in order; a missing or mistyped column is an error."""
+    """Select `schema`'s columns from `df` in order; a missing or mistyped column is an error
+    (a column of OPTIONAL_COLUMNS that is missing reads as null)."""
     actual = {field.name: field.dataType for field in df.schema.fields}
+    optional = OPTIONAL_COLUMNS.get(table, frozenset())
     for field in schema.fields:
+        if field.name not in actual and field.name in optional:
+            df = df.withColumn(field.name, F.lit(None).cast(field.dataType))
+            continue
         if field.name not in actual:
             raise CorruptData(f"extract table {table!r} has no column {field.name!r}")
         if not _same_type(actual[field.name], field.dataType):

@@ -256,7 +256,13 @@ def planted_rows() -> dict[str, list[Row]]:
         ],
         "scan_manifest": [task(kind) for kind in KINDS],
         "scan_run": [
-            {"scan_id": "s1", "cluster_name": CLUSTER, "started_ms": NOW, "ended_ms": NOW + 5000}
+            {
+                "scan_id": "s1",
+                "cluster_name": CLUSTER,
+                "started_ms": NOW,
+                "ended_ms": NOW + 5000,
+                "objects_headed": True,
+            }
         ],
     }
 

@@ -231,6 +231,52 @@ def summary(**overrides: Any) -> dict[str, Any]:
     return body | overrides
 
 
+def no_head_summary() -> dict[str, Any]:
+    """A run whose extract did not read the objects with HEAD (acknowledged): the banner,
+    and the objects of unknown cluster (item 7 among them)."""
+    body = summary(risky_options=["--no-head-objects"])
+    body["scan"] |= {"objects_headed": False}
+    return body | {
+        "other_clusters": {"objects": 0, "bytes": 0, "by_cluster": []},
+        "unattributed_objects": {"objects": 8, "bytes": int(31.5 * MIB), "deletable": 2},
+    }
+
+
+#: An object another cluster offloaded into the shared bucket, with one of our ledger ids.
+FOREIGN_ITEM = item(
+    31,
+    "other_cluster",
+    False,
+    source="object",
+    bucket="offload",
+    key="e5c2-ledger-31",
+    uuid="e5c2",
+    cluster_name="east",
+    ml_name="t1/ns1/persistent/remote",
+    size_bytes=2 * MIB,
+    reason="excluded: belongs to cluster east",
+)
+
+
+def shared_bucket_summary() -> dict[str, Any]:
+    """A run over a bucket that two other clusters (east, west) offload into too."""
+    body = summary()
+    body["scan"] |= {"objects_headed": True}
+    shown = [*ITEMS, FOREIGN_ITEM]
+    return body | {
+        "other_clusters": {
+            "objects": 3,
+            "bytes": 7 * MIB,
+            "by_cluster": [
+                {"cluster_name": "east", "objects": 2, "bytes": 4 * MIB},
+                {"cluster_name": "west", "objects": 1, "bytes": 3 * MIB},
+            ],
+        },
+        "unattributed_objects": {"objects": 0, "bytes": 0, "deletable": 0},
+        "items": {"total": len(shown), "proposed": 3, "shown": shown, "csv": "items.csv"},
+    }
+
+
 def refused_summary() -> dict[str, Any]:
     return summary(
         refused=True,
@@ -291,6 +337,6 @@ if __name__ == "__main__":
 
     target = Path(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = write_history(Path(tmp), summary(risky_options=["--no-head-objects"]))
+        run_dir = write_history(Path(tmp), no_head_summary())
         screenshot(run_dir / "report.html", target)
     _crop_blank_bottom(target)

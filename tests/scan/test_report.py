@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from services.scan.clusters import HEAD_UNRECORDED
 from services.scan.report import write_html_report
 from services.scan.report_format import human_bytes, human_duration, topic_of_ml
 from services.scan.report_history import previous_run
@@ -85,7 +86,13 @@ def rendered(run_dir: Path) -> Dom:
 @pytest.fixture(scope="module")
 def allowed(tmp_path_factory: pytest.TempPathFactory) -> Dom:
     out = tmp_path_factory.mktemp("out")
-    return rendered(R.write_history(out, R.summary(risky_options=["--no-head-objects"])))
+    return rendered(R.write_history(out, R.no_head_summary()))
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Dom:
+    out = tmp_path_factory.mktemp("shared")
+    return rendered(R.write_history(out, R.shared_bucket_summary()))
 
 
 def test_allowed_report_has_every_section_in_order(allowed: Dom) -> None:
@@ -112,8 +119,57 @@ def test_candidate_rows_say_why_and_decode_names(allowed: Dom) -> None:
 
 
 def test_banner_names_the_risky_option(allowed: Dom) -> None:
-    """--no-head-objects is shown as a warning with what it costs."""
+    """--no-head-objects is shown as a warning with what it costs and its acknowledgement."""
     assert re.search(r"Warning: this run used risky options\. --no-head-objects", allowed.all_text)
+    assert [
+        "acknowledged with --accept-unattributed-objects" in allowed.all_text,
+        "another cluster's objects in a shared bucket cannot be told apart" in allowed.all_text,
+    ] == [True, True]
+
+
+def test_objects_of_unknown_cluster_are_shown_as_such(allowed: Dom) -> None:
+    """Without HEAD: the count of objects of unknown cluster, and the proposed object's
+    reason says its cluster is unknown."""
+    text = allowed.all_text
+    assert "other-clusters" in allowed.ids
+    assert [
+        "8 Pulsar-named objects (31.5 MiB) of unknown cluster" in text,
+        "2 of them deletable" in text,
+        "no topic lists this ledger with this offload uuid; its cluster is unknown" in text,
+    ] == [True] * 3
+
+
+def test_other_clusters_objects_have_their_own_section(shared: Dom) -> None:
+    """A shared bucket: the excluded objects per cluster after the coverage, each row and the
+    listed item saying which cluster they belong to; no warning banner."""
+    text = shared.all_text
+    order = [i for i in shared.ids if i in ("coverage", "other-clusters", "candidates")]
+    assert (order, "risky" in shared.ids) == (["coverage", "other-clusters", "candidates"], False)
+    assert shared.rows["clusters"] == 3
+    assert [
+        "3 objects (7.0 MiB) in the scanned buckets name another Pulsar cluster than c1" in text,
+        "east 2 4.0 MiB excluded: belongs to cluster east" in text,
+        "west 1 3.0 MiB excluded: belongs to cluster west" in text,
+        "object offload/e5c2-ledger-31" in text,
+    ] == [True] * 4
+    assert shared.rows["items"] == len(R.ITEMS) + 2
+
+
+def test_unrecorded_head_is_a_warning(tmp_path: Path) -> None:
+    """An extract that does not say whether objects were read with HEAD: a warning banner
+    (not a risky option), and objects naming no cluster shown as of unknown cluster."""
+    body = R.summary(warnings=[HEAD_UNRECORDED])
+    body["scan"] |= {"objects_headed": None}
+    body |= {
+        "other_clusters": {"objects": 0, "bytes": 0, "by_cluster": []},
+        "unattributed_objects": {"objects": 8, "bytes": 1024, "deletable": 2},
+    }
+    dom = Dom(write_html_report(tmp_path, body).read_text())
+    assert ("risky" in dom.ids, "risky options" in dom.all_text) == (True, False)
+    assert [
+        "does not record whether offloaded objects were read with HEAD" in dom.all_text,
+        "of unknown cluster" in dom.all_text,
+    ] == [True, True]
 
 
 def test_charts_have_honest_axes(allowed: Dom) -> None:

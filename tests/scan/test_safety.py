@@ -100,14 +100,45 @@ def test_orphan_share_at_limit_is_accepted(spark: SparkSession) -> None:
     assert share_problems(counts, 0.2)[0] == []
 
 
-def test_objects_of_another_cluster_are_a_refusal_reason(spark: SparkSession) -> None:
-    """An object whose pulsarclustername is another cluster's stops the run."""
+def test_objects_of_another_cluster_are_not_a_refusal_reason(spark: SparkSession) -> None:
+    """In a shared bucket another cluster's objects are excluded, not a reason to refuse: also
+    one whose ledger id is one of ours (ids are per cluster) under another uuid."""
     rows = P.planted_rows()
-    rows["offload_objects"].append(
-        P.obj(f"{P.U9}-ledger-5", uuid=P.U9, ledger_id=5, cluster_name="other")
-    )
-    expected = ["offloaded objects belong to another cluster than 'c1': 'other' (1 objects)"]
+    rows["offload_objects"] += [
+        P.obj(f"{P.U9}-ledger-31", uuid=P.U9, ledger_id=31, cluster_name="east"),
+        P.obj(f"{P.U8}-ledger-5", uuid=P.U8, ledger_id=5, cluster_name="west"),
+    ]
+    assert cluster_problems(extract_from_rows(spark, rows), P.CLUSTER) == []
+
+
+def test_our_listed_objects_naming_another_cluster_are_a_refusal_reason(
+    spark: SparkSession,
+) -> None:
+    """Objects whose ledger id *and* uuid one of our topics lists are ours: naming another
+    cluster, they say --cluster is wrong (else all our objects would be excluded)."""
+    rows = P.planted_rows()
+    rows["offload_objects"] = [
+        o | {"cluster_name": "east"} if o["uuid"] == P.U2 else o for o in rows["offload_objects"]
+    ]
+    expected = [
+        "offloaded objects that this cluster's topics list (same ledger id and uuid) name "
+        "another cluster than 'c1': 'east' (2 objects); --cluster is likely not the name the "
+        "brokers write (pulsarclustername)"
+    ]
     assert expected == cluster_problems(extract_from_rows(spark, rows), P.CLUSTER)
+
+
+def test_other_cluster_objects_are_not_in_the_orphan_share(spark: SparkSession) -> None:
+    """1 orphan of 4 objects of this cluster is 25%, however many other clusters' objects."""
+    counts = _counts(
+        spark,
+        [
+            ("object", "referenced", None, 3),
+            ("object", "offload_no_match", "offload_no_match", 1),
+            ("object", "other_cluster", None, 96),
+        ],
+    )
+    assert share_problems(counts, 0.2)[2] == 0.25
 
 
 def test_scan_of_another_cluster_is_a_refusal_reason(spark: SparkSession) -> None:

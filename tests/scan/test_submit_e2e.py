@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -42,7 +41,8 @@ SPEC = ClusterSpec(
     tenants=1,
     namespaces_per_tenant=2,
     topics_per_namespace=3,
-    orphans=replace(OrphanPlan.some(1), other_cluster_objects=0),
+    # Another cluster's objects in the shared bucket included: excluded, so they stay.
+    orphans=OrphanPlan.some(1),
     bucket=BUCKET,
     cluster_name=CLUSTER,
 )
@@ -91,13 +91,15 @@ async def test_submit_deletes_exactly_the_planted_orphans(
     tmp_path: Path,
 ) -> None:
     """Planted deletable ledgers leave ZooKeeper, the abandoned uploads leave S3; every other
-    ledger, object, ML, cursor and schema znode is as before (same data, same version)."""
+    ledger, object (another cluster's in the shared bucket too), ML, cursor and schema znode
+    is as before (same data, same version)."""
     create_topics(broker)
     model = await sim.write(zk, s3, SPEC)
     ledgers_before, nodes_before = await _state(zk)
     objects_before = objects_in_s3(s3)
     scanned = await sim.extract_and_analyze(spark, tmp_path, model, sim.settings(zk, s3, SPEC))
     assert scanned.analysis.verdict.reasons == ()
+    assert scanned.analysis.summary["other_clusters"]["objects"] > 0
     candidates = await asyncio.to_thread(read_candidates, scanned.analysis.out_dir)
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
