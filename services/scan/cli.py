@@ -34,13 +34,31 @@ def quiet_cli() -> None:
     the results a script may parse. PySpark warns about the installed pandas version at import
     although the reconciler uses no pandas API.
     """
+    import logging
     import warnings
 
     from services.core.config import LogConfig
     from services.core.logging import configure_logging
 
-    configure_logging(LogConfig.from_env(), stream=sys.stderr)
+    configure_logging(LogConfig.from_env(), stream=_CurrentStderr())  # type: ignore[arg-type]
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    # aiozk warns "Aborting connection" each time a client closes with its reader still
+    # waiting, i.e. on every normal close; a failure reaches the run as an exception anyway.
+    logging.getLogger("aiozk").setLevel(logging.ERROR)
+
+
+class _CurrentStderr:
+    """Whatever `sys.stderr` is at each write: the CLI may run inside a process that swaps it
+    (a test runner), and a stream captured once could be closed by then."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 @reconcile.command()
