@@ -59,11 +59,13 @@ def _results(
         yield from pool.imap(_one, jobs, chunksize=16)
 
 
-def run_many(first: int, count: int, workers: int, summary: str | None) -> int:
+def run_many(
+    first: int, count: int, workers: int, summary: str | None, mutant: str | None = None
+) -> int:
     started = time.perf_counter()
     violations = 0
     failing: list[int] = []
-    for seed, invariants, report in _results(range(first, first + count), None, workers):
+    for seed, invariants, report in _results(range(first, first + count), mutant, workers):
         if invariants:
             violations += len(invariants)
             failing.append(seed)
@@ -125,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replay(args.seed, args.mutant)
     if args.mutants:
         return hunt([args.mutant] if args.mutant else list(MUTANTS), args.workers)
-    return run_many(args.first, args.seeds, args.workers, args.summary)
+    # With --mutant, a slice of seeds runs with that bug planted (each failing seed reported).
+    return run_many(args.first, args.seeds, args.workers, args.summary, args.mutant)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,15 @@ class Cluster:
         )
         return ledger_id
 
+    def recreate_ledger(self, ledger_id: int, custom: dict[str, bytes], version: int) -> None:
+        """A ledger created under an id chosen by the client (`createLedgerAdv`): OPEN at
+        version 0, then closed and its metadata written again until it is at `version`."""
+        self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
+        path = PATHS.ledger_path(ledger_id)
+        self.zk.create(path, ledger_bytes(ledger_id, custom, closed=False), make_parents=True)
+        for now in range(version):
+            self.zk.set(path, ledger_bytes(ledger_id, custom, closed=True), version=now)
+
     def close_ledger(self, ledger_id: int, custom: dict[str, bytes]) -> None:
         path = PATHS.ledger_path(ledger_id)
         stat = self.zk.stat(path)

@@ -13,7 +13,7 @@ import asyncio
 import contextvars
 import hashlib
 import random
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -199,6 +199,8 @@ class VerifierService:
     def __init__(self, d: Durable, name: str = "verifier") -> None:
         self.d, self.name = d, name
         self.up = False
+        self.on_verdict: Callable[[_pd.PendingDeleteLedgerInfo, int], None] | None = None
+        """Called with each verdict as it is returned (the workload's worst-moment hooks)."""
         self.start()
 
     def start(self) -> None:
@@ -254,6 +256,8 @@ class VerifierService:
             decision += " " + _vf.SkipReason.Name(response.skip_reason)
         tier = _pd.LedgerType.Name(pdli.ledger_type)
         self.d.sched.log(f"verdict {pdli.ledger_id} {tier}: {decision} {response.reason[:60]}")
+        if self.on_verdict is not None:
+            self.on_verdict(pdli, response.decision)
         return response
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -47,6 +48,7 @@ from sim.services import (
 from sim.topic import ACKED, Entry, Producer, Topic
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
+from tombstone.v1 import verifier_pb2 as _vf
 
 LEDGER, OFFLOAD = "ledger", "offload"
 Copy = tuple[int, str, str]
@@ -55,6 +57,8 @@ Copy = tuple[int, str, str]
 CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
 MAX_MESSAGES = 5000
+REUSE_SHARE = 0.2
+"""Of the verifier's DELETE verdicts on BookKeeper copies, the share whose id is used again."""
 """Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
 
 
@@ -84,6 +88,7 @@ class TopicState:
 class World:
     def __init__(self, seed: int, *, allowed_buckets: frozenset[str] = frozenset({BUCKET})):
         self.sched = sched = Scheduler(seed)
+        self.reuse_rng = random.Random(seed * 7919 + 17)
         self.zk = ZooKeeper(sched)
         self.s3 = S3(sched)
         self.dlq = Topic("dlq", sched, partitions=1)
@@ -209,6 +214,11 @@ class World:
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         self.markers = [MarkerService(self.durable, f"marker-{i}") for i in range(2)]
         self.verifier = VerifierService(self.durable)
+        self.verifier.on_verdict = self._reuse_after_verdict
+        # A topic no broker of the workload touches: only `_reuse_after_verdict` writes it.
+        self.reuse_topic = TopicState("public/default/persistent/reused", "sub", broker=0)
+        self.owners[managed_ledger_path(self.reuse_topic.ml)] = frozenset()
+        self.cluster.create_topic(self.reuse_topic.ml, self.reuse_topic.cursor)
         self.deleters = [
             DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
         ]
@@ -413,6 +423,35 @@ class World:
         first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
         info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
         self.cluster.write_ml(t.ml, info, version)
+
+    def _reuse_after_verdict(self, pdli: _pd.PendingDeleteLedgerInfo, decision: int) -> None:
+        """A ledger id used again, at the worst moment: right after the verifier decided to
+        delete it, a BookKeeper client deletes the ledger itself, creates a ledger under the
+        same id (`BookKeeper.createLedgerAdv` with an application-chosen id) and a topic of
+        its own lists it. The deleter's conditional delete at the version it verified is what
+        keeps it from deleting the new ledger. The new znode is taken one version past the
+        old one's (a version both had would defeat the guard: the limit docs/simulation.md
+        describes; no code path of Pulsar re-creates an id). Drawn from a generator of its
+        own, so the rest of the run's draws stay as they were."""
+        if pdli.ledger_type != _pd.LEDGER or decision != _vf.DELETE:
+            return
+        if self.reuse_rng.random() >= REUSE_SHARE:
+            return
+        ledger_id = pdli.ledger_id
+        path = PATHS.ledger_path(ledger_id)
+        stat = self.zk.stat(path)
+        if stat is None or ledger_id not in self.cluster.data_ledgers:
+            return
+        t = self.reuse_topic
+        info, version = self._ml(t)
+        # No await here: the id is deleted, created again and listed at one instant.
+        self.zk.delete(path, version=-1, by="bookkeeper-client")
+        self.cluster.recreate_ledger(ledger_id, data_meta(t.ml), stat.version + 1)
+        info.ledgerInfo.add(ledgerId=ledger_id, entries=1, size=10, timestamp=self.sched.now_ms())
+        self.cluster.write_ml(t.ml, info, version)
+        self.sched.log(
+            f"ledger id {ledger_id} created again (version {stat.version + 1}), listed by {t.ml}"
+        )
 
     async def _reconcile(self, t: TopicState) -> None:
         """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
