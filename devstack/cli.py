@@ -20,6 +20,7 @@ import click
 
 from devstack import s3 as s3_launcher
 from devstack.ports import Interrupted, PortInUse
+from devstack.reconcile_command import ReconcileTarget, explain
 from devstack.s3 import S3Server
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import render_broker_style
@@ -92,6 +93,8 @@ def started(name: str, stop: StopEvent) -> Iterator[None]:
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Where the printed reconcile command writes its output (relative to where it is run).
+RECONCILE_OUT = "reconcile-out"
 
 
 @devstack.command()
@@ -143,7 +146,10 @@ def simulate(
     **options: Any,
 ) -> None:
     """Write a simulated Pulsar cluster (from a seed) into a running ZooKeeper and S3; with
-    --broker-style, then unlink part of it the way unmodified brokers do."""
+    --broker-style, then unlink part of it the way unmodified brokers do. Ends with the
+    `tombstone reconcile run` command for this cluster: with the defaults that run is not
+    refused and proposes exactly the planted deletable orphans once they are a minute old
+    (the opt-in kinds of --orphans change that: other-cluster objects make it refuse)."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     s3_config = None
     if s3_endpoint is not None:
@@ -171,6 +177,8 @@ def simulate(
                 unlink_into(model, zookeeper=zk_address, s3_config=s3_config, faults=faults)
             )
             click.echo(render_broker_style(result))
+        target = ReconcileTarget.of(spec, zk_address, s3_endpoint)
+        click.echo(explain(target, RECONCILE_OUT, spec.orphans))
     except TombstoneError as e:
         raise click.ClickException(str(e)) from e
 
