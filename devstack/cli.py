@@ -124,7 +124,11 @@ def s3(port: int | None) -> None:
             with started("S3", stop):
                 server.start(stop=stop)
             click.echo(f"S3 listening on {server.endpoint}")
-            click.echo(f"  access key {s3_launcher.ACCESS_KEY}, region {s3_launcher.REGION}")
+            click.echo(
+                f"  access key {s3_launcher.ACCESS_KEY}, secret {s3_launcher.SECRET_KEY}, "
+                f"region {s3_launcher.REGION} (TOMBSTONE_S3_ACCESS_KEY_ID, "
+                "TOMBSTONE_S3_SECRET_ACCESS_KEY, TOMBSTONE_S3_REGION)"
+            )
             serve(stop, lambda: server.running, "S3")
         finally:
             server.close()
@@ -171,14 +175,16 @@ def simulate(
             )
         )
         click.echo(render(model))
+        left_behind = 0
         if broker_style:
             faults = DeleteFaults(delete_failure_share, seed=spec.seed)
             result = asyncio.run(
                 unlink_into(model, zookeeper=zk_address, s3_config=s3_config, faults=faults)
             )
             click.echo(render_broker_style(result))
+            left_behind = len(result.left_behind)
         target = ReconcileTarget.of(spec, zk_address, s3_endpoint)
-        click.echo(explain(target, RECONCILE_OUT, spec.orphans))
+        click.echo(explain(target, RECONCILE_OUT, spec.orphans, left_behind=left_behind))
     except TombstoneError as e:
         raise click.ClickException(str(e)) from e
 

@@ -77,8 +77,9 @@ def shell_command(target: ReconcileTarget, out: str) -> str:
     return " ".join([*env, shlex.join(["tombstone", *reconcile_args(target, out)])])
 
 
-def explain(target: ReconcileTarget, out: str, orphans: OrphanPlan) -> str:
-    """What `devstack simulate` prints last: the command and why it looks the way it does."""
+def explain(target: ReconcileTarget, out: str, orphans: OrphanPlan, *, left_behind: int = 0) -> str:
+    """What `devstack simulate` prints last: the command and why it looks the way it does.
+    `left_behind`: (ledger, tier) pairs broker-style unlinks left behind (`--broker-style`)."""
     lines = [
         "Reconcile it (dry run) with:",
         f"  {shell_command(target, out)}",
@@ -90,6 +91,11 @@ def explain(target: ReconcileTarget, out: str, orphans: OrphanPlan) -> str:
         lines.append(
             "  Other-cluster objects were planted: that run refuses (another cluster's objects "
             "in the bucket)."
+        )
+    if left_behind:
+        lines.append(
+            f"  Broker-style unlinks left {left_behind} (ledger, tier) behind: that run proposes "
+            "them too, once they are as old (no follower recorded them)."
         )
     if orphans.young:
         lines.append(
