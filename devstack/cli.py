@@ -12,13 +12,15 @@ import contextlib
 import importlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from devstack import s3 as s3_launcher
+from devstack.ports import Interrupted, PortInUse
+from devstack.reconcile_command import ReconcileTarget, explain
 from devstack.s3 import S3Server
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import render_broker_style
@@ -39,12 +41,19 @@ def devstack() -> None:
     """The embedded local stack: ZooKeeper, S3, a simulated cluster (and the broker)."""
 
 
+class StopEvent(threading.Event):
+    """Set by SIGINT or SIGTERM; remembers which one, for the exit code."""
+
+    signum: int = signal.SIGTERM
+
+
 @contextlib.contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM, handled from before the server starts (a signal
-    that arrives while it starts stops it once it is up, instead of killing the process)."""
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _SIGNALS}
+def stop_signals() -> Iterator[StopEvent]:
+    """An event set by SIGINT or SIGTERM, handled from before the server starts: a signal
+    that arrives while it starts interrupts the start (the child is stopped), one that arrives
+    while it serves stops it."""
+    stop = StopEvent()
+    previous = {sig: signal.signal(sig, _setter(stop)) for sig in _SIGNALS}
     try:
         yield stop
     finally:
@@ -52,33 +61,77 @@ def stop_signals() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def wait(stop: threading.Event) -> None:
+def _setter(stop: StopEvent) -> Callable[[int, object], None]:
+    def handler(signum: int, _frame: object) -> None:
+        stop.signum = signum
+        stop.set()
+
+    return handler
+
+
+def serve(stop: threading.Event, alive: Callable[[], bool], name: str) -> None:
+    """Wait for a stop signal; a server child that dies meanwhile is an error, not a hang."""
     while not stop.wait(0.2):
-        pass
+        if not alive():
+            raise click.ClickException(f"{name} exited unexpectedly")
+
+
+@contextlib.contextmanager
+def started(name: str, stop: StopEvent) -> Iterator[None]:
+    """Turn a failed or interrupted start into one line on stderr and the exit code: 1 for a
+    failure, 128 + the signal's number for an interrupted start (no traceback either way)."""
+    try:
+        yield
+    except Interrupted:
+        click.echo(f"{name} stopped before it was ready", err=True)
+        raise SystemExit(128 + stop.signum) from None
+    except PortInUse as exc:
+        raise click.ClickException(f"{name}: {exc}") from None
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise click.ClickException(f"{name} did not start: {first}") from None
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Where the printed reconcile command writes its output (relative to where it is run).
+RECONCILE_OUT = "reconcile-out"
 
 
 @devstack.command()
 @click.option("--port", type=int, default=None, help="default: a free port")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None)
 def zookeeper(port: int | None, data_dir: Path | None) -> None:
-    """Run a ZooKeeper server until Ctrl-C / SIGTERM."""
-    with stop_signals() as stop, ZooKeeperServer(port=port, data_dir=data_dir) as server:
-        click.echo(f"ZooKeeper listening on {server.address}")
-        wait(stop)
+    """Run a ZooKeeper server until Ctrl-C / SIGTERM (exit 0); a busy --port is an error."""
+    with stop_signals() as stop:
+        server = ZooKeeperServer(port=port, data_dir=data_dir)
+        try:
+            with started("ZooKeeper", stop):
+                server.start(stop=stop)
+            click.echo(f"ZooKeeper listening on {server.address}")
+            serve(stop, lambda: server.running, "ZooKeeper")
+        finally:
+            server.close()
     click.echo("ZooKeeper stopped")
 
 
 @devstack.command()
 @click.option("--port", type=int, default=None, help="default: a free port")
 def s3(port: int | None) -> None:
-    """Run an S3 server (moto) until Ctrl-C / SIGTERM."""
-    with stop_signals() as stop, S3Server(port=port) as server:
-        click.echo(f"S3 listening on {server.endpoint}")
-        click.echo(f"  access key {s3_launcher.ACCESS_KEY}, region {s3_launcher.REGION}")
-        wait(stop)
+    """Run an S3 server (moto) until Ctrl-C / SIGTERM (exit 0); a busy --port is an error."""
+    with stop_signals() as stop:
+        server = S3Server(port=port)
+        try:
+            with started("S3", stop):
+                server.start(stop=stop)
+            click.echo(f"S3 listening on {server.endpoint}")
+            click.echo(
+                f"  access key {s3_launcher.ACCESS_KEY}, secret {s3_launcher.SECRET_KEY}, "
+                f"region {s3_launcher.REGION} (TOMBSTONE_S3_ACCESS_KEY_ID, "
+                "TOMBSTONE_S3_SECRET_ACCESS_KEY, TOMBSTONE_S3_REGION)"
+            )
+            serve(stop, lambda: server.running, "S3")
+        finally:
+            server.close()
     click.echo("S3 stopped")
 
 
@@ -97,7 +150,10 @@ def simulate(
     **options: Any,
 ) -> None:
     """Write a simulated Pulsar cluster (from a seed) into a running ZooKeeper and S3; with
-    --broker-style, then unlink part of it the way unmodified brokers do."""
+    --broker-style, then unlink part of it the way unmodified brokers do. Ends with the
+    `tombstone reconcile run` command for this cluster: with the defaults that run is not
+    refused and proposes exactly the planted deletable orphans once they are a minute old
+    (the opt-in kinds of --orphans change that: other-cluster objects make it refuse)."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     s3_config = None
     if s3_endpoint is not None:
@@ -119,12 +175,16 @@ def simulate(
             )
         )
         click.echo(render(model))
+        left_behind = 0
         if broker_style:
             faults = DeleteFaults(delete_failure_share, seed=spec.seed)
             result = asyncio.run(
                 unlink_into(model, zookeeper=zk_address, s3_config=s3_config, faults=faults)
             )
             click.echo(render_broker_style(result))
+            left_behind = len(result.left_behind)
+        target = ReconcileTarget.of(spec, zk_address, s3_endpoint)
+        click.echo(explain(target, RECONCILE_OUT, spec.orphans, left_behind=left_behind))
     except TombstoneError as e:
         raise click.ClickException(str(e)) from e
 

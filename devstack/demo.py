@@ -6,7 +6,8 @@ it created; then (unless --seed-only) it starts the devstack broker, the verifie
 (with its follower) and the deleter, trims half the topics through the marker the way brokers'
 retention would with the protocol, trims the other half (and switches and unsubscribes their
 cursors) the way unmodified brokers do, some of their own deletes failing, follows the deleter
-until everything is settled, and checks the outcome of both (S1 and L1). Each stage is one
+until everything is settled, and checks the outcome of both (S1 and L1); then it runs the
+reconciler on what is left (a dry run, then a submit the services carry out). Each stage is one
 method of `Demo`, entered on one exit stack, so servers always stop in reverse order.
 """
 
@@ -16,8 +17,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -36,11 +39,17 @@ class Demo:
     """The stages of the demo; servers are stopped by the exit stack in reverse order."""
 
     def __init__(
-        self, spec: ClusterSpec, echo: Callable[[str], None], delete_failure_share: float = 0.3
+        self,
+        spec: ClusterSpec,
+        echo: Callable[[str], None],
+        delete_failure_share: float = 0.3,
+        reconcile_out: Path | None = None,
     ) -> None:
         self.spec = spec
         self.echo = echo
         self.delete_failure_share = delete_failure_share
+        self.reconcile_out = reconcile_out
+        self.seeded_at: float | None = None
         self.stack = contextlib.ExitStack()
         self.zookeeper: ZooKeeperServer | None = None
         self.s3: S3Server | None = None
@@ -67,7 +76,8 @@ class Demo:
             s3_config=self.s3.client_config(),
             progress=echo_progress(self.echo),
         )
-        self.echo(f"Seeded in {time.monotonic() - started:.1f}s")
+        self.seeded_at = time.monotonic()
+        self.echo(f"Seeded in {self.seeded_at - started:.1f}s")
         return self.model
 
     def report(self) -> None:
@@ -88,6 +98,8 @@ class Demo:
             s3=self.s3,
             echo=self.echo,
             delete_failure_share=self.delete_failure_share,
+            reconcile_out=self.reconcile_out,
+            seeded_at=self.seeded_at,
         )
 
     def close(self) -> None:
@@ -101,8 +113,10 @@ async def run_demo(
     *,
     pipeline: bool = True,
     delete_failure_share: float = 0.3,
+    reconcile_out: Path | None = None,
 ) -> tuple[ClusterModel, Summary | None]:
-    demo = Demo(spec, echo, delete_failure_share)
+    """With `reconcile_out`, the reconciler stage runs after the services' part."""
+    demo = Demo(spec, echo, delete_failure_share, reconcile_out)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -115,7 +129,7 @@ async def run_demo(
 
 
 @click.command()
-@spec_options(tenants=2, namespaces=2, topics=5, orphans=2, profile="legacy")
+@spec_options(tenants=2, namespaces=2, topics=5, orphans="2", profile="legacy")
 @click.option("--seed-only", is_flag=True, help="Seed and show the cluster; skip the services.")
 @click.option(
     "--delete-failure-share",
@@ -124,20 +138,46 @@ async def run_demo(
     show_default=True,
     help="share of the broker-style trims' own deletes that fail (seeded by --seed)",
 )
-def demo(seed_only: bool, delete_failure_share: float, **options: Any) -> None:
+@click.option(
+    "--reconcile/--no-reconcile",
+    default=True,
+    show_default=True,
+    help="after the services: a reconciler dry run, then a submit of what it proposes",
+)
+@click.option(
+    "--reconcile-out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the reconciler runs write (dry-run/, submit/) [default: a new temporary folder]",
+)
+def demo(
+    seed_only: bool,
+    delete_failure_share: float,
+    reconcile: bool,
+    reconcile_out: Path | None,
+    **options: Any,
+) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
     default), trim half of it through the marker and half as unmodified brokers do (their
     unlinks recorded by the marker's follower), delete through the verifier and the deleter
     pool, check nothing referenced was deleted and nothing unlinked remains outside the
-    DLQ."""
+    DLQ. Then the reconciler runs on what is left, the planted orphans: a dry run, a submit
+    to the demo's marker, and a check that the services deleted every candidate; the
+    reports' paths are printed."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     # The ZooKeeper client reports every closed connection as a warning; on the console those
     # lines look like failures, so only its errors are shown.
     logging.getLogger("aiozk").setLevel(logging.ERROR)
     # SIGTERM unwinds like Ctrl-C does, so the exit stack stops every server.
     signal.signal(signal.SIGTERM, _terminate)
+    if reconcile and not seed_only and reconcile_out is None:
+        reconcile_out = Path(tempfile.mkdtemp(prefix="tombstone-demo-reconcile-"))
     run = run_demo(
-        spec, click.echo, pipeline=not seed_only, delete_failure_share=delete_failure_share
+        spec,
+        click.echo,
+        pipeline=not seed_only,
+        delete_failure_share=delete_failure_share,
+        reconcile_out=reconcile_out if reconcile else None,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:

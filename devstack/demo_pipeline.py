@@ -27,10 +27,11 @@ from pathlib import Path
 
 from grpc import aio
 
-from devstack import demo_brokers, demo_outcome
+from devstack import demo_brokers, demo_outcome, demo_reconcile
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
+from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT, ReconcileTarget
 from devstack.s3 import S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.broker import DeleteFaults
@@ -73,6 +74,8 @@ class Summary:
     """S1/L1 violations found by the final check; empty when the run was correct."""
     broker_style: str | None = None
     """The broker-style line (`demo_brokers.summary_line`), when brokers unlinked too."""
+    reconciler: demo_reconcile.ReconcileSummary | None = None
+    """What the reconciler stage proposed, submitted and saw deleted, when it ran."""
 
     def render(self) -> str:
         def fmt(counts: dict[str, int]) -> str:
@@ -118,6 +121,10 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
       ledgers, pre-2.10 objects) and of an unsubscribed cursor's OPEN ledger.
     - The marker's retry window is shorter than the deleter's retry budget below (17.6 s at
       least), which the services also check against each other at start.
+    - The verifier's own age windows for RECONCILER intents and for OPEN ledgers (from which
+      an OPEN ledger is no longer taken as in creation) are the reconciler stage's
+      (`reconcile_command.SEEDED_MIN_AGE`): the planted orphans it submits are minutes old,
+      and at the default 3 days the verifier would retry them into the DLQ.
     """
     marker_signing, verifier_signing = signing_envs()
     offload = {
@@ -125,7 +132,12 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
         "TOMBSTONE_OFFLOAD_DEFAULT_DRIVER": "aws-s3",
     }
     return {
-        "verifier": {**offload, **verifier_signing},
+        "verifier": {
+            **offload,
+            **verifier_signing,
+            "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": SEEDED_MIN_AGE_TEXT,
+            "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": SEEDED_MIN_AGE_TEXT,
+        },
         "marker": {**offload, **marker_signing, "TOMBSTONE_MARKER_RETRY_WINDOW": "10s"},
         "deleter": dict(offload),
     }
@@ -316,11 +328,16 @@ async def trim_and_delete(
     timeout: float = 300,
     delete_failure_share: float = 0.3,
     settle_timeout: float = 30,
+    reconcile_out: Path | None = None,
+    seeded_at: float | None = None,
 ) -> Summary:
     """Run the stage against an already seeded cluster; returns its summary.
 
     `delete_failure_share` of the broker-style deletes fail; `settle_timeout` bounds the
-    wait for the follower's intents about them to be settled."""
+    wait for the follower's intents about them to be settled. With `reconcile_out`, the
+    reconciler then runs on what is left (`demo_reconcile`), its runs written there, while
+    the services still run to delete what it submits; `seeded_at` (time.monotonic()) is when
+    the seed was written."""
     summary = Summary()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
@@ -359,16 +376,35 @@ async def trim_and_delete(
             summary.skipped = counts["skipped"]
             summary.dead_lettered = counts["dead_lettered"]
             letters = await dead_letters(deleter.port)
+            # The check reads the stores while the services are idle (drained), before the
+            # reconciler stage deletes the planted orphans the check expects to be kept.
+            now = await read_back(model, zookeeper, s3)
+            summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
+            summary.problems = demo_outcome.problems(model, summary.unlinked, now, letters)
+            summary.problems += demo_brokers.new_ledger_problems(brokers, now)
+            summary.broker_style = demo_brokers.summary_line(brokers, items, now, letters)
+            summary.seconds = time.monotonic() - started
+            echo(summary.render())
+            if reconcile_out is not None:
+                stage = demo_reconcile.Services(
+                    marker_address=f"127.0.0.1:{marker.port}",
+                    env=merged_system_env(model)["deleter"],
+                    settle=lambda: follow(deleter.port, metrics_port, echo, timeout),
+                    read_back=lambda: read_back(model, zookeeper, s3),
+                )
+                summary.reconciler = await demo_reconcile.reconcile_stage(
+                    model,
+                    ReconcileTarget.of(model.spec, zookeeper.address, s3.endpoint),
+                    reconcile_out,
+                    stage,
+                    echo,
+                    seeded_at=started if seeded_at is None else seeded_at,
+                )
+                summary.problems += summary.reconciler.problems
+                echo(summary.reconciler.render())
         finally:
             for service in services:
                 await service.stop()
-    now = await read_back(model, zookeeper, s3)
-    summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
-    summary.problems = demo_outcome.problems(model, summary.unlinked, now, letters)
-    summary.problems += demo_brokers.new_ledger_problems(brokers, now)
-    summary.broker_style = demo_brokers.summary_line(brokers, items, now, letters)
-    summary.seconds = time.monotonic() - started
-    echo(summary.render())
     return summary
 
 

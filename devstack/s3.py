@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import threading
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
 from devstack.child import ChildProcess
-from devstack.ports import free_port, wait_until
+from devstack.ports import ensure_free, free_port, wait_until
 
 # moto accepts any credentials; these are what every client of the local stack uses.
 ACCESS_KEY = "tombstone"
@@ -32,19 +33,30 @@ class S3Server:
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, *, stop: threading.Event | None = None) -> None:
+        """Start and wait until it answers. PortInUse (before any child starts) when the port
+        is taken; on a failed, timed-out or interrupted (`stop` set) start no child is left."""
         if self.running:
             return
+        ensure_free(self.host, self.port)
         self._child.spawn(
             [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
         )
-        wait_until(self._ready, timeout=timeout, what=f"S3 server on {self.endpoint}")
+        try:
+            wait_until(
+                self._ready, timeout=timeout, what=f"S3 server on {self.endpoint}", stop=stop
+            )
+        except BaseException:
+            self._child.stop()
+            raise
 
     def _ready(self) -> bool:
         if self._child.exited_with() is not None:
             raise RuntimeError(f"moto server exited: {self._child.log_tail()}")
         with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1) as resp:
-            return bool(resp.status == 200)
+            answered = bool(resp.status == 200)
+        # Only while our child lives: another listener on the port would answer too.
+        return answered and self._child.exited_with() is None
 
     @property
     def running(self) -> bool:

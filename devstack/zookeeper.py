@@ -11,11 +11,12 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
 from devstack.child import ChildProcess
-from devstack.ports import free_port, wait_until
+from devstack.ports import ensure_free, free_port, wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -63,6 +64,7 @@ class ZooKeeperServer:
         return f"{self.host}:{self.port}"
 
     def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(
             "\n".join(
@@ -88,9 +90,16 @@ class ZooKeeperServer:
         )
         return cfg
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, *, stop: threading.Event | None = None) -> None:
+        """Start and wait until the server serves requests.
+
+        Raises PortInUse (before any child starts) when the port is taken, RuntimeError when
+        the child exits, TimeoutError, or `ports.Interrupted` as soon as `stop` is set; in
+        every case no child is left running.
+        """
         if self.running:
             return
+        ensure_free(self.host, self.port)
         cfg = self._write_config()
         cmd = [
             shutil.which("java") or "java",
@@ -107,14 +116,21 @@ class ZooKeeperServer:
             str(cfg),
         ]
         self._child.spawn(cmd)
-        wait_until(self._ready, timeout=timeout, what=f"ZooKeeper on {self.address}")
+        try:
+            wait_until(self._ready, timeout=timeout, what=f"ZooKeeper on {self.address}", stop=stop)
+        except BaseException:
+            self._child.stop(timeout=15)
+            raise
 
     def _ready(self) -> bool:
         code = self._child.exited_with()
         if code is not None:
             raise RuntimeError(f"ZooKeeper exited with {code}: {self._child.log_tail()}")
         # `ruok` answers before the server serves requests; `srvr` reports the mode once it does.
-        return "Mode: standalone" in four_letter_word(self.host, self.port, "srvr")
+        # The answer counts only while our child is alive: a listener that took the port
+        # after the free-port check would answer too, while the child died on its bind.
+        serving = "Mode: standalone" in four_letter_word(self.host, self.port, "srvr")
+        return serving and self._child.exited_with() is None
 
     @property
     def running(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,12 +35,58 @@ def _range(text: str) -> tuple[int, int]:
         raise click.BadParameter(f"{text!r} is not N or MIN-MAX") from e
 
 
+#: Orphan kinds planted only when named in --orphans, so that a default seed gives a clean
+#: reconcile: another cluster's objects in the bucket make every reconcile of it refuse (a
+#: shared bucket), and a "young" ledger is young only until it is older than the age window
+#: (its znode ctime is the server's real clock), after which a reconcile rightly proposes it.
+OPT_IN_ORPHANS = frozenset({"other_cluster_objects", "young"})
+ORPHAN_KINDS = tuple(f.name for f in dataclasses.fields(OrphanPlan))
+
+ORPHANS_HELP = (
+    "what to plant: N (N of each orphan and look-alike kind but the opt-in young and "
+    "other-cluster-objects), "
+    "KIND=N for one kind, all=N for every kind; comma-separated, later items win, e.g. "
+    "'1,other-cluster-objects=2'. Kinds: "
+    + ", ".join(k.replace("_", "-") for k in ORPHAN_KINDS)
+    + ". Opt-in, as a reconcile of the seed does not give a clean run with them: "
+    "other-cluster objects (every reconcile of the bucket refuses) and young (too young only "
+    "while younger than the reconcile's --min-age; proposed after that)"
+)
+
+
+def parse_orphans(text: str) -> OrphanPlan:
+    """The --orphans value as a plan: `N`, `KIND=N` and `all=N` items, later ones winning."""
+    counts = dict.fromkeys(ORPHAN_KINDS, 0)
+    for item in (part.strip() for part in str(text).split(",")):
+        name, sep, value = item.rpartition("=")
+        kind = name.strip().replace("-", "_")
+        try:
+            n = int(value)
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: the count is not an integer") from None
+        if n < 0:
+            raise click.BadParameter(f"{item!r}: the count must not be negative")
+        if not sep:
+            counts.update({k: n for k in ORPHAN_KINDS if k not in OPT_IN_ORPHANS})
+        elif kind == "all":
+            counts = dict.fromkeys(ORPHAN_KINDS, n)
+        elif kind in counts:
+            counts[kind] = n
+        else:
+            raise click.BadParameter(f"{item!r}: unknown kind {name.strip()!r}")
+    return OrphanPlan(**counts)
+
+
+def _orphans_option(_ctx: click.Context, _param: click.Parameter, value: str) -> OrphanPlan:
+    return parse_orphans(value)
+
+
 def spec_options(
     *,
     tenants: int = 2,
     namespaces: int = 2,
     topics: int = 3,
-    orphans: int = 1,
+    orphans: str = "1",
     profile: str = "default",
 ) -> Callable[[F], F]:
     """Add the spec options to a command, with these defaults for the size.
@@ -106,10 +153,10 @@ def spec_options(
         click.option("--bucket", default="pulsar-offload", show_default=True),
         click.option(
             "--orphans",
-            type=int,
             default=orphans,
             show_default=True,
-            help="how many of each orphan and look-alike kind to plant",
+            callback=_orphans_option,
+            help=ORPHANS_HELP,
         ),
     ]
 
@@ -146,7 +193,9 @@ def spec_from_options(options: dict[str, Any], **overrides: Any) -> ClusterSpec:
     """Build the spec from the parsed options; a bad value becomes a click usage error."""
     driver = OffloadDriver(options["offload_driver"])
     profile = _profile_values(options)
-    orphans = OrphanPlan.some(options["orphans"])
+    orphans = options["orphans"]
+    if not isinstance(orphans, OrphanPlan):
+        orphans = parse_orphans(orphans)
     if driver is OffloadDriver.FILESYSTEM:
         # Filesystem offloads write no objects, so object orphans cannot be planted.
         orphans = OrphanPlan(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from devstack.cli import devstack
@@ -78,12 +79,15 @@ def test_zookeeper_command_serves_until_sigterm() -> None:
 
 
 def test_s3_command_serves_until_sigterm() -> None:
-    """`devstack s3` prints its endpoint and exits 0 on SIGTERM."""
+    """`devstack s3` prints its endpoint and the devstack credentials, and exits 0 on
+    SIGTERM."""
     proc = _tombstone("devstack", "s3")
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert re.search(r"listening on http://127\.0\.0\.1:\d+", line), line
+        credentials = proc.stdout.readline()
+        assert "access key tombstone, secret tombstone-secret, region us-east-1" in credentials
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
@@ -91,16 +95,20 @@ def test_s3_command_serves_until_sigterm() -> None:
         proc.wait()
 
 
-def test_demo_runs_end_to_end() -> None:
+@pytest.mark.timeout(900)
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     """`tombstone demo` (what `make run` runs) seeds a cluster with every legacy artifact,
     trims half of it and unlinks its cursor ledgers through the marker, unlinks the other
     half as unmodified brokers do (a share of their deletes failing, the marker's follower
     recording every unlink), lets the deleter pool settle every PDLI, prints one line per
     artifact kind and the broker-style line, finds S1 and L1 holding over both with nothing
-    leaked, and exits 0."""
-    proc = _tombstone("demo")
+    leaked; then runs the reconciler on what is left (a dry run, then a submit): every
+    candidate it proposed is submitted and deleted by the services, both reports exist, and
+    it exits 0. The reconciler's two Spark runs are most of its time (docs/simulator.md)."""
+    out = tmp_path / "reconcile"
+    proc = _tombstone("demo", "--reconcile-out", str(out))
     try:
-        output, _ = proc.communicate(timeout=170)
+        output, _ = proc.communicate(timeout=840)
     finally:
         proc.kill()
     assert proc.returncode == 0, output
@@ -116,16 +124,33 @@ def test_demo_runs_end_to_end() -> None:
         "2.1 offload, objects (no driverMetadata)",
         "pre-2.10 objects (no owner metadata)",
         "check: S1 and L1 hold",
+        "Reconciler dry run",
+        "Reconciler submit",
+        f"  report: {out / 'dry-run' / 'report.html'}",
+        f"  report: {out / 'submit' / 'report.html'}",
         "Stopped ZooKeeper and S3",
     )
     for text in expected:
         assert text in output, output
     assert "Aborting connection" not in output
+    assert "problem:" not in output
     assert re.search(
         r"^broker-style: \d+ unlinked by brokers, \d+ delete failures injected, 0 leaked$",
         output,
         re.M,
     ), output
+    done = re.search(
+        r"^reconciler: (\d+) candidates proposed by the dry run, (\d+) submitted, "
+        r"(\d+) deleted by the services$",
+        output,
+        re.M,
+    )
+    assert done, output
+    proposed, submitted, deleted = (int(n) for n in done.groups())
+    assert proposed > 0
+    assert (submitted, deleted) == (proposed, proposed)
+    assert (out / "dry-run" / "report.html").exists()
+    assert (out / "submit" / "report.html").exists()
 
 
 def test_demo_seed_only_skips_the_services() -> None:
@@ -165,9 +190,13 @@ def test_simulate_broker_style_unlinks_part_of_the_cluster(
     args += ["1", "--namespaces", "1", "--topics", "4", "--cursors", "1-2", "--broker-style"]
     result = CliRunner().invoke(devstack, [*args, "--delete-failure-share", "0.5"])
     assert result.exit_code == 0, result.output
-    line = result.output.strip().splitlines()[-1]
-    assert re.fullmatch(
+    (line,) = [x for x in result.output.splitlines() if x.startswith("Broker-style unlinks:")]
+    match = re.fullmatch(
         r"Broker-style unlinks: \d+ \(ledger, tier\) unlinked by brokers \(.*trim \d+.*\), "
-        r"\d+ delete failures injected, \d+ left behind for the follower",
+        r"\d+ delete failures injected, (\d+) left behind for the follower",
         line,
-    ), line
+    )
+    assert match, line
+    # The reconcile hint that follows says the run would propose those too.
+    if int(match[1]):
+        assert f"Broker-style unlinks left {match[1]} (ledger, tier) behind" in result.output

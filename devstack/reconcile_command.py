@@ -1,0 +1,105 @@
+"""The `tombstone reconcile run` command for a seeded devstack cluster.
+
+`devstack simulate` prints it and the demo runs it, so both describe the same run: this
+devstack's ZooKeeper, S3 endpoint and bucket, its cluster name, the devstack S3 credentials as
+`TOMBSTONE_S3_*` variables, and a short age window.
+
+The window: ZooKeeper's znode ctime and S3's LastModified are the servers' real clocks and
+cannot be backdated, so everything a seed plants is minutes old while the reconciler's default
+window is 3 days. `SEEDED_MIN_AGE` (with the explicit override the reconciler asks for below
+its 1-day floor) lets it judge planted data once that data is that old. For the same reason
+the simulator's "young" look-alike is planted only on request: it stays young only until it
+is older than the window.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import timedelta
+
+from devstack import s3 as s3_launcher
+from devstack.simulator.spec import ClusterSpec, OffloadDriver, OrphanPlan
+
+SEEDED_MIN_AGE = timedelta(minutes=1)
+SEEDED_MIN_AGE_TEXT = "1m"
+
+
+@dataclass(frozen=True)
+class ReconcileTarget:
+    """Where a seeded cluster lives, as `tombstone reconcile run` needs it."""
+
+    zookeeper: str
+    cluster: str
+    ledgers_root: str = "/ledgers"
+    s3_endpoint: str | None = None
+    bucket: str | None = None
+
+    @classmethod
+    def of(cls, spec: ClusterSpec, zookeeper: str, s3_endpoint: str | None) -> ReconcileTarget:
+        """The target of a cluster seeded from `spec`; the bucket only when it holds objects."""
+        offloads_to_s3 = spec.offload_driver is OffloadDriver.S3 and s3_endpoint is not None
+        return cls(
+            zookeeper=zookeeper,
+            cluster=spec.cluster_name,
+            ledgers_root=spec.ledgers_root,
+            s3_endpoint=s3_endpoint if offloads_to_s3 else None,
+            bucket=spec.bucket if offloads_to_s3 else None,
+        )
+
+
+def reconcile_args(target: ReconcileTarget, out: str, *extra: str) -> list[str]:
+    """Arguments after `tombstone`: a dry run unless `extra` adds --submit."""
+    args = ["reconcile", "run", "--zookeeper", target.zookeeper]
+    if target.ledgers_root != "/ledgers":
+        args += ["--ledgers-root", target.ledgers_root]
+    if target.s3_endpoint is not None and target.bucket is not None:
+        args += ["--s3-endpoint", target.s3_endpoint, "--bucket", target.bucket]
+    args += ["--cluster", target.cluster, "--out", out]
+    args += ["--min-age", SEEDED_MIN_AGE_TEXT, "--allow-short-min-age", *extra]
+    return args
+
+
+def reconcile_env(target: ReconcileTarget) -> dict[str, str]:
+    """The devstack S3 credentials (moto accepts any; these are the devstack's) and region."""
+    if target.s3_endpoint is None:
+        return {}
+    return {
+        "TOMBSTONE_S3_ACCESS_KEY_ID": s3_launcher.ACCESS_KEY,
+        "TOMBSTONE_S3_SECRET_ACCESS_KEY": s3_launcher.SECRET_KEY,
+        "TOMBSTONE_S3_REGION": s3_launcher.REGION,
+    }
+
+
+def shell_command(target: ReconcileTarget, out: str) -> str:
+    """One shell line: the variables, then `tombstone reconcile run ...`."""
+    env = [f"{name}={shlex.quote(value)}" for name, value in reconcile_env(target).items()]
+    return " ".join([*env, shlex.join(["tombstone", *reconcile_args(target, out)])])
+
+
+def explain(target: ReconcileTarget, out: str, orphans: OrphanPlan, *, left_behind: int = 0) -> str:
+    """What `devstack simulate` prints last: the command and why it looks the way it does.
+    `left_behind`: (ledger, tier) pairs broker-style unlinks left behind (`--broker-style`)."""
+    lines = [
+        "Reconcile it (dry run) with:",
+        f"  {shell_command(target, out)}",
+        f"  --min-age {SEEDED_MIN_AGE_TEXT} --allow-short-min-age: planted data is minutes old "
+        "(znode and object times are the servers' real clocks) and the default window is 3d; "
+        f"the planted orphans are proposed once they are {SEEDED_MIN_AGE_TEXT} old.",
+    ]
+    if orphans.other_cluster_objects and target.bucket is not None:
+        lines.append(
+            "  Other-cluster objects were planted: that run refuses (another cluster's objects "
+            "in the bucket)."
+        )
+    if left_behind:
+        lines.append(
+            f"  Broker-style unlinks left {left_behind} (ledger, tier) behind: that run proposes "
+            "them too, once they are as old (no follower recorded them)."
+        )
+    if orphans.young:
+        lines.append(
+            f"  Young ledgers were planted: too young only until they are {SEEDED_MIN_AGE_TEXT} "
+            "old, proposed after that."
+        )
+    return "\n".join(lines)
