@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -12,10 +13,10 @@ from services.scan.cli_options import (
     analysis_options,
     analyze_config,
     finish,
-    session,
     submit_options,
-    submit_settings,
+    submit_request,
 )
+from services.scan.run_guard import versioned_run
 
 
 @click.group()
@@ -36,7 +37,8 @@ def reconcile() -> None:
     "out_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Output directory for findings, candidates, summary.json and report.html.",
+    help="Output directory: each run writes findings, candidates, summary.json and "
+    "report.html into its own folder OUT/<UTC YYYYmmddTHHMMSSZ>/.",
 )
 @analysis_options
 @submit_options
@@ -52,7 +54,8 @@ def analyze(
     master: str,
     **submit_args: Any,
 ) -> None:
-    """Classify every ledger and offloaded object of an extract run and write the report."""
+    """Classify every ledger and offloaded object of an extract run and write the report
+    into a new run folder OUT/<UTC time>/ (OUT/latest: the newest complete run)."""
     try:
         config = analyze_config(
             cluster,
@@ -62,17 +65,17 @@ def analyze(
             inactive_cursor_age,
             dormant_topic_age,
         )
-        submit = submit_settings(**submit_args)
+        submit = submit_request(cluster=cluster, **submit_args)
         from services.scan.job import run_analysis
 
-        spark = session(master)
-        try:
-            outcome = run_analysis(spark, extract_dir, out_dir, config)
-        finally:
-            spark.stop()
-        finish(outcome, out_dir, submit)
+        with versioned_run(out_dir) as (run, holder):
+            spark = holder.start(master)
+            outcome = run_analysis(spark, extract_dir, run.path, config, run_ids=run.ids())
+            holder.stop()
+            status = finish(outcome, run, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
+    sys.exit(status)
 
 
 reconcile.add_command(extract)

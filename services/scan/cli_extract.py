@@ -17,9 +17,10 @@ from services.scan.cli_options import (
     finish,
     session,
     submit_options,
-    submit_settings,
+    submit_request,
 )
 from services.scan.config import parse_duration
+from services.scan.run_guard import versioned_run
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"
@@ -117,7 +118,13 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
 @click.command()
 @extract_options
 @click.option("--cluster", required=True, help="The Pulsar cluster name (recorded in scan_run).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The extract run directory, written in place (an input of analyze, not a versioned run).",
+)
 @click.option("--master", default="local[*]", show_default=True)
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
@@ -137,11 +144,19 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
 
 @click.command()
 @extract_options
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output directory: each run goes into its own folder OUT/<UTC YYYYmmddTHHMMSSZ>/ "
+    "(its extract in OUT/<run>/extract); OUT/latest points at the newest complete run.",
+)
 @analysis_options
 @submit_options
 def run(out_dir: str, master: str, **kw: Any) -> None:
-    """Extract into OUT/extract, analyze into OUT, and with --submit mark the candidates."""
+    """Extract into OUT/<UTC time>/extract, analyze into OUT/<UTC time>/ (OUT/latest: the
+    newest complete run), and with --submit mark the candidates."""
     analysis_keys = (
         "cluster",
         "min_age",
@@ -157,21 +172,25 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         "submit_concurrency",
         "submit_concurrency_min",
         "submit_batch",
+        "yes",
+        "plan_dir",
     )
     try:
         config = analyze_config(*(kw[k] for k in analysis_keys))
-        submit = submit_settings(**{k: kw.pop(k) for k in submit_keys})
+        submit = submit_request(cluster=kw["cluster"], **{k: kw.pop(k) for k in submit_keys})
         for key in analysis_keys[1:]:
             kw.pop(key)
         settings = extract_settings(kw.pop("cluster"), **kw)
         from services.scan.job import run_analysis
 
-        spark = session(master)
-        try:
-            _extract(spark, settings, Path(out_dir) / EXTRACT_DIR)
-            outcome = run_analysis(spark, Path(out_dir) / EXTRACT_DIR, out_dir, config)
-        finally:
-            spark.stop()
-        finish(outcome, out_dir, submit)
+        with versioned_run(out_dir) as (run, holder):
+            spark = holder.start(master)
+            _extract(spark, settings, run.path / EXTRACT_DIR)
+            outcome = run_analysis(
+                spark, run.path / EXTRACT_DIR, run.path, config, run_ids=run.ids()
+            )
+            holder.stop()
+            status = finish(outcome, run, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
+    sys.exit(status)

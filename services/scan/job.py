@@ -6,6 +6,7 @@ back, so the classification joins run once however many summaries are drawn from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,9 +128,17 @@ def warn_if_short_window(config: AnalyzeConfig) -> None:
 
 
 def run_analysis(
-    spark: SparkSession, extract_dir: str | Path, out_dir: str | Path, config: AnalyzeConfig
+    spark: SparkSession,
+    extract_dir: str | Path,
+    out_dir: str | Path,
+    config: AnalyzeConfig,
+    *,
+    run_ids: Mapping[str, str | None] | None = None,
 ) -> AnalysisOutcome:
-    """Analyse the extract in `extract_dir` and write findings, candidates and the report."""
+    """Analyse the extract in `extract_dir` and write findings, candidates and the report.
+
+    `run_ids` (`run_id`, `previous_run_id` of a versioned run, `services.scan.runs`) go into
+    summary.json, so the report compares the run with the one before it."""
     warn_if_short_window(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -161,6 +170,7 @@ def run_analysis(
         inactive.count(),
     )
     summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
+    summary |= dict(run_ids or {})
     write_summary(out, summary)
     write_html_report(out, summary)
     ungated.unpersist()
