@@ -43,12 +43,21 @@ class SparkHolder:
     def start(self, master: str) -> Any:
         from services.scan.cli_options import session
 
-        self.spark = session(master)
-        if threading.current_thread() is threading.main_thread():
-            # SparkContext installs a SIGINT handler that cancels the jobs through py4j and
-            # then raises; the plain KeyboardInterrupt is enough (Spark is stopped below),
-            # and it lets asyncio.run cancel a submit's calls cleanly.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            # A SIGINT while the JVM starts would leave it half-launched (and holding our
+            # stdout): it waits until the session exists, then interrupts as anywhere else.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.spark = session(master)
+            if main:
+                # SparkContext installs a SIGINT handler that cancels the jobs through py4j
+                # and then raises; the plain KeyboardInterrupt is enough (Spark is stopped
+                # below), and it lets asyncio.run cancel a submit's calls cleanly.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        finally:
+            if main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         return self.spark
 
     def stop(self, *, quiet: bool = False) -> None:
