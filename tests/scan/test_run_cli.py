@@ -1,0 +1,136 @@
+"""`tombstone reconcile analyze` in a child process (its own Spark): a finished run gets its
+own folder, `latest` and the link to the run before it; SIGINT leaves a marked partial run,
+exit 130 and one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from services.scan.report_history import INCOMPLETE
+from services.scan.runs import LATEST, update_latest
+from services.scan.schema import extract_from_rows, write_extract
+from tests.scan import planted as P
+from tests.scan import report_fixture as R
+
+#: Each test runs a whole Spark application in a child (a minute or more on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+ROOT = Path(__file__).resolve().parents[2]
+#: Generous bound for a child Spark run on a loaded 2-core machine (a hang guard only).
+TIMEOUT_S = 600
+#: Set in the child's environment, inherited by its JVM and workers: how they are found.
+MARK = "SCAN_TEST_RUN_OUT"
+
+
+@pytest.fixture(scope="module")
+def extract_dir(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("extract")
+    write_extract(extract_from_rows(spark, P.planted_rows()), path)
+    return path
+
+
+def out_with_a_previous_run(tmp_path: Path) -> Path:
+    """--out holding one complete earlier run (`latest` on it)."""
+    out = tmp_path / "out"
+    previous = out / R.PREVIOUS
+    previous.mkdir(parents=True)
+    (previous / "summary.json").write_text(json.dumps(R.summary()))
+    R.write_candidates(previous, [101, 102])
+    update_latest(out)
+    return out
+
+
+def analyze(extract_dir: Path, out: Path) -> subprocess.Popen[str]:
+    args = ["reconcile", "analyze", "--extract", str(extract_dir), "--out", str(out)]
+    args += ["--cluster", P.CLUSTER, "--max-orphan-share", "1", "--master", "local[1]"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {MARK: str(out)},
+        # Its own process group, so the SIGINT below goes to the group as a terminal's
+        # Ctrl-C does, without reaching pytest.
+        start_new_session=True,
+    )
+
+
+def new_runs(out: Path) -> list[Path]:
+    return [p for p in out.iterdir() if p.name not in (R.PREVIOUS, LATEST)]
+
+
+def test_a_finished_run_is_versioned_and_linked_to_the_previous(
+    extract_dir: Path, tmp_path: Path
+) -> None:
+    """Exit 0; the run folder and report path printed; `latest` moved to the new run, whose
+    summary names the previous run and whose report compares with it."""
+    out = out_with_a_previous_run(tmp_path)
+    process = analyze(extract_dir, out)
+    stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+    (run,) = new_runs(out)
+    summary = json.loads((run / "summary.json").read_text())
+    page = (run / "report.html").read_text()
+    assert process.returncode == 0, stderr[-3000:]
+    assert [f"run folder: {run}" in stdout, f"report: {run / 'report.html'}" in stdout] == [
+        True,
+        True,
+    ]
+    assert (os.readlink(out / LATEST), (run / INCOMPLETE).exists()) == (run.name, False)
+    assert (summary["run_id"], summary["previous_run_id"]) == (run.name, R.PREVIOUS)
+    assert f"Previous run: <code>{R.PREVIOUS}</code>" in page
+
+
+def test_sigint_during_the_analysis_leaves_a_marked_partial_run(
+    extract_dir: Path, tmp_path: Path
+) -> None:
+    """Interrupted once the analysis writes its findings: exit 130, the last line of stderr
+    and the only one about the interrupt names the partial folder, no Python or Java stack;
+    the folder keeps INCOMPLETE and `latest` stays on the previous run; Spark is gone."""
+    out = out_with_a_previous_run(tmp_path)
+    process = analyze(extract_dir, out)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not any((p / "findings").exists() for p in new_runs(out)):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+    (run,) = new_runs(out)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    about = [line for line in lines if "interrupt" in line.lower()]
+    expected = f"interrupted: partial run left in {run} (marked INCOMPLETE)"
+    assert (process.returncode, about, lines[-1]) == (130, [expected], expected), stderr
+    assert [
+        "Traceback" in stderr,
+        any(line.startswith("\tat ") for line in lines),
+        "Exception" in stderr,
+    ] == [False, False, False], stderr
+    assert ((run / INCOMPLETE).is_file(), os.readlink(out / LATEST)) == (True, R.PREVIOUS)
+    assert f"run folder: {run}" in stdout
+    # Spark stopped: no process carrying the child's mark (its JVM, Python workers) stays.
+    while _marked(out):
+        assert time.monotonic() < deadline, _marked(out)
+        time.sleep(0.2)
+
+
+def _marked(out: Path) -> list[int]:
+    """Processes whose environment carries the mark `analyze` gave the child for `out`."""
+    mark = f"{MARK}={out}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if mark in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
