@@ -53,7 +53,11 @@ class TaskProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            sys.stderr.write(render(self._total, self._total, self._label) + "\n")
+            # A full bar only when the tasks finished; cut short (SIGINT, error), just end
+            # the line so the one message that follows stands on its own.
+            done = exc_type is None
+            sys.stderr.write(render(self._total, self._total, self._label) if done else "")
+            sys.stderr.write("\n")
             sys.stderr.flush()
 
     def _completed(self) -> int:

@@ -4,6 +4,7 @@ exit 130 and one line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,11 +16,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from devstack.s3 import S3Server
+from devstack.simulator import ClusterSpec
+from devstack.zookeeper import ZooKeeperServer
 from services.scan.report_history import INCOMPLETE
 from services.scan.runs import LATEST, update_latest
 from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 from tests.scan import report_fixture as R
+from tests.scan import sim
 
 #: Each test runs a whole Spark application in a child (a minute or more on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -134,3 +139,62 @@ def _marked(out: Path) -> list[int]:
         if mark in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
+
+
+async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
+    zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
+) -> None:
+    """`run`, interrupted while the extract's tasks run (their Python workers are up): exit
+    130, one line, no stack, INCOMPLETE kept, no `latest`, the JVM and workers gone."""
+    spec = ClusterSpec(seed=43, tenants=1, namespaces_per_tenant=2)
+    await sim.write(zk, s3, spec)
+    config = s3.client_config()
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOMBSTONE_", "AWS_"))}
+    env |= {
+        "TOMBSTONE_S3_ACCESS_KEY_ID": config["aws_access_key_id"],
+        "TOMBSTONE_S3_SECRET_ACCESS_KEY": config["aws_secret_access_key"],
+        MARK: str(out),
+    }
+    args = ["reconcile", "run", "--zookeeper", zk.address, "--cluster", sim.CLUSTER]
+    args += ["--s3-endpoint", config["endpoint_url"], "--bucket", spec.bucket]
+    args += ["--out", str(out), "--master", "local[1]"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.cli",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + TIMEOUT_S
+    # The extract is the only step with Python workers: one up means its tasks are running.
+    while not [p for p in _marked(out) if _is_python_worker(p)]:
+        assert process.returncode is None, await process.communicate()
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+    stderr = err.decode()
+    (run,) = list(out.iterdir())
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    expected = f"interrupted: partial run left in {run} (marked INCOMPLETE)"
+    about = [line for line in lines if "interrupt" in line.lower()]
+    assert (process.returncode, about, lines[-1]) == (130, [expected], expected), stderr
+    assert ["Traceback" in stderr, "Exception" in stderr] == [False, False], stderr
+    assert ((run / INCOMPLETE).is_file(), (out / LATEST).exists()) == (True, False)
+    while _marked(out):
+        assert time.monotonic() < deadline, _marked(out)
+        await asyncio.sleep(0.2)
+
+
+def _is_python_worker(pid: int) -> bool:
+    """A Python process started by the JVM (pyspark's daemon or one of its workers)."""
+    try:
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return Path(argv[0].decode()).name.startswith("python") and b"pyspark" in b" ".join(argv)

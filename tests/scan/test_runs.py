@@ -102,7 +102,10 @@ def test_an_old_unversioned_run_is_left_as_it_is(tmp_path: Path) -> None:
 
 def test_a_complete_dry_run_is_a_plan(tmp_path: Path) -> None:
     plan = read_plan(finished(tmp_path / R.RUN), "c1")
-    assert (plan.run_id, plan.keys) == (R.RUN, {("LEDGER", 101, ""), ("LEDGER", 102, "")})
+    assert (plan.run_id, plan.keys) == (
+        R.RUN,
+        frozenset({("LEDGER", 101, ""), ("LEDGER", 102, "")}),
+    )
 
 
 @pytest.mark.parametrize(
