@@ -12,7 +12,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from pyspark.sql import SparkSession
 
@@ -25,6 +27,7 @@ from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 from tests.scan import report_fixture as R
 from tests.scan import sim
+from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 #: Each test runs a whole Spark application in a child (a minute or more on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -198,3 +201,62 @@ def _is_python_worker(pid: int) -> bool:
     except OSError:
         return False
     return Path(argv[0].decode()).name.startswith("python") and b"pyspark" in b" ".join(argv)
+
+
+class HeldMarker(_mk_grpc.MarkerServicer):
+    """A marker that takes MarkLedgers calls and never answers them (the submit is under
+    way when the command is interrupted)."""
+
+    def __init__(self) -> None:
+        self.called = asyncio.Event()
+
+    async def MarkLedgers(self, request: Any, context: Any) -> Any:
+        self.called.set()
+        await asyncio.Event().wait()
+
+
+async def test_sigint_during_the_submit_leaves_a_run_that_says_so(
+    extract_dir: Path, tmp_path: Path
+) -> None:
+    """`analyze --submit --yes`, interrupted while a MarkLedgers call is in flight: exit 130,
+    one line, INCOMPLETE kept; the summary no longer claims a dry run and the report says the
+    submit was interrupted."""
+    marker = HeldMarker()
+    server = grpc.aio.server()
+    _mk_grpc.add_MarkerServicer_to_server(marker, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    out = tmp_path / "out"
+    args = ["reconcile", "analyze", "--extract", str(extract_dir), "--out", str(out)]
+    args += ["--cluster", P.CLUSTER, "--max-orphan-share", "1", "--master", "local[1]"]
+    args += ["--submit", "--yes", "--marker-address", f"127.0.0.1:{port}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
+    # The held call must outlast the wait for it (the default deadline is 10 s).
+    env |= {"TOMBSTONE_MARKER_TIMEOUT": str(TIMEOUT_S), MARK: str(out)}
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "services.cli",
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        await asyncio.wait_for(marker.called.wait(), TIMEOUT_S)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+    finally:
+        await server.stop(None)
+    stderr = err.decode()
+    (run,) = list(out.iterdir())
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    expected = f"interrupted: partial run left in {run} (marked INCOMPLETE)"
+    assert (process.returncode, lines[-1]) == (130, expected), stderr
+    assert ["Traceback" in stderr, "Exception" in stderr] == [False, False], stderr
+    summary = json.loads((run / "summary.json").read_text())
+    page = (run / "report.html").read_text()
+    assert ((run / INCOMPLETE).is_file(), summary["dry_run"]) == (True, False)
+    assert "Submit started but left no record" in page
