@@ -180,7 +180,7 @@ async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     os.killpg(process.pid, signal.SIGINT)
-    _, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+    out_bytes, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
     stderr = err.decode()
     (run,) = list(out.iterdir())
     lines = [line for line in stderr.splitlines() if line.strip()]
@@ -189,6 +189,8 @@ async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
     assert (process.returncode, about, lines[-1]) == (130, [expected], expected), stderr
     assert ["Traceback" in stderr, "Exception" in stderr] == [False, False], stderr
     assert ((run / INCOMPLETE).is_file(), (out / LATEST).exists()) == (True, False)
+    # Cut during the extract: its closing line ("extract <scan id> in DIR: ...") never came.
+    assert f" in {run / 'extract'}: " not in out_bytes.decode()
     while _marked(out):
         assert time.monotonic() < deadline, _marked(out)
         await asyncio.sleep(0.2)
