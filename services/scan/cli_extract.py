@@ -15,12 +15,11 @@ from services.scan.cli_options import (
     analysis_options,
     analyze_config,
     finish,
-    session,
     submit_options,
     submit_request,
 )
 from services.scan.config import parse_duration
-from services.scan.run_guard import versioned_run
+from services.scan.run_guard import interruptible, versioned_run
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"
@@ -131,11 +130,8 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     failed or was truncated: the analysis of such a run proposes nothing)."""
     try:
         settings = extract_settings(cluster, **kw)
-        spark = session(master)
-        try:
-            outcome = _extract(spark, settings, Path(out_dir))
-        finally:
-            spark.stop()
+        with interruptible(lambda: f"the extract in {out_dir} is incomplete") as holder:
+            outcome = _extract(holder.start(master), settings, Path(out_dir))
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
     if outcome.problems:

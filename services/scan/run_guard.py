@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,27 +76,39 @@ class SparkHolder:
 
 
 @contextmanager
-def versioned_run(out_dir: str | Path) -> Iterator[tuple[RunFolder, SparkHolder]]:
-    """Create the run folder and print it; on a normal exit stop Spark and mark the run
-    complete; on an error leave it INCOMPLETE; on SIGINT also exit 130 with one line."""
+def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
+    """Stop Spark when the block ends; on SIGINT (or an aborted prompt) stop it quietly,
+    print `interrupted: <describe()>` alone and exit 130."""
     holder = SparkHolder()
     root = logging.getLogger()
     drop = _DropInterrupts()
     root.addFilter(drop)
-    run: RunFolder | None = None
     try:
+        yield holder
+        holder.stop()
+    except (KeyboardInterrupt, click.Abort):
+        # A second Ctrl-C must not cut the clean-up short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        holder.stop(quiet=True)
+        click.echo(f"interrupted: {describe()}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        holder.stop()
+        root.removeFilter(drop)
+
+
+@contextmanager
+def versioned_run(out_dir: str | Path) -> Iterator[tuple[RunFolder, SparkHolder]]:
+    """Create the run folder and print it; on a normal exit stop Spark and mark the run
+    complete; on an error leave it INCOMPLETE; on SIGINT also exit 130 with one line."""
+    run: RunFolder | None = None
+
+    def partial() -> str:
+        return f"partial run left in {run.path} (marked INCOMPLETE)" if run else "no run folder"
+
+    with interruptible(partial) as holder:
         run = start_run(out_dir)
         click.echo(f"run folder: {run.path}")
         yield run, holder
         holder.stop()
         complete_run(run)
-    except (KeyboardInterrupt, click.Abort):
-        # A second Ctrl-C must not cut the clean-up short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        holder.stop(quiet=True)
-        where = f"partial run left in {run.path} (marked INCOMPLETE)" if run else "no run folder"
-        click.echo(f"interrupted: {where}", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    finally:
-        holder.stop()
-        root.removeFilter(drop)

@@ -144,11 +144,13 @@ def _marked(out: Path) -> list[int]:
     return found
 
 
+@pytest.mark.parametrize("command", ["run", "extract"])
 async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
-    zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
+    zk: ZooKeeperServer, s3: S3Server, tmp_path: Path, command: str
 ) -> None:
-    """`run`, interrupted while the extract's tasks run (their Python workers are up): exit
-    130, one line, no stack, INCOMPLETE kept, no `latest`, the JVM and workers gone."""
+    """Interrupted while the extract's tasks run (their Python workers are up): exit 130, one
+    line, no stack, the JVM and workers gone. `run` keeps INCOMPLETE in its run folder and
+    makes no `latest`; `extract` alone names its --out as incomplete."""
     spec = ClusterSpec(seed=43, tenants=1, namespaces_per_tenant=2)
     await sim.write(zk, s3, spec)
     config = s3.client_config()
@@ -159,7 +161,7 @@ async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
         "TOMBSTONE_S3_SECRET_ACCESS_KEY": config["aws_secret_access_key"],
         MARK: str(out),
     }
-    args = ["reconcile", "run", "--zookeeper", zk.address, "--cluster", sim.CLUSTER]
+    args = ["reconcile", command, "--zookeeper", zk.address, "--cluster", sim.CLUSTER]
     args += ["--s3-endpoint", config["endpoint_url"], "--bucket", spec.bucket]
     args += ["--out", str(out), "--master", "local[1]"]
     process = await asyncio.create_subprocess_exec(
@@ -182,15 +184,20 @@ async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
     os.killpg(process.pid, signal.SIGINT)
     out_bytes, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
     stderr = err.decode()
-    (run,) = list(out.iterdir())
     lines = [line for line in stderr.splitlines() if line.strip()]
-    expected = f"interrupted: partial run left in {run} (marked INCOMPLETE)"
+    if command == "run":
+        (run,) = list(out.iterdir())
+        extract_dir = run / "extract"
+        expected = f"interrupted: partial run left in {run} (marked INCOMPLETE)"
+        assert ((run / INCOMPLETE).is_file(), (out / LATEST).exists()) == (True, False)
+    else:
+        extract_dir = out
+        expected = f"interrupted: the extract in {out} is incomplete"
     about = [line for line in lines if "interrupt" in line.lower()]
     assert (process.returncode, about, lines[-1]) == (130, [expected], expected), stderr
     assert ["Traceback" in stderr, "Exception" in stderr] == [False, False], stderr
-    assert ((run / INCOMPLETE).is_file(), (out / LATEST).exists()) == (True, False)
     # Cut during the extract: its closing line ("extract <scan id> in DIR: ...") never came.
-    assert f" in {run / 'extract'}: " not in out_bytes.decode()
+    assert f" in {extract_dir}: " not in out_bytes.decode()
     while _marked(out):
         assert time.monotonic() < deadline, _marked(out)
         await asyncio.sleep(0.2)
