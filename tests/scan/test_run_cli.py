@@ -21,12 +21,15 @@ from pyspark.sql import SparkSession
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec
 from devstack.zookeeper import ZooKeeperServer
+from services.scan.config import AnalyzeConfig
+from services.scan.job import run_analysis
 from services.scan.report_history import INCOMPLETE
-from services.scan.runs import LATEST, update_latest
+from services.scan.runs import LATEST, complete_run, start_run, update_latest
 from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 from tests.scan import report_fixture as R
 from tests.scan import sim
+from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 #: Each test runs a whole Spark application in a child (a minute or more on a loaded machine).
@@ -269,3 +272,90 @@ async def test_sigint_during_the_submit_leaves_a_run_that_says_so(
     page = (run / "report.html").read_text()
     assert ((run / INCOMPLETE).is_file(), summary["dry_run"]) == (True, False)
     assert "Submit started but left no record" in page
+
+
+class RecordingMarker(_mk_grpc.MarkerServicer):
+    """A marker that answers every MarkLedgers call at once, keeping what it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: set[tuple[str, int]] = set()
+
+    async def MarkLedgers(self, request: Any, context: Any) -> Any:
+        self.sent |= {("LEDGER", i) for i in request.ledger_ids}
+        self.sent |= {("OFFLOAD_LEDGER", r.ledger_id) for r in request.reconciler_ledgers}
+        return _mk.MarkLedgersResponse()
+
+
+async def test_submit_with_a_plan_sends_only_what_is_still_planned(
+    spark: SparkSession, extract_dir: Path, tmp_path: Path
+) -> None:
+    """A dry run of the planted extract is the plan. Since then ledger 100 was deleted, 102
+    was listed again and 110 became an orphan: `analyze --submit --yes --plan` sends the
+    other planned candidates, no more, and says what it left out and why."""
+    out = tmp_path / "out"
+    plan = start_run(out)
+    config = AnalyzeConfig(cluster=P.CLUSTER, max_orphan_share=1.0)
+    await asyncio.to_thread(run_analysis, spark, extract_dir, plan.path, config, run_ids=plan.ids())
+    complete_run(plan)
+    rows = P.planted_rows()
+    rows["bk_ledgers"] = [r for r in rows["bk_ledgers"] if r["ledger_id"] != 100]
+    rows["bk_ledgers"].append(P.data(110, P.GONE))
+    rows["ml_ledgers"].append(P.listed(P.LIVE, 102, 3))
+    now_dir = tmp_path / "extract-now"
+    await asyncio.to_thread(write_extract, extract_from_rows(spark, rows), now_dir)
+    marker = RecordingMarker()
+    server = grpc.aio.server()
+    _mk_grpc.add_MarkerServicer_to_server(marker, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    args = ["reconcile", "analyze", "--extract", str(now_dir), "--out", str(out)]
+    args += ["--cluster", P.CLUSTER, "--max-orphan-share", "1", "--master", "local[1]"]
+    args += ["--submit", "--yes", "--plan", str(plan.path)]
+    args += ["--marker-address", f"127.0.0.1:{port}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "services.cli",
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
+    finally:
+        await server.stop(None)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    (run,) = [p for p in out.iterdir() if p.name not in (plan.run_id, LATEST)]
+    record = json.loads((run / "submitted.json").read_text())
+    planned = {(t, i) for t, i, ok in _expected_candidates() if ok}
+    # An upload naming no managed ledger has no owner to mark it under: skipped, as always.
+    skipped = {
+        (s["candidate"]["ledger_type"], s["candidate"]["ledger_id"]) for s in record["skipped"]
+    }
+    assert (marker.sent | skipped, marker.sent & skipped) == (
+        planned - {("LEDGER", 100), ("LEDGER", 102)},
+        set(),
+    )
+    assert {t for t, _ in skipped} <= {"OFFLOAD_LEDGER"}
+    assert [(n["ledger_id"], n["kind"]) for n in record["no_longer_candidates"]] == [
+        (100, "gone"),
+        (102, "referenced"),
+    ]
+    assert (record["plan"]["sent"], record["plan"]["outside_plan"]) == (len(planned) - 2, 1)
+    assert (
+        f"plan {plan.run_id}: {len(planned) - 2} of {len(planned)} planned candidates still "
+        "proposed; 2 no longer candidates (not sent); 1 new candidates outside the plan "
+        "(not sent)" in stdout.decode()
+    )
+    assert os.readlink(out / LATEST) == run.name
+
+
+def _expected_candidates() -> list[tuple[str, int, bool]]:
+    """(ledger type, ledger id, proposed) of the planted extract: deletable ledgers, and the
+    uploads whose objects are all deletable."""
+    ledgers = [("LEDGER", i, ok) for i, _, _, ok in P.EXPECTED_LEDGERS]
+    uploads = [("OFFLOAD_LEDGER", 31, True), ("OFFLOAD_LEDGER", P.LONG + 500, True)]
+    return ledgers + uploads
