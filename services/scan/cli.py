@@ -66,9 +66,10 @@ def analyze(
             dormant_topic_age,
         )
         submit = submit_request(cluster=cluster, **submit_args)
-        from services.scan.job import run_analysis
-
         with versioned_run(out_dir) as (run, holder):
+            # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
+            from services.scan.job import run_analysis
+
             spark = holder.start(master)
             outcome = run_analysis(spark, extract_dir, run.path, config, run_ids=run.ids())
             holder.stop()

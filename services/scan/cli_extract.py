@@ -177,9 +177,10 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         for key in analysis_keys[1:]:
             kw.pop(key)
         settings = extract_settings(kw.pop("cluster"), **kw)
-        from services.scan.job import run_analysis
-
         with versioned_run(out_dir) as (run, holder):
+            # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
+            from services.scan.job import run_analysis
+
             spark = holder.start(master)
             _extract(spark, settings, run.path / EXTRACT_DIR)
             outcome = run_analysis(
