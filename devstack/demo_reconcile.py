@@ -75,7 +75,7 @@ async def reconcile(
     # default limit (20%) rightly calls a likelier scan problem. Here it is the expected state.
     flags = ["--max-orphan-share", "1"]
     if marker_address:
-        flags += ["--submit", "--marker-address", marker_address]
+        flags += ["--submit", "--yes", "--marker-address", marker_address]
     argv = [sys.executable, "-m", "services.cli", *reconcile_args(target, str(out), *flags)]
     child_env = {**os.environ, **env, **s3_env(target)}
     child_env["PYTHONPATH"] = os.pathsep.join(

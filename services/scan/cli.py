@@ -13,12 +13,12 @@ from services.scan.cli_options import (
     analysis_options,
     analyze_config,
     finish,
-    session,
     submit_options,
-    submit_settings,
+    submit_request,
     warn_risky_extract,
 )
 from services.scan.preflight import require_extract
+from services.scan.run_guard import versioned_run
 
 
 @click.group()
@@ -74,7 +74,8 @@ class _CurrentStderr:
     "out_dir",
     required=True,
     type=click.Path(),
-    help="Output directory for findings, candidates, summary.json and report.html.",
+    help="Output directory: each run writes findings, candidates, summary.json and "
+    "report.html into its own folder OUT/<UTC YYYYmmddTHHMMSSZ>/.",
 )
 @analysis_options
 @submit_options
@@ -90,7 +91,8 @@ def analyze(
     master: str,
     **submit_args: Any,
 ) -> None:
-    """Classify every ledger and offloaded object of an extract run and write the report."""
+    """Classify every ledger and offloaded object of an extract run and write the report
+    into a new run folder OUT/<UTC time>/ (OUT/latest: the newest complete run)."""
     try:
         config = analyze_config(
             cluster,
@@ -100,19 +102,22 @@ def analyze(
             inactive_cursor_age,
             dormant_topic_age,
         )
-        submit = submit_settings(**submit_args)
+        submit = submit_request(cluster=cluster, **submit_args)
         require_extract(extract_dir, cluster, out_dir)
-        from services.scan.job import run_analysis
+        with versioned_run(out_dir) as (run, holder):
+            # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
+            from services.scan.job import run_analysis
 
-        spark = session(master)
-        try:
-            outcome = run_analysis(spark, extract_dir, out_dir, config, progress=True)
-        finally:
-            spark.stop()
-        warn_risky_extract(outcome.summary)
-        finish(outcome, out_dir, submit)
+            spark = holder.start(master)
+            outcome = run_analysis(
+                spark, extract_dir, run.path, config, run_ids=run.ids(), progress=True
+            )
+            holder.stop()
+            warn_risky_extract(outcome.summary)
+            status = finish(outcome, run, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
+    sys.exit(status)
 
 
 reconcile.add_command(extract)

@@ -15,12 +15,12 @@ from services.scan.cli_options import (
     analysis_options,
     analyze_config,
     finish,
-    session,
     submit_options,
-    submit_settings,
+    submit_request,
 )
 from services.scan.config import parse_duration
 from services.scan.preflight import require_source
+from services.scan.run_guard import interruptible, versioned_run
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"
@@ -146,7 +146,13 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
 @click.command()
 @extract_options
 @click.option("--cluster", required=True, help="The Pulsar cluster name (recorded in scan_run).")
-@click.option("--out", "out_dir", required=True, type=click.Path())
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(),
+    help="The extract run directory, written in place (an input of analyze, not a versioned run).",
+)
 @click.option("--master", default="local[*]", show_default=True)
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
@@ -155,11 +161,8 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     try:
         settings = extract_settings(cluster, **kw)
         require_source(settings, out_dir)
-        spark = session(master)
-        try:
-            outcome = _extract(spark, settings, Path(out_dir))
-        finally:
-            spark.stop()
+        with interruptible(lambda: f"the extract in {out_dir} is incomplete") as holder:
+            outcome = _extract(holder.start(master), settings, Path(out_dir))
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
     if outcome.problems:
@@ -168,11 +171,19 @@ def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
 
 @click.command()
 @extract_options
-@click.option("--out", "out_dir", required=True, type=click.Path())
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(),
+    help="Output directory: each run goes into its own folder OUT/<UTC YYYYmmddTHHMMSSZ>/ "
+    "(its extract in OUT/<run>/extract); OUT/latest points at the newest complete run.",
+)
 @analysis_options
 @submit_options
 def run(out_dir: str, master: str, **kw: Any) -> None:
-    """Extract into OUT/extract, analyze into OUT, and with --submit mark the candidates."""
+    """Extract into OUT/<UTC time>/extract, analyze into OUT/<UTC time>/ (OUT/latest: the
+    newest complete run), and with --submit mark the candidates."""
     check_head_objects(kw["head_objects"], kw["accept_unattributed_objects"])
     analysis_keys = (
         "cluster",
@@ -189,24 +200,27 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         "submit_concurrency",
         "submit_concurrency_min",
         "submit_batch",
+        "yes",
+        "plan_dir",
     )
     try:
         config = analyze_config(*(kw[k] for k in analysis_keys))
-        submit = submit_settings(**{k: kw.pop(k) for k in submit_keys})
+        submit = submit_request(cluster=kw["cluster"], **{k: kw.pop(k) for k in submit_keys})
         for key in analysis_keys[1:]:
             kw.pop(key)
         settings = extract_settings(kw.pop("cluster"), **kw)
-        require_source(settings, out_dir, Path(out_dir) / EXTRACT_DIR)
-        from services.scan.job import run_analysis
+        require_source(settings, out_dir)
+        with versioned_run(out_dir) as (run, holder):
+            # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
+            from services.scan.job import run_analysis
 
-        spark = session(master)
-        try:
-            _extract(spark, settings, Path(out_dir) / EXTRACT_DIR)
+            spark = holder.start(master)
+            _extract(spark, settings, run.path / EXTRACT_DIR)
             outcome = run_analysis(
-                spark, Path(out_dir) / EXTRACT_DIR, out_dir, config, progress=True
+                spark, run.path / EXTRACT_DIR, run.path, config, run_ids=run.ids(), progress=True
             )
-        finally:
-            spark.stop()
-        finish(outcome, out_dir, submit)
+            holder.stop()
+            status = finish(outcome, run, submit)
     except TombstoneError as exc:
         raise click.ClickException(str(exc)) from exc
+    sys.exit(status)

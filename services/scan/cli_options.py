@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,10 @@ import click
 from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
 from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
+from services.scan.plan import Plan, PlanRefused, read_plan, select
+from services.scan.report_format import human_bytes
 from services.scan.report_sections import NO_HEAD_OBJECTS
+from services.scan.runs import RunFolder
 from services.scan.submit import SubmitSettings
 
 F = Callable[..., Any]
@@ -99,6 +103,19 @@ def submit_options(func: F) -> F:
             default=1000,
             show_default=True,
             help="Ledgers per MarkLedgers call (≥ 1).",
+        ),
+        click.option(
+            "--yes",
+            is_flag=True,
+            help="Submit without asking (required with --submit when stdin is not a terminal).",
+        ),
+        click.option(
+            "--plan",
+            "plan_dir",
+            default=None,
+            type=click.Path(file_okay=False),
+            help="With --submit: an earlier complete dry run (OUT/<run id>); only its "
+            "candidates that the fresh analysis still proposes are sent.",
         ),
     ]
     for option in reversed(options):
@@ -201,31 +218,95 @@ def session(master: str) -> Any:
     return build_session(None if master == "submit" else master, jvm_log=log_path)
 
 
-def finish(outcome: Any, out_dir: str, submit: Any) -> None:
-    """Print the outcome; submit the candidates when asked and allowed; exit 3 if refused."""
+@dataclass(frozen=True)
+class SubmitRequest:
+    """What --submit, --yes and --plan ask for, checked before any Spark work."""
+
+    settings: SubmitSettings
+    assume_yes: bool
+    plan: Plan | None
+
+
+class UsageProblem(click.ClickException):
+    """One line on stderr, exit 2 (like click's own usage errors)."""
+
+    exit_code = 2
+
+
+def submit_request(
+    *, cluster: str, yes: bool, plan_dir: str | None, **submit_args: Any
+) -> SubmitRequest | None:
+    """None for a dry run. Without a terminal to ask on, --submit needs --yes."""
+    settings = submit_settings(**submit_args)
+    if settings is None:
+        if plan_dir is not None:
+            raise UsageProblem("--plan only applies with --submit")
+        return None
+    if not yes and not sys.stdin.isatty():
+        raise UsageProblem(
+            "--submit needs --yes when stdin is not a terminal (nobody to confirm the submit)"
+        )
+    plan = None
+    if plan_dir is not None:
+        try:
+            plan = read_plan(plan_dir, cluster)
+        except PlanRefused as exc:
+            raise UsageProblem(f"--plan refused: {exc}") from None
+    return SubmitRequest(settings, yes, plan)
+
+
+def finish(outcome: Any, run: RunFolder, submit: SubmitRequest | None) -> int:
+    """Print the outcome; submit the candidates when asked and allowed. The exit status:
+    3 if refused, 4 if a call failed, else 0."""
     summary = outcome.summary
-    click.echo(f"report: {Path(out_dir) / 'report.html'}")
+    click.echo(f"report: {run.path / 'report.html'}")
     if outcome.verdict.refused:
         click.echo("REFUSED: no deletion candidates. Reasons:", err=True)
         for reason in outcome.verdict.reasons:
             click.echo(f"  - {reason}", err=True)
-        sys.exit(3)
+        return 3
     cands = summary["candidates"]
     if submit is None:
         click.echo(f"{cands['count']} deletion candidates ({cands['bytes']} bytes); dry run.")
-        return
-    submit_candidates(out_dir, submit)
+        return 0
+    return submit_candidates(run, submit, cluster=summary["config"]["cluster"])
 
 
-def submit_candidates(out_dir: str, settings: SubmitSettings) -> None:
-    """Send the written candidates to the marker; exit 4 when a call failed."""
+def submit_candidates(run: RunFolder, request: SubmitRequest, *, cluster: str) -> int:
+    """Send the written candidates (those of the plan, with --plan) to the marker, after
+    asking on the terminal unless --yes; 4 when a call failed."""
     from services.scan.progress import CountProgress
-    from services.scan.submit import read_candidates, record_submission, submit
+    from services.scan.submit import (
+        mark_submit_started,
+        read_candidates,
+        record_submission,
+        submit,
+    )
 
-    candidates = read_candidates(out_dir)
+    candidates = read_candidates(run.path)
+    selection = select(request.plan, candidates, run.path) if request.plan else None
+    if selection is not None:
+        candidates = selection.send
+        click.echo(
+            f"plan {selection.plan.run_id}: {len(selection.send)} of "
+            f"{len(selection.plan.keys)} planned candidates still proposed; "
+            f"{len(selection.no_longer)} no longer candidates (not sent); "
+            f"{selection.outside_plan} new candidates outside the plan (not sent)"
+        )
+    size = human_bytes(sum(int(c.get("size_bytes") or 0) for c in candidates))
+    address = request.settings.marker.address
+    question = (
+        f"Submit {len(candidates)} candidates ({size}) of cluster {cluster} "
+        f"to the marker at {address}?"
+    )
+    if candidates and not request.assume_yes and not click.confirm(question, default=False):
+        click.echo("not submitted: the run stays a dry run (usable as a --plan).")
+        return 0
+    mark_submit_started(run.path)
     bar = CountProgress(label="submit", unit="calls")
-    report = asyncio.run(submit(candidates, settings, on_call_done=bar.update))
-    path = record_submission(out_dir, report)
+    report = asyncio.run(submit(candidates, request.settings, on_call_done=bar.update))
+    extra = selection.record() if selection is not None else None
+    path = record_submission(run.path, report, extra)
     click.echo(
         f"submitted {len(candidates)} candidates in {report.calls} MarkLedgers calls: "
         f"{report.marked['LEDGER']} BookKeeper and {report.marked['OFFLOAD_LEDGER']} offloaded "
@@ -235,4 +316,5 @@ def submit_candidates(out_dir: str, settings: SubmitSettings) -> None:
     if not report.ok:
         for error in report.errors[:10]:
             click.echo(f"  error: {error['owner']}: {error['error']}", err=True)
-        sys.exit(4)
+        return 4
+    return 0

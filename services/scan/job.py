@@ -6,6 +6,7 @@ back, so the classification joins run once however many summaries are drawn from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,10 +156,14 @@ def run_analysis(
     out_dir: str | Path,
     config: AnalyzeConfig,
     *,
+    run_ids: Mapping[str, str | None] | None = None,
     progress: bool = False,
 ) -> AnalysisOutcome:
     """Analyse the extract in `extract_dir` and write findings, candidates and the report
-    (with `progress`, a bar of ANALYSIS_STEPS on a terminal's stderr)."""
+    (with `progress`, a bar of ANALYSIS_STEPS on a terminal's stderr).
+
+    `run_ids` (`run_id`, `previous_run_id` of a versioned run, `services.scan.runs`) go into
+    summary.json, so the report compares the run with the one before it."""
     steps = StepProgress(ANALYSIS_STEPS, label="analysis", enabled=progress)
     warn_if_short_window(config)
     out = Path(out_dir)
@@ -198,6 +203,7 @@ def run_analysis(
     )
     summary |= clusters.object_clusters(objects)
     summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
+    summary |= dict(run_ids or {})
     write_summary(out, summary)
     write_html_report(out, summary)
     steps.advance("report")

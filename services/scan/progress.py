@@ -56,8 +56,13 @@ class TaskProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            done = self._total if exc_type is None else self._completed()
-            sys.stderr.write(render(done, self._total, self._label, self._unit) + "\n")
+            # A full bar only when the tasks finished; cut short (SIGINT, error), just end
+            # the line so the one message that follows stands on its own.
+            done = exc_type is None
+            sys.stderr.write(
+                render(self._total, self._total, self._label, self._unit) if done else ""
+            )
+            sys.stderr.write("\n")
             sys.stderr.flush()
 
     def _completed(self) -> int:

@@ -69,9 +69,16 @@ def verdict(summary: Summary, submitted: Mapping[str, Any] | None) -> str:
         return f"<div id='verdict' class='verdict refused'>{body}</div>"
     if submitted is not None:
         marked, refused, skipped, errors = _submitted_counts(submitted)
+        plan = submitted.get("plan")
+        sent = (
+            f"{plural(int(plan.get('sent', 0)), 'candidate')} of the plan "
+            f"<code>{text(plan.get('run_id'))}</code>"
+            if isinstance(plan, dict)
+            else f"{plural(cands.get('count', 0), 'candidate')} ({size})"
+        )
         body = (
-            f"<b>Submitted.</b> {plural(cands.get('count', 0), 'candidate')} ({size}) sent "
-            f"to the marker: {plural(marked, 'copy', 'copies')} marked for deletion, "
+            f"<b>Submitted.</b> {sent} sent to the marker: "
+            f"{plural(marked, 'copy', 'copies')} marked for deletion, "
             f"{refused} refused by the marker, {skipped} skipped, "
             f"{plural(errors, 'failed call')}."
         )
@@ -128,8 +135,12 @@ def submitted_section(submitted: Mapping[str, Any]) -> str:
     if isinstance(marked, dict):
         parts.append(table(("tier", "marked"), sorted(marked.items()), numeric=(1,), cls="marked"))
     parts.append(para(f"{submitted.get('calls', 0)} MarkLedgers calls."))
+    plan = submitted.get("plan")
+    if isinstance(plan, dict):
+        parts.append(_plan_para(plan))
     lists = (
         ("submitted", "Submitted"),
+        ("no_longer_candidates", "Planned, no longer candidates (not sent)"),
         ("not_marked", "Refused by the marker"),
         ("refused", "Refused"),
         ("skipped", "Skipped before sending"),
@@ -140,6 +151,19 @@ def submitted_section(submitted: Mapping[str, Any]) -> str:
         if isinstance(entries, list) and entries:
             parts.append(f"<h3>{text(title)} ({len(entries)})</h3>" + _entries(entries))
     return section("submitted", "What --submit did", *parts)
+
+
+def _plan_para(plan: Mapping[str, Any]) -> str:
+    """--plan: how much of the reviewed dry run was sent, and what was held back."""
+    return para(
+        f"Submitted from the plan <code>{text(plan.get('run_id'))}</code> (an earlier dry "
+        f"run, re-verified by this run): {plan.get('sent', 0)} of "
+        f"{plural(int(plan.get('planned', 0)), 'planned candidate')} sent; "
+        f"{plan.get('no_longer_candidates', 0)} no longer candidates (not sent, listed "
+        f"below); {plural(int(plan.get('outside_plan', 0)), 'new candidate')} outside the "
+        "plan not sent.",
+        "plan",
+    )
 
 
 def _entries(entries: Sequence[Any]) -> str:

@@ -64,6 +64,28 @@ def _jvm_output_to(log_path: Path | None) -> Iterator[None]:
             os.close(descriptor)
 
 
+def _launch_detached_gateway(master: str | None, app_name: str, settings: dict[str, str]) -> None:
+    """Start the driver JVM in its own session, with the settings the builder would pass.
+
+    A terminal's Ctrl-C goes to its whole foreground process group: the JVM ignores it, but
+    the Python workers it forks would each die with a stack trace. In a session of its own,
+    the JVM and its workers never see it; the command stops Spark itself (`run_guard`). The
+    JVM still exits when this process does (it watches its stdin pipe). Nothing to do when a
+    gateway exists already (a second session, or under `spark-submit`)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setAppName(app_name)
+    if master is not None:
+        conf.setMaster(master)
+    conf.setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
 def build_session(
     master: str | None = "local[*]",
     *,
@@ -91,7 +113,9 @@ def build_session(
     if settings:
         # The driver binds to loopback anyway; saying so spares the hostname warning.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # The JVM (started detached, in its own session) inherits descriptors pointing at the log.
     with _jvm_output_to(jvm_log):
+        _launch_detached_gateway(master, app_name, settings)
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

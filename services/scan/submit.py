@@ -249,25 +249,40 @@ def read_candidates(out_dir: str | Path) -> list[dict[str, Any]]:
     return list(pq.read_table(path).to_pylist())
 
 
-def write_report(out_dir: str | Path, report: SubmitReport) -> Path:
+def write_report(
+    out_dir: str | Path, report: SubmitReport, extra: dict[str, Any] | None = None
+) -> Path:
     path = Path(out_dir) / SUBMITTED_FILE
-    body = asdict(report) | {"ok": report.ok}
+    body = asdict(report) | {"ok": report.ok} | (extra or {})
     path.write_text(json.dumps(body, indent=2, sort_keys=True))
     return path
 
 
-def record_submission(out_dir: str | Path, report: SubmitReport) -> Path:
-    """After a submit: submitted.json, then summary.json no longer says "dry run" (something
-    was sent to the marker, whatever it answered), then report.html drawn again from both,
-    so the run's own record shows what was submitted and refused."""
+def _redraw(run_dir: Path, dry_run: bool) -> None:
     from services.scan.report import SUMMARY_FILE, write_html_report, write_summary
 
-    run_dir = Path(out_dir)
-    path = write_report(run_dir, report)
     summary_path = run_dir / SUMMARY_FILE
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
-        summary["dry_run"] = report.calls == 0
+        summary["dry_run"] = dry_run
         write_summary(run_dir, summary)
         write_html_report(run_dir, summary)
+
+
+def mark_submit_started(out_dir: str | Path) -> None:
+    """Before the first call: summary.json and the report stop saying "dry run", so a
+    submit cut short (SIGINT, crash) never leaves a record that claims nothing was sent."""
+    _redraw(Path(out_dir), dry_run=False)
+
+
+def record_submission(
+    out_dir: str | Path, report: SubmitReport, extra: dict[str, Any] | None = None
+) -> Path:
+    """After a submit: submitted.json (with `extra`, e.g. what a --plan left out), then
+    summary.json no longer says "dry run" (something was sent to the marker, whatever it
+    answered), then report.html drawn again from both, so the run's own record shows what
+    was submitted and refused."""
+    run_dir = Path(out_dir)
+    path = write_report(run_dir, report, extra)
+    _redraw(run_dir, dry_run=report.calls == 0)
     return path

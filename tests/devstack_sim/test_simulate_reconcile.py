@@ -137,7 +137,7 @@ def test_printed_command_proposes_exactly_the_planted_orphans(
         timeout=500,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    out = tmp_path / "reconcile-out"
+    out = tmp_path / "reconcile-out" / "latest"  # runs are versioned under --out
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["refused"], summary["refusal_reasons"]) == (False, [])
     rows = pq.read_table(out / "candidates").to_pylist()

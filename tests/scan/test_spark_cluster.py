@@ -227,7 +227,8 @@ async def test_cluster_findings_equal_local_mode_and_extract_runs_on_workers(
         await asyncio.to_thread(cluster.stop)
     assert result.returncode == 0, result.stderr[-4000:]
 
-    local, remote = tmp_path / "local", tmp_path / "cluster"
+    # `run` writes into a run folder of its --out; `latest` names it once complete.
+    local, remote = tmp_path / "local", (tmp_path / "cluster" / "latest").resolve()
     for table in ("findings/ledgers", "findings/objects", "candidates", "counts_by_kind"):
         assert _rows(spark, remote / table) == _rows(spark, local / table), table
     assert _summary(remote) == _summary(local)

@@ -1,0 +1,114 @@
+"""One versioned run of a reconcile command, and what SIGINT does to it.
+
+SIGINT (Ctrl-C) at any point of a run (Spark starting, extract, analysis, the confirmation,
+submit) ends the command with exit status 130 and one line on stderr naming the partial run
+folder, which keeps its `INCOMPLETE` marker (`latest` is not moved). Spark is stopped with
+its logging off, so no Java or Python stack reaches the terminal: the JVM runs in its own
+session (`spark.build_session`), so the terminal's SIGINT reaches only this process, which
+stops Spark itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from services.scan.runs import RunFolder, complete_run, start_run
+
+EXIT_INTERRUPTED = 130
+
+
+class _DropInterrupts(logging.Filter):
+    """py4j logs the KeyboardInterrupt of a call it was making, with its traceback, on the
+    root logger; the command reports the interrupt itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+class SparkHolder:
+    """The run's SparkSession, stopped once (quietly after an interrupt)."""
+
+    def __init__(self) -> None:
+        self.spark: Any = None
+
+    def start(self, master: str) -> Any:
+        from services.scan.cli_options import session
+
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            # A SIGINT while the JVM starts would leave it half-launched (and holding our
+            # stdout): it waits until the session exists, then interrupts as anywhere else.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.spark = session(master)
+            if main:
+                # SparkContext installs a SIGINT handler that cancels the jobs through py4j
+                # and then raises; the plain KeyboardInterrupt is enough (Spark is stopped
+                # below), and it lets asyncio.run cancel a submit's calls cleanly.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        finally:
+            if main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        return self.spark
+
+    def stop(self, *, quiet: bool = False) -> None:
+        spark, self.spark = self.spark, None
+        if spark is None:
+            return
+        if quiet:
+            logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+        try:
+            if quiet:
+                spark.sparkContext.setLogLevel("OFF")
+            spark.stop()
+        except Exception:
+            if not quiet:
+                raise
+
+
+@contextmanager
+def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
+    """Stop Spark when the block ends; on SIGINT (or an aborted prompt) stop it quietly,
+    print `interrupted: <describe()>` alone and exit 130."""
+    holder = SparkHolder()
+    root = logging.getLogger()
+    drop = _DropInterrupts()
+    root.addFilter(drop)
+    try:
+        yield holder
+        holder.stop()
+    except (KeyboardInterrupt, click.Abort):
+        # A second Ctrl-C must not cut the clean-up short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        holder.stop(quiet=True)
+        click.echo(f"interrupted: {describe()}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        holder.stop()
+        root.removeFilter(drop)
+
+
+@contextmanager
+def versioned_run(out_dir: str | Path) -> Iterator[tuple[RunFolder, SparkHolder]]:
+    """Create the run folder and print it; on a normal exit stop Spark and mark the run
+    complete; on an error leave it INCOMPLETE; on SIGINT also exit 130 with one line."""
+    run: RunFolder | None = None
+
+    def partial() -> str:
+        return f"partial run left in {run.path} (marked INCOMPLETE)" if run else "no run folder"
+
+    with interruptible(partial) as holder:
+        run = start_run(out_dir)
+        click.echo(f"run folder: {run.path}")
+        yield run, holder
+        holder.stop()
+        complete_run(run)
