@@ -75,6 +75,20 @@ class SparkHolder:
                 raise
 
 
+def _after_interrupt(error: BaseException) -> bool:
+    """An error raised while a KeyboardInterrupt was being handled: py4j, cut mid-call by the
+    interrupt, may fail its clean-up call to the JVM (`Py4JNetworkError: Answer from Java side
+    is empty`), and that error replaces the interrupt."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__
+    return False
+
+
 @contextmanager
 def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
     """Stop Spark when the block ends; on SIGINT (or an aborted prompt) stop it quietly,
@@ -86,7 +100,9 @@ def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
     try:
         yield holder
         holder.stop()
-    except (KeyboardInterrupt, click.Abort):
+    except (KeyboardInterrupt, click.Abort, Exception) as exc:
+        if not isinstance(exc, KeyboardInterrupt | click.Abort) and not _after_interrupt(exc):
+            raise
         # A second Ctrl-C must not cut the clean-up short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         holder.stop(quiet=True)
