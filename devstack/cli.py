@@ -99,7 +99,12 @@ RECONCILE_OUT = "reconcile-out"
 
 @devstack.command()
 @click.option("--port", type=int, default=None, help="default: a free port")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="where ZooKeeper keeps its data (default: a temporary folder, removed at exit)",
+)
 def zookeeper(port: int | None, data_dir: Path | None) -> None:
     """Run a ZooKeeper server until Ctrl-C / SIGTERM (exit 0); a busy --port is an error."""
     with stop_signals() as stop:
@@ -138,7 +143,13 @@ def s3(port: int | None) -> None:
 @devstack.command()
 @click.option("--zookeeper", "zk_address", required=True, help="host:port")
 @click.option("--s3-endpoint", default=None, help="http://host:port (needed for S3 offloads)")
-@click.option("--concurrency", type=int, default=128, show_default=True)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=128,
+    show_default=True,
+    help="ZooKeeper and S3 writes in flight while the cluster is written",
+)
 @broker_style_options
 @spec_options()
 def simulate(

@@ -122,25 +122,44 @@ def spec_options(
             default=None,
             help="how many of each legacy artifact to seed [default: 0; legacy: 1]",
         ),
-        click.option("--seed", type=int, default=1, show_default=True),
-        click.option("--tenants", type=int, default=tenants, show_default=True),
-        click.option("--namespaces", type=int, default=namespaces, show_default=True),
-        click.option("--topics", type=int, default=topics, show_default=True),
+        click.option(
+            "--seed", type=int, default=1, show_default=True, help="the same seed, the same cluster"
+        ),
+        click.option("--tenants", type=int, default=tenants, show_default=True, help="tenants"),
+        click.option(
+            "--namespaces", type=int, default=namespaces, show_default=True, help="per tenant"
+        ),
+        click.option("--topics", type=int, default=topics, show_default=True, help="per namespace"),
         click.option("--ledgers", default="2-5", show_default=True, help="N or MIN-MAX"),
         click.option("--cursors", default="0-2", show_default=True, help="N or MIN-MAX"),
-        click.option("--partitioned-share", type=float, default=0.3, show_default=True),
-        click.option("--offloaded-share", type=float, default=0.3, show_default=True),
+        click.option(
+            "--partitioned-share",
+            type=float,
+            default=0.3,
+            show_default=True,
+            help="fraction of topics that are partitioned (each partition its own ML)",
+        ),
+        click.option(
+            "--offloaded-share",
+            type=float,
+            default=0.3,
+            show_default=True,
+            help="fraction of closed ledgers offloaded (complete)",
+        ),
         click.option(
             "--offload-driver",
             type=click.Choice([d.value for d in OffloadDriver]),
             default=OffloadDriver.S3.value,
             show_default=True,
+            help="where offloaded ledgers go: an S3 bucket or a filesystem offloader's layout",
         ),
         click.option(
             "--id-layout",
             type=click.Choice([i.value for i in IdLayout]),
             default=IdLayout.SHORT.value,
             show_default=True,
+            help="ledger ids: short (31-bit idgen), long (63-bit idgen-long) or mixed (a "
+            "cluster that crossed the switch)",
         ),
         click.option(
             "--compression",
@@ -148,9 +167,22 @@ def spec_options(
             default=None,
             help="ML and cursor znode compression [default: NONE; legacy: LZ4]",
         ),
-        click.option("--v2-share", type=float, default=0.0, show_default=True),
-        click.option("--cluster-name", default="standalone", show_default=True),
-        click.option("--bucket", default="pulsar-offload", show_default=True),
+        click.option(
+            "--v2-share",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="fraction of ledger znodes in BookKeeper's metadata format v2 (text); the rest v3",
+        ),
+        click.option(
+            "--cluster-name",
+            default="standalone",
+            show_default=True,
+            help="the Pulsar cluster name (registered under /admin/clusters)",
+        ),
+        click.option(
+            "--bucket", default="pulsar-offload", show_default=True, help="the offload bucket"
+        ),
         click.option(
             "--orphans",
             default=orphans,

@@ -32,7 +32,12 @@ def extract_options(func: F) -> F:
     options = [
         click.option("--zookeeper", required=True, help="host:port[,host:port...] of ZooKeeper."),
         click.option("--chroot", default=None, help="ZooKeeper chroot of the Pulsar metadata."),
-        click.option("--ledgers-root", default="/ledgers", show_default=True),
+        click.option(
+            "--ledgers-root",
+            default="/ledgers",
+            show_default=True,
+            help="BookKeeper's ledgers root znode (zkLedgersRootPath), under --chroot.",
+        ),
         click.option(
             "--s3-endpoint", default=None, help="S3-compatible endpoint (else AWS / env)."
         ),
@@ -69,8 +74,21 @@ def extract_options(func: F) -> F:
             "so in a bucket shared with other Pulsar clusters their objects cannot be "
             "excluded and may be proposed for deletion (shown as a warning in the report).",
         ),
-        click.option("--zk-timeout", default="10s", show_default=True),
-        click.option("--subtree-level", default=4, show_default=True),
+        click.option(
+            "--zk-timeout",
+            default="10s",
+            show_default=True,
+            help="Connect, request and session timeout of each task's ZooKeeper client (a "
+            "duration, e.g. 10s; the session takes at least 4s).",
+        ),
+        click.option(
+            "--subtree-level",
+            default=4,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Depth of the BookKeeper subtrees read one per extract task (1: the top-level "
+            "nodes; 4: down to the parents of the ledger znodes; lower: fewer, bigger tasks).",
+        ),
         click.option(
             "--concurrency",
             default=64,
@@ -153,7 +171,12 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
     type=click.Path(),
     help="The extract run directory, written in place (an input of analyze, not a versioned run).",
 )
-@click.option("--master", default="local[*]", show_default=True)
+@click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    help="Spark master; 'submit' takes the one spark-submit was given.",
+)
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
     """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
     failed or was truncated: the analysis of such a run proposes nothing)."""

@@ -34,7 +34,8 @@ def analysis_options(func: F) -> F:
             "--min-age",
             default=f"{DEFAULT_MIN_AGE.days}d",
             show_default=True,
-            help="Age window: younger unreferenced ledgers and objects are never proposed.",
+            help="Age window, a duration (e.g. 90s, 6h, 3d): younger unreferenced ledgers and "
+            "objects are never proposed.",
         ),
         click.option(
             "--allow-short-min-age",
@@ -48,8 +49,18 @@ def analysis_options(func: F) -> F:
             type=float,
             help="Refuse to propose deletions above this orphan share.",
         ),
-        click.option("--inactive-cursor-age", default="30d", show_default=True),
-        click.option("--dormant-topic-age", default="7d", show_default=True),
+        click.option(
+            "--inactive-cursor-age",
+            default="30d",
+            show_default=True,
+            help="Report a cursor not moved for this long (a duration, e.g. 30d); report only.",
+        ),
+        click.option(
+            "--dormant-topic-age",
+            default="7d",
+            show_default=True,
+            help="Report a topic not written for this long (a duration, e.g. 7d); report only.",
+        ),
         click.option(
             "--master",
             default="local[*]",
