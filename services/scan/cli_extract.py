@@ -33,6 +33,13 @@ def extract_options(func: F) -> F:
         click.option("--zookeeper", required=True, help="host:port[,host:port...] of ZooKeeper."),
         click.option("--chroot", default=None, help="ZooKeeper chroot of the Pulsar metadata."),
         click.option(
+            "--configuration-store",
+            default=None,
+            help="host:port[,host:port...][/chroot] of Pulsar's configuration store "
+            "(configurationMetadataStoreUrl) when it is not --zookeeper: the pre-flight looks "
+            "for /admin/clusters/<--cluster> there (default: in --zookeeper under --chroot).",
+        ),
+        click.option(
             "--ledgers-root",
             default="/ledgers",
             show_default=True,
@@ -138,6 +145,7 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         cluster=cluster,
         chroot=kw["chroot"],
         ledgers_root=kw["ledgers_root"],
+        configuration_store=kw["configuration_store"],
         zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
         s3=s3,
         buckets=tuple(kw["buckets"]),

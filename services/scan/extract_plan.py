@@ -47,6 +47,9 @@ class ExtractSettings:
     cluster: str
     chroot: str | None = None
     ledgers_root: str = "/ledgers"
+    configuration_store: str | None = None
+    """Pulsar's configuration store (`host:port[,...][/chroot]`) when it is a ZooKeeper of
+    its own: only the pre-flight reads it (the cluster's registration)."""
     zk_timeout_s: float = 10.0
     """Connect and request timeout of every ZooKeeper session."""
     s3: S3Settings = field(default_factory=S3Settings)

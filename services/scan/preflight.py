@@ -77,7 +77,13 @@ async def source_problems(
     from services.scan.preflight_zk import check_metadata
 
     checks = [
-        check_metadata(settings.zookeeper, settings.chroot, settings.ledgers_root, settings.cluster)
+        check_metadata(
+            settings.zookeeper,
+            settings.chroot,
+            settings.ledgers_root,
+            settings.cluster,
+            configuration_store=settings.configuration_store,
+        )
     ]
     # With inventory files, S3 is only asked for the objects' HEADs.
     if settings.buckets and (settings.head_objects or not settings.inventories):

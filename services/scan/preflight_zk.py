@@ -99,9 +99,48 @@ def _quiet(name: str) -> Iterator[None]:
 
 
 async def check_metadata(
-    connect_string: str, chroot: str | None, ledgers_root: str, cluster: str
+    connect_string: str,
+    chroot: str | None,
+    ledgers_root: str,
+    cluster: str,
+    *,
+    configuration_store: str | None = None,
 ) -> list[Problem]:
-    """Every problem found with the metadata store; [] when the extract can read it."""
+    """Every problem found with the metadata store (and, when it is a ZooKeeper of its own,
+    the configuration store); [] when the extract can read it and the cluster is known."""
+    if configuration_store is None:
+        return await _check_store(connect_string, chroot, ledgers_root, cluster)
+    config_hosts, _, config_chroot = configuration_store.partition("/")
+    local, config = await asyncio.gather(
+        _check_store(connect_string, chroot, ledgers_root, None),
+        _check_configuration_store(
+            config_hosts, f"/{config_chroot}" if config_chroot else None, cluster
+        ),
+    )
+    return local + config
+
+
+async def _check_configuration_store(
+    connect_string: str, chroot: str | None, cluster: str
+) -> list[Problem]:
+    pairs = servers(connect_string)
+    if not pairs:
+        return [
+            Problem(f"--configuration-store {connect_string!r} names no server", "give host:port")
+        ]
+    reached = await asyncio.gather(*(_reach(host, port) for host, port in pairs))
+    up = [_address(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
+    if not up:
+        return [problem for problem in reached if problem is not None]
+    with _quiet("aiozk"):
+        found = await _check_tree(",".join(up), chroot, None, cluster)
+        await asyncio.sleep(0)
+    return found
+
+
+async def _check_store(
+    connect_string: str, chroot: str | None, ledgers_root: str, cluster: str | None
+) -> list[Problem]:
     hosts, slash, suffix = connect_string.partition("/")
     if slash:  # ZooKeeper's Java client takes a chroot there; the extract's client does not
         return [
@@ -124,8 +163,11 @@ async def check_metadata(
 
 
 async def _check_tree(
-    address: str, chroot: str | None, ledgers_root: str, cluster: str
+    address: str, chroot: str | None, ledgers_root: str | None, cluster: str | None
 ) -> list[Problem]:
+    """The Pulsar roots in the store at `address`: `/managed-ledgers` and the ledgers root
+    when `ledgers_root` is given (the metadata store), the cluster's registration when
+    `cluster` is (the configuration store; both in one store by default)."""
     where = f"ZooKeeper {address}" + (f" (chroot {chroot})" if chroot else "")
     try:
         # The store's own connect timeout, not a cancellation from outside: on a timeout it
@@ -139,9 +181,9 @@ async def _check_tree(
         ) as store:
             async with asyncio.timeout(READ_TIMEOUT_S):
                 ml, ledgers, clusters = await asyncio.gather(
-                    store.exists(MANAGED_LEDGERS_ROOT),
-                    store.exists(ledgers_root),
-                    _children(store, CLUSTERS_ROOT),
+                    _exists(store, MANAGED_LEDGERS_ROOT if ledgers_root else None),
+                    _exists(store, ledgers_root),
+                    _children(store, CLUSTERS_ROOT if cluster is not None else None),
                 )
     except (TimeoutError, MetadataError) as e:
         reason = "no answer to reads" if isinstance(e, TimeoutError) else str(e)
@@ -156,9 +198,13 @@ async def _check_tree(
         ]
     problems = []
     fix_tree = "check --zookeeper and --chroot: this is not the Pulsar metadata store"
-    if ml is None:
+    store_kind = "metadata store"
+    if ledgers_root is None:  # the configuration store alone
+        store_kind = "configuration store"
+        fix_tree = "check --configuration-store: this is not Pulsar's configuration store"
+    elif ml is None:
         problems.append(Problem(f"{MANAGED_LEDGERS_ROOT} missing in {where}", fix_tree))
-    if ledgers is None:
+    if ledgers_root is not None and ledgers is None:
         problems.append(
             Problem(
                 f"--ledgers-root {ledgers_root} missing in {where}",
@@ -166,7 +212,9 @@ async def _check_tree(
                 "bookkeeperMetadataServiceUri, default /ledgers) or fix --chroot",
             )
         )
-    if clusters is None:
+    if cluster is None:
+        pass
+    elif clusters is None:
         problems.append(
             Problem(
                 f"{CLUSTERS_ROOT} missing in {where}: no Pulsar cluster is registered there",
@@ -177,14 +225,23 @@ async def _check_tree(
         known = ", ".join(sorted(clusters)) or "none"
         problems.append(
             Problem(
-                f"--cluster {cluster}: not a cluster of this metadata store (known: {known})",
+                f"--cluster {cluster}: not a cluster of this {store_kind} (known: {known})",
                 "give the brokers' clusterName with --cluster",
             )
         )
     return problems
 
 
-async def _children(store: ZkMetadataStore, path: str) -> list[str] | None:
+async def _exists(store: ZkMetadataStore, path: str | None) -> object:
+    """The znode's stat (None: absent); `True` when there is nothing to check."""
+    if path is None:
+        return True
+    return await store.exists(path)
+
+
+async def _children(store: ZkMetadataStore, path: str | None) -> list[str] | None:
+    if path is None:
+        return []
     try:
         return await store.get_children(path)
     except NoNode:

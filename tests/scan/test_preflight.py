@@ -471,3 +471,40 @@ async def test_analyze_with_an_unreadable_run_table(extract_of_c1: Path, tmp_pat
         part.write_bytes(b"not parquet")
     (problem,) = extract_problems(extract_of_c1, CLUSTER)
     assert problem.what.startswith(f"--extract {extract_of_c1}: unreadable (")
+
+
+async def split_stores(zk: ZooKeeperServer, clusters: Sequence[str] = (CLUSTER,)) -> None:
+    """A deployment whose configuration store is a ZooKeeper of its own (Pulsar's
+    `configurationMetadataStoreUrl`): the metadata store has the managed ledgers and the
+    ledgers root, the configuration store (here the same server under `/config`) has
+    `/admin/clusters`."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        for path in ("/managed-ledgers", "/ledgers", "/config/admin/clusters"):
+            await store.create(path, make_parents=True)
+        for name in clusters:
+            await store.create(f"/config/admin/clusters/{name}", b"{}")
+
+
+async def test_a_separate_configuration_store_is_where_the_cluster_is_looked_for(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    await split_stores(zk)
+    base = ExtractSettings(zookeeper=zk.address, cluster=CLUSTER)
+    alone = await source_problems(base, [tmp_path / "out"])
+    assert [p.what for p in alone] == [
+        f"/admin/clusters missing in ZooKeeper {zk.address}: no Pulsar cluster is registered there"
+    ]
+    split = replace(base, configuration_store=f"{zk.address}/config")
+    assert await source_problems(split, [tmp_path / "out"]) == []
+
+
+async def test_a_cluster_unknown_to_the_configuration_store(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    await split_stores(zk, clusters=("west",))
+    out = tmp_path / "out"
+    args = source_args(zk.address, None, out, "--configuration-store", f"{zk.address}/config")
+    assert problems(refusal(await invoke(["extract", *args]), out)) == [
+        f"pre-flight: --cluster {CLUSTER}: not a cluster of this configuration store (known: "
+        "west); give the brokers' clusterName with --cluster"
+    ]
