@@ -86,6 +86,49 @@ async def populate(address: str, owners: int) -> None:
 # --- the writer (a separate process) -----------------------------------------------------
 
 
+async def write_batched(
+    address: str, mine: range, rate: float, seconds: float, out: Path, batch: int
+) -> None:
+    """As `write_load`, but `batch` trims at a time in one ZooKeeper multi: a writer then
+    costs a request per `batch` changes, so the writers' CPU does not cap the rate (each
+    setData still fires its own watch event and is its own change for the follower)."""
+    written: list[tuple[int, float]] = []
+    async with ZkMetadataStore.connect(address) as store:
+        client = store._client  # the multi is not part of the store's port
+        versions = [(await store.get(ml_path(i))).version for i in mine]
+        firsts = [i * SPAN + v for i, v in zip(mine, versions, strict=True)]
+        start = time.monotonic()
+        total = int(rate * seconds) // batch
+        tasks: set[asyncio.Task[None]] = set()
+        cursor = 0
+
+        async def commit(picked: list[int]) -> None:
+            txn = client.begin_transaction()
+            for k in picked:
+                txn.set_data(ml_path(mine[k]), ml_data(firsts[k] + 1, LISTED), versions[k])
+            await txn.commit()
+            now = time.time()
+            for k in picked:
+                written.append((firsts[k], now))
+                firsts[k] += 1
+                versions[k] += 1
+
+        for n in range(total):
+            delay = start + n * batch / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while len(tasks) >= 2:  # one multi in flight per ML at most (batch ≤ owners / 2)
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            picked = [(cursor + k) % len(mine) for k in range(batch)]
+            cursor = (cursor + batch) % len(mine)
+            task = asyncio.create_task(commit(picked))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+        elapsed = time.monotonic() - start
+    await asyncio.to_thread(out.write_text, json.dumps({"elapsed": elapsed, "written": written}))
+
+
 async def write_load(address: str, mine: range, rate: float, seconds: float, out: Path) -> None:
     """Trim the MLs of `mine` round robin at `rate` writes/s; record the unlinked ledgers."""
     owners = len(mine)
@@ -191,7 +234,7 @@ async def phase(
     args: argparse.Namespace,
     rate: int,
 ) -> dict[str, float]:
-    writers = max(1, -(-rate // WRITER_RATE))
+    writers = max(1, -(-rate // (WRITER_RATE * args.write_batch)))
     share = args.owners // writers
     outs = [Path(f"/tmp/follower-bench-{os.getpid()}-{rate}-{k}.json") for k in range(writers)]
     lags.samples.clear()
@@ -208,6 +251,7 @@ async def phase(
             str(rate / writers),
             str(args.seconds),
             str(out),
+            str(args.write_batch),
         )
         for k, out in enumerate(outs)
     ]
@@ -406,15 +450,27 @@ def main() -> None:
     # A TERM (a timeout) unwinds like an error, so the servers started here are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        address, low, high, rate, seconds, out = sys.argv[2:8]
+        address, low, high, rate, seconds, out, batch = sys.argv[2:9]
         mine = range(int(low), int(high))
-        asyncio.run(write_load(address, mine, float(rate), float(seconds), Path(out)))
+        if int(batch) > 1:
+            asyncio.run(
+                write_batched(address, mine, float(rate), float(seconds), Path(out), int(batch))
+            )
+        else:
+            asyncio.run(write_load(address, mine, float(rate), float(seconds), Path(out)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--owners", type=int, default=2000, help="MLs changed round robin")
     parser.add_argument("--rates", default="1000,5000", help="owner changes per second")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per rate")
     parser.add_argument("--index-mls", type=int, default=100_000, help="MLs in the memory test")
+    parser.add_argument(
+        "--write-batch",
+        type=int,
+        default=1,
+        help="trims per ZooKeeper multi in the writers (>1: fewer writer processes and "
+        "requests for the same changes/s)",
+    )
     parser.add_argument(
         "--memory-only", action="store_true", help="only the index memory test (no servers)"
     )
