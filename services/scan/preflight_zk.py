@@ -28,8 +28,9 @@ from services.scan.preflight import Problem
 #: per cluster, holding its `ClusterData` JSON.
 CLUSTERS_ROOT = "/admin/clusters"
 DEFAULT_PORT = 2181
-CONNECT_TIMEOUT_S = 1.5
-"""TCP connect to one server."""
+CONNECT_TIMEOUT_S = 2.0
+"""TCP connect to one server (a loaded host still accepts well within it; the whole check,
+connect then session then reads, stays under 5 s)."""
 SESSION_TIMEOUT_S = 2.0
 """Session establishment."""
 READ_TIMEOUT_S = 1.0

@@ -144,7 +144,7 @@ async def test_zookeeper_with_no_answer_is_a_timeout(s3: S3Server, tmp_path: Pat
         address = f"127.0.0.1:{port}"
         result = await invoke(["run", *source_args(address, s3.endpoint, out)], credentials(s3))
     assert refusal(result, out) == [
-        f"pre-flight: ZooKeeper {address}: no answer within 1.5 s (host down, unreachable or "
+        f"pre-flight: ZooKeeper {address}: no answer within 2 s (host down, unreachable or "
         "filtered); check the host, the network and firewalls, or fix --zookeeper"
     ]
 
