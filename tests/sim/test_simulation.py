@@ -28,6 +28,7 @@ CI_BUDGETS = {
     "open-in-use": 30,
     "drop-retry-count": 30,
     "any-version-delete": 30,
+    "follower-index-first": 30,
 }
 NOT_FOUND_YET = {"dot-segments"}
 
