@@ -255,6 +255,12 @@ class World:
         assert got is not None
         return got
 
+    def _ml_now(self, t: TopicState) -> ManagedLedgerInfo:
+        """The ML as it is now, empty while an unmodified broker deletes the topic (its znode
+        is gone until the broker has deleted the ledgers and created the topic again)."""
+        got = self.cluster.ml_info(t.ml)
+        return ManagedLedgerInfo() if got is None else got[0]
+
     def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
         path = cursor_path(t.ml, t.cursor)
         stat = self.zk.stat(path)
@@ -650,12 +656,12 @@ class World:
                 return None
             pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))
         elif kind == "listed":
-            info, _ = self._ml(t)
+            info = self._ml_now(t)
             if not info.ledgerInfo:
                 return None
             pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
         else:  # look-alike objects of another environment, named by a fresh uuid
-            info, _ = self._ml(t)
+            info = self._ml_now(t)
             if not info.ledgerInfo:
                 return None
             ledger_id = rng.choice(info.ledgerInfo).ledgerId
