@@ -5,6 +5,7 @@ connection, and the virtual clock."""
 from __future__ import annotations
 
 import asyncio
+import math
 import contextlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -189,3 +190,27 @@ def test_an_ephemeral_znode_goes_with_its_session() -> None:
         assert server.stat("/lock/leader") is None
 
     _run(main())
+
+
+def test_the_clock_reaches_a_timer_asyncio_runs_early() -> None:
+    """asyncio runs a timer due within its clock resolution at once when other callbacks are
+    ready; the clock moves to it, so a wait until `deadline - now` ends at the deadline (the
+    follower's checkpoint timer waited a femtosecond at a time, forever)."""
+
+    async def busy() -> None:
+        for _ in range(1000):
+            await asyncio.sleep(0)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(62.25923926189542)
+        deadline = math.nextafter(math.nextafter(loop.time(), math.inf), math.inf)
+        other = asyncio.ensure_future(busy())
+        rounds = 0
+        while loop.time() < deadline and rounds < 100:
+            await asyncio.sleep(deadline - loop.time())
+            rounds += 1
+        await other
+        return rounds
+
+    assert _run(main()) == 1

@@ -84,3 +84,22 @@ def test_mutants_are_off_after_a_run() -> None:
     run_seed(1, "no-fence-token")
     assert run_seed(1).trace_bytes() == run_seed(1).trace_bytes()
     assert not run_seed(0).violations
+
+
+def test_the_follower_gets_what_an_unmodified_broker_failed_to_delete_deleted() -> None:
+    """L1 on the unmodified brokers' unlinks is not vacuous: a ledger whose own delete failed
+    is deleted by a deleter (only the follower's OBSERVED PDLI names it), and the exclusions
+    are a minority."""
+    recovered = excluded = failed = 0
+    for seed in range(20):
+        trace = run_seed(seed).trace
+        for line in trace:
+            if "own delete of [" in line:
+                failed += 1
+                ledger_id = int(line.split("own delete of [")[1].split("]")[0])
+                path = f"/L{ledger_id:04d}"
+                if any("deleter-" in e and " deletes " in e and path in e for e in trace):
+                    recovered += 1
+            excluded += "L1 excluded" in line
+    assert recovered > 0
+    assert excluded < failed / 2
