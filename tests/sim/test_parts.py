@@ -5,8 +5,8 @@ connection, and the virtual clock."""
 from __future__ import annotations
 
 import asyncio
-import math
 import contextlib
+import math
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
