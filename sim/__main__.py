@@ -29,6 +29,7 @@ MUTANT_BUDGETS = {
     "open-in-use": 200,
     "drop-retry-count": 200,
     "dot-segments": 200,
+    "follower-index-first": 200,
 }
 """Seeds each mutant may take before the hunt counts it as not found."""
 

@@ -8,6 +8,7 @@ the scheduler's draws, never on the machine.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import selectors
 from collections.abc import Mapping
 from typing import Any
@@ -61,3 +62,25 @@ class VirtualLoop(asyncio.SelectorEventLoop):
 
     def advance(self, seconds: float) -> None:
         self._now += seconds
+
+    def _run_once(self) -> None:
+        """With nothing ready, jump exactly to the next live timer first; and move the clock
+        to any timer asyncio is about to run early (within its clock resolution). Advancing
+        by `when - now` instead can fall short by a rounding error, and asyncio runs a timer
+        due within the resolution without the clock moving: a service that waits until a
+        clock reading (`monotonic() >= deadline`) would then wait again for a few
+        femtoseconds forever (the follower's checkpoint timer did)."""
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        if not self._ready:  # type: ignore[attr-defined]
+            while scheduled and scheduled[0].cancelled():
+                handle = heapq.heappop(scheduled)
+                handle._scheduled = False  # type: ignore[attr-defined]
+                self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+            if scheduled and scheduled[0].when() > self._now:
+                self._now = scheduled[0].when()
+        # Timers due within the resolution run now: the clock moves to them first.
+        horizon = self._now + self._clock_resolution
+        due = [h.when() for h in scheduled if self._now < h.when() < horizon]
+        if due:
+            self._now = max(due)
+        super()._run_once()  # type: ignore[misc]

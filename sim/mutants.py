@@ -101,6 +101,21 @@ def _drop_retry_count() -> Callable[[], None]:
     return _patch(handling, "retry_message", retry_message)
 
 
+def _follower_index_first() -> Callable[[], None]:
+    """The follower moves its index forward before its PDLIs were accepted: a change whose
+    publish failed is read again, but diffed against the entry it already became."""
+    from services.marker.follower.follower import Follower
+
+    original = Follower._publish
+
+    async def publish(self: Any, changes: Any, *, replay: bool) -> list[str]:
+        for change in changes:
+            self.index.put(change.path, change.entry)
+        return await original(self, changes, replay=replay)
+
+    return _patch(Follower, "_publish", publish)
+
+
 def _dot_segments() -> Callable[[], None]:
     """Names with `.` or `..` segments are accepted as canonical."""
     return _patch(pulsar_names, "_DOT_SEGMENTS", frozenset())
@@ -121,6 +136,7 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "open-in-use": _open_in_use,
     "drop-retry-count": _drop_retry_count,
     "dot-segments": _dot_segments,
+    "follower-index-first": _follower_index_first,
 }
 
 

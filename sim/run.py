@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from sim.follower import following
 from sim.loop import VirtualLoop
 from sim.mutants import applied
 from sim.pulsar import BUCKET, FOREIGN_BUCKET
@@ -109,7 +110,7 @@ def run_seed(seed: int, mutant: str | None = None) -> Result:
             buckets = frozenset({BUCKET, FOREIGN_BUCKET}) if allow_all_buckets else None
             world = World(seed, allowed_buckets=buckets or frozenset({BUCKET}))
             loop.set_task_factory(world.registry.factory)  # type: ignore[arg-type]
-            with _virtual_time(world):
+            with _virtual_time(world), following(world.sched.now, world.sched.now_ms):
                 loop.run_until_complete(world.run())
                 _cancel_rest(loop)
     finally:

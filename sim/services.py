@@ -30,6 +30,9 @@ from services.deleter.metrics import DeleterMetrics
 from services.deleter.outage import Dependency, OutageGate
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import VerifierUnreachable
+from services.marker.follower.follower import Follower, FollowerSettings
+from services.marker.follower.leadership import LEADER_PATH
+from services.marker.follower.metrics import FollowerMetrics
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings, MarkResult
 from services.marker.metrics import MarkerMetrics
@@ -132,6 +135,8 @@ class Durable:
     outage is an ordinary RETRY)."""
     """`off`; `optional` (the marker signs, unsigned PDLIs are judged as before);
     `required` (unsigned or badly signed PDLIs are FORGED)."""
+    checkpoint_interval: timedelta = timedelta(seconds=60)
+    """The followers' checkpoint interval."""
 
 
 # A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
@@ -142,8 +147,15 @@ MAX_RETRIES = 6
 
 
 class MarkerService:
-    def __init__(self, d: Durable, name: str) -> None:
+    """A marker; with `follow`, it also runs the follower (`--follow`) on a session of its own,
+    publishing through the marker's producer, signed by its signer, told of the marker's own
+    unlinks: it crashes and restarts with the marker, its index lost, its checkpoint kept."""
+
+    def __init__(self, d: Durable, name: str, *, follow: bool = False) -> None:
         self.d, self.name = d, name
+        self.follow = follow
+        self.follower: Follower | None = None
+        self.follower_session: Session | None = None
         self.up = False
         self.start()
 
@@ -161,19 +173,50 @@ class MarkerService:
             pause_after_send=d.pause_after_send,
         )
         journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
+        signer = None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID)
         self.marker = Marker(
             store=self.session,
             publisher=self.producer,
             journal=journal,
             settings=settings,
             metrics=_metrics(self.name, MarkerMetrics),
-            signer=None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID),
+            signer=signer,
         )
+        if self.follow:
+            self._start_follower(signer)
         self.up = True
+
+    def _start_follower(self, signer: IntentSigner | None) -> None:
+        d = self.d
+        self.follower_session = Session(d.zk, f"{self.name}-follower")
+        self.follower = Follower(
+            store=self.follower_session,  # type: ignore[arg-type]  # the port it uses
+            publisher=self.producer,
+            settings=FollowerSettings(
+                marker_id=self.name,
+                cluster=CLUSTER,
+                delivery_delay=d.delivery_delay,
+                checkpoint_interval=d.checkpoint_interval,
+            ),
+            metrics=_metrics(f"{self.name}-follower", FollowerMetrics),
+            signer=signer,
+            own_writes=self.marker.own_writes,
+        )
+        self.d.registry.start(self.name, self.follower.run(asyncio.Event()))
+
+    def leads(self) -> bool:
+        """This marker's follower is up, holds the leader znode and follows (not fenced)."""
+        follower, session = self.follower, self.follower_session
+        if not self.up or follower is None or session is None or not follower.active:
+            return False
+        node = self.d.zk.nodes.get(LEADER_PATH)
+        return node is not None and node.ephemeral_owner == session.session_id
 
     def crash(self) -> None:
         self.up = False
         self.session.close()
+        if self.follower_session is not None:
+            self.follower_session.close()
         self.producer.closed = True
         self.d.registry.cancel(self.name)
 

@@ -14,6 +14,7 @@ from services.marker.planning import MarkRequest
 from services.metadata.offload import data_object_key, index_object_key, offload_uuid
 from services.metadata.pulsar_formats import (
     ManagedCursorInfo,
+    ManagedLedgerInfo,
     decode_cursor_info,
     decode_managed_ledger_info,
     encode_cursor_info,
@@ -23,6 +24,7 @@ from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CO
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
+from sim.follower import known
 from sim.pulsar import (
     BUCKET,
     CLUSTER,
@@ -57,9 +59,11 @@ Copy = tuple[int, str, str]
 CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
 MAX_MESSAGES = 5000
+"""Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
 REUSE_SHARE = 0.2
 """Of the verifier's DELETE verdicts on BookKeeper copies, the share whose id is used again."""
-"""Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
+UNMODIFIED_SHARE = 0.5
+"""Of the topics, the share whose broker is unmodified (no marker call: the follower's)."""
 
 
 class Service(Protocol):
@@ -82,6 +86,8 @@ class TopicState:
     ml: str
     cursor: str
     broker: int
+    unmodified: bool = False
+    """Its broker never calls the marker: it writes the metadata itself, then deletes."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -108,7 +114,16 @@ class World:
             sched.rng.choice([None, timedelta(seconds=0.5), timedelta(seconds=2)]),
             sched.rng.choice(["off", "optional", "required"]),
             sched.rng.random() < 0.5,
+            checkpoint_interval=timedelta(seconds=sched.rng.choice([3.0, 10.0, 60.0])),
         )
+        self.both_follow = sched.rng.random() < 0.5
+        """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
+        self.delete_failure_share = sched.rng.choice([0.2, 0.5, 1.0])
+        """Of an unmodified broker's own deletes, the share that fails (never retried)."""
+        self.unmodified_unlinks: set[Copy] = set()
+        """Copies an unmodified broker's write unlinked (only the follower sends their PDLIs)."""
+        self.unmodified_paths: set[str] = set()
+        self.excluded: list[Copy] = []
         self.violations: list[Violation] = []
         self.owners: dict[str, frozenset[Copy]] = {}
         """Owner znode path -> the copies it references now."""
@@ -145,6 +160,8 @@ class World:
             current = decode_cursor_info(data, path=path).cursorsLedgerId
             if current >= 0:
                 copies.add((current, LEDGER, ""))
+        if path in self.unmodified_paths:
+            self.unmodified_unlinks.update(self.owners[path] - copies)
         self.owners[path] = frozenset(copies)
         for copy in sorted(copies):
             self.ever.setdefault(copy, path)
@@ -195,9 +212,12 @@ class World:
         self.cluster = Cluster(self.zk, self.s3)
         self.topics: list[TopicState] = []
         for i in range(rng.randint(1, 3)):
-            t = TopicState(f"public/default/persistent/t{i}", "sub", broker=i % 2)
+            unmodified = rng.random() < UNMODIFIED_SHARE
+            t = TopicState(f"public/default/persistent/t{i}", "sub", i % 2, unmodified)
             self.owners[managed_ledger_path(t.ml)] = frozenset()
             self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
+            if unmodified:
+                self.unmodified_paths.update(self.owners_of(t))
             self.cluster.create_topic(t.ml, t.cursor)
             info, version = self._ml(t)
             for _ in range(rng.randint(2, 5)):
@@ -212,7 +232,10 @@ class World:
             self.topics.append(t)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
-        self.markers = [MarkerService(self.durable, f"marker-{i}") for i in range(2)]
+        self.markers = [
+            MarkerService(self.durable, f"marker-{i}", follow=i == 0 or self.both_follow)
+            for i in range(2)
+        ]
         self.verifier = VerifierService(self.durable)
         self.verifier.on_verdict = self._reuse_after_verdict
         # A topic no broker of the workload touches: only `_reuse_after_verdict` writes it.
@@ -223,10 +246,20 @@ class World:
             DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
         ]
 
+    @staticmethod
+    def owners_of(t: TopicState) -> tuple[str, str]:
+        return managed_ledger_path(t.ml), cursor_path(t.ml, t.cursor)
+
     def _ml(self, t: TopicState):  # type: ignore[no-untyped-def]
         got = self.cluster.ml_info(t.ml)
         assert got is not None
         return got
+
+    def _ml_now(self, t: TopicState) -> ManagedLedgerInfo:
+        """The ML as it is now, empty while an unmodified broker deletes the topic (its znode
+        is gone until the broker has deleted the ledgers and created the topic again)."""
+        got = self.cluster.ml_info(t.ml)
+        return ManagedLedgerInfo() if got is None else got[0]
 
     def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
         path = cursor_path(t.ml, t.cursor)
@@ -257,7 +290,10 @@ class World:
             )
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
-                await getattr(self, f"_{action}")(t)
+                if t.unmodified and hasattr(self, f"_unmodified_{action}"):
+                    await getattr(self, f"_unmodified_{action}")(t)
+                else:
+                    await getattr(self, f"_{action}")(t)
 
     async def _rollover(self, t: TopicState) -> None:
         """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
@@ -286,11 +322,105 @@ class World:
         bk_deleted = complete and rng.random() < 0.5
         set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET)
         self.cluster.write_ml(t.ml, info, version)
-        if bk_deleted:
+        if bk_deleted and t.unmodified:
+            await self._broker_deletes_ledger(t, entry.ledgerId)
+        elif bk_deleted:
             # Pulsar deletes the BookKeeper copy itself once `bookkeeperDeleted` is written.
             path = PATHS.ledger_path(entry.ledgerId)
             if self.zk.stat(path) is not None:
                 self.zk.delete(path, version=-1, by="pulsar")
+
+    # --- the workload: unmodified brokers (no marker call; the follower's) -------------------
+
+    async def _broker_deletes_ledger(self, t: TopicState, ledger_id: int) -> None:
+        """An unmodified broker deletes a ledger it unlinked itself (`asyncDeleteLedger`):
+        after its metadata write, and a drawn share of the time it fails, never retried."""
+        await self.sched.delay()
+        if self.sched.chance(self.delete_failure_share):
+            self.sched.log(f"broker-{t.broker} own delete of [{ledger_id}] failed")
+            return
+        path = PATHS.ledger_path(ledger_id)
+        if self.zk.stat(path) is not None:
+            self.zk.delete(path, version=-1, by="pulsar")
+
+    async def _broker_deletes_offloaded(self, t: TopicState, ledger_id: int, uuid: str) -> None:
+        """The offloaded copy of a trimmed ledger (`offloader.deleteOffloaded`), same fate."""
+        await self.sched.delay()
+        if self.sched.chance(self.delete_failure_share):
+            self.sched.log(f"broker-{t.broker} own delete of {uuid}-ledger-{ledger_id} failed")
+            return
+        objects = self.s3.buckets[BUCKET]
+        for key in (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)):
+            if key in objects:
+                self.s3.on_delete(BUCKET, key, "pulsar")
+                del objects[key]
+
+    async def _broker_deletes_entries(
+        self, t: TopicState, entries: list[ManagedLedgerInfo.LedgerInfo]
+    ) -> None:
+        for entry in entries:
+            ctx = entry.offloadContext if entry.HasField("offloadContext") else None
+            if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
+                await self._broker_deletes_ledger(t, entry.ledgerId)
+            uuid = offload_uuid(ctx) if ctx is not None and ctx.HasField("uidMsb") else None
+            if uuid:
+                await self._broker_deletes_offloaded(t, entry.ledgerId, uuid)
+
+    async def _unmodified_trim(self, t: TopicState) -> None:
+        """`ManagedLedgerImpl.internalTrimLedgers` as released: the shorter list written at
+        the version read, then the dropped ledgers deleted (each tier they had)."""
+        info, version = self._ml(t)
+        if len(info.ledgerInfo) < 2:
+            return
+        count = self.sched.rng.randint(1, min(3, len(info.ledgerInfo) - 1))
+        dropped = [ManagedLedgerInfo.LedgerInfo() for _ in range(count)]
+        for copy, entry in zip(dropped, info.ledgerInfo[:count], strict=True):
+            copy.CopyFrom(entry)
+        del info.ledgerInfo[:count]
+        self.cluster.write_ml(t.ml, info, version)
+        self.sched.log(f"broker-{t.broker} trimmed {[e.ledgerId for e in dropped]} itself")
+        await self._broker_deletes_entries(t, dropped)
+
+    async def _unmodified_cursor(self, t: TopicState) -> None:
+        """`switchToNewLedger` as released: the cursor znode names the new ledger, then the
+        broker deletes the old one."""
+        old = self.cluster.cursor_ledger(t.ml, t.cursor)
+        new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
+        self._write_cursor(t, new)
+        self.sched.log(f"broker-{t.broker} cursor switch {old}->{new} itself")
+        if old is not None and old >= 0:
+            await self._broker_deletes_ledger(t, old)
+
+    async def _unmodified_unsubscribe(self, t: TopicState, *, recreate: bool = True) -> None:
+        """`asyncDeleteCursor` as released: the cursor znode deleted, then its ledger."""
+        old = self.cluster.cursor_ledger(t.ml, t.cursor)
+        path = cursor_path(t.ml, t.cursor)
+        stat = self.zk.stat(path)
+        if stat is not None:
+            self.zk.delete(path, version=stat.version, by="pulsar")
+        if recreate:
+            self.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+        self.sched.log(f"broker-{t.broker} unsubscribed {t.cursor} [{old}] itself")
+        if old is not None and old >= 0:
+            await self._broker_deletes_ledger(t, old)
+
+    async def _unmodified_delete_topic(self, t: TopicState) -> None:
+        """`ManagedLedgerImpl.asyncDelete` as released: the cursor, then the ML znode, then
+        every ledger (each tier); the topic is created again under the same name."""
+        info, _ = self._ml(t)
+        entries = list(info.ledgerInfo)
+        await self._unmodified_unsubscribe(t, recreate=False)
+        path = managed_ledger_path(t.ml)
+        stat = self.zk.stat(path)
+        if stat is not None:
+            self.zk.delete(path, version=stat.version, by="pulsar")
+        self.sched.log(f"broker-{t.broker} deleted topic {t.ml} itself")
+        await self._broker_deletes_entries(t, entries)
+        self.cluster.create_topic(t.ml, t.cursor)
+        info, version = self._ml(t)
+        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
+        self.cluster.write_ml(t.ml, info, version)
 
     async def _trim(self, t: TopicState) -> None:
         rng = self.sched.rng
@@ -435,6 +565,11 @@ class World:
         own, so the rest of the run's draws stay as they were."""
         if pdli.ledger_type != _pd.LEDGER or decision != _vf.DELETE:
             return
+        if (pdli.ledger_id, LEDGER, "") in self.unmodified_unlinks:
+            # An unmodified broker deletes what it unlinked by id, at any version, whenever
+            # its delete runs: an id used again meanwhile would be lost to Pulsar, not to
+            # Tombstone. The reuse is staged only where Tombstone alone deletes.
+            return
         if self.reuse_rng.random() >= REUSE_SHARE:
             return
         ledger_id = pdli.ledger_id
@@ -521,12 +656,12 @@ class World:
                 return None
             pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))
         elif kind == "listed":
-            info, _ = self._ml(t)
+            info = self._ml_now(t)
             if not info.ledgerInfo:
                 return None
             pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
         else:  # look-alike objects of another environment, named by a fresh uuid
-            info, _ = self._ml(t)
+            info = self._ml_now(t)
             if not info.ledgerInfo:
                 return None
             ledger_id = rng.choice(info.ledgerInfo).ledgerId
@@ -615,7 +750,19 @@ class World:
             service.crash()
 
     def drained(self) -> bool:
-        return not self.main.unacked() and not self.retry.unacked()
+        if self.main.unacked() or self.retry.unacked():
+            return False
+        if not self.followers():
+            return True
+        # One follower leads and has read every change (its PDLIs are on the topic).
+        leader = self.leader()
+        return leader is not None and leader.follower is not None and leader.follower.idle.is_set()
+
+    def followers(self) -> list[MarkerService]:
+        return [m for m in self.markers if m.follow]
+
+    def leader(self) -> MarkerService | None:
+        return next((m for m in self.markers if m.leads()), None)
 
     def check_end(self) -> None:
         for topic in (self.main, self.retry):
@@ -628,6 +775,10 @@ class World:
                 )
         dead = self._dead_lettered()
         referenced = self.referenced()
+        leader = self.leader()
+        follower_knew: set[Copy] = set()
+        if leader is not None and leader.follower is not None:
+            follower_knew = known(leader.follower.index)
         for ledger_id, tier, uuid in sorted(referenced):
             if tier == LEDGER and self.zk.stat(PATHS.ledger_path(ledger_id)) is None:
                 self.violation("S1", f"ledger {ledger_id} is referenced and gone")
@@ -644,11 +795,22 @@ class World:
             else:
                 keys = (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id))
                 present = any(k in self.s3.buckets[BUCKET] for k in keys)
-            if present and copy not in dead:
+            if present and copy not in dead and self._reconcilers(copy, follower_knew):
+                self.excluded.append(copy)
+                self.sched.log(f"L1 excluded (the reconciler's): {tier} copy of ledger {ledger_id}")
+            elif present and copy not in dead:
                 self.violation(
                     "L1",
                     f"{tier} copy of ledger {ledger_id} {uuid} unlinked, present, not in the DLQ",
                 )
+
+    def _reconcilers(self, copy: Copy, follower_knew: set[Copy]) -> bool:
+        """An unmodified broker's unlink the follower could not see, so left to the
+        reconciler (docs/follower.md, "What only the reconciler can catch"): the leading
+        follower's index, as built from its reads and the checkpoints it descends from, never
+        held the copy (listed and unlinked between two reads, or while no follower ran and
+        after the last checkpoint, or before the first start). `sim/follower.py` tracks it."""
+        return copy in self.unmodified_unlinks and copy not in follower_knew
 
     def _dead_lettered(self) -> set[Copy]:
         from services.systopic.messages import decode_intent

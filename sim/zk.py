@@ -7,6 +7,13 @@ Modelled as ZooKeeper behaves (and as `services.metadata.zk_store` relies on):
 - one-shot watches fire on the server at the write, so a session sees the event before the
   answer to any later read; a lost connection or an expired session fires every watch of the
   session with `CONNECTION_LOST`;
+- persistent recursive watches (ZooKeeper 3.6 `addWatch`, PERSISTENT_RECURSIVE): every
+  create, data change and delete at or below the path calls the session's listener at the
+  write (never removed by firing); lost with the connection like the one-shot watches (the
+  client adds them again after reconnecting);
+- sessions have ids; an ephemeral znode belongs to its session and is deleted when the session
+  expires: some connection losses are expiries (a new session id, the ephemerals gone), and a
+  session whose process died expires `SESSION_TIMEOUT` virtual seconds later;
 - a lost connection leaves a write's outcome unknown: `Fault.AFTER` applies it, then raises.
 """
 
@@ -30,6 +37,12 @@ from services.metadata.store import ANY_VERSION, Stat, Versioned, WatchEvent
 from sim.scheduler import Fault, Scheduler
 
 _T = TypeVar("_T")
+Listener = Callable[[WatchEvent, str], None]
+
+SESSION_TIMEOUT = 6.0
+"""Virtual seconds after its process died until a session expires (its ephemerals go)."""
+EXPIRY_SHARE = 0.25
+"""Of the connection losses, the share that are session expiries."""
 
 
 @dataclass
@@ -41,6 +54,7 @@ class _Node:
     czxid: int
     mzxid: int
     cversion: int = 0
+    ephemeral_owner: int = 0
     children: dict[str, None] = field(default_factory=dict)
     """Insertion-ordered (a dict): iteration never depends on string hashing."""
 
@@ -59,6 +73,9 @@ class ZooKeeper:
         self.nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0, 0, 0)}
         self._data_watches: dict[str, list[tuple[Session, asyncio.Future[WatchEvent]]]] = {}
         self._child_watches: dict[str, list[tuple[Session, asyncio.Future[WatchEvent]]]] = {}
+        self._recursive: list[tuple[Session, str, Listener]] = []
+        """Persistent recursive watches, in the order they were added."""
+        self.next_session = 0x1000
         self.on_write: Callable[[str, bytes | None], None] = lambda path, data: None
         """Called after every create, set and delete (data None) with the path."""
         self.on_delete: Callable[[str, str], None] = lambda path, by: None
@@ -78,7 +95,7 @@ class ZooKeeper:
             node.mzxid,
             len(node.children),
             len(node.data),
-            0,
+            node.ephemeral_owner,
         )
 
     def versioned(self, path: str) -> Versioned:
@@ -95,7 +112,9 @@ class ZooKeeper:
             node.cversion,
         )
 
-    def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> Stat:
+    def create(
+        self, path: str, data: bytes = b"", *, make_parents: bool = False, ephemeral_owner: int = 0
+    ) -> Stat:
         if path in self.nodes:
             raise NodeExists(path)
         parent = _parent(path)
@@ -105,11 +124,12 @@ class ZooKeeper:
             self.create(parent, b"", make_parents=True)
         self.zxid += 1
         now = self.sched.now_ms()
-        self.nodes[path] = _Node(data, 0, now, now, self.zxid, self.zxid)
+        self.nodes[path] = _Node(data, 0, now, now, self.zxid, self.zxid, 0, ephemeral_owner)
         p = self.nodes[parent]
         p.children[path.rsplit("/", 1)[1]] = None
         p.cversion += 1
         self._fire(self._data_watches, path, WatchEvent.CREATED)
+        self._fire_recursive(path, WatchEvent.CREATED)
         self._fire(self._child_watches, parent, WatchEvent.CHANGED)
         self.on_write(path, data)
         stat = self.stat(path)
@@ -136,6 +156,7 @@ class ZooKeeper:
         node.data, node.version = data, node.version + 1
         node.mtime_ms, node.mzxid = self.sched.now_ms(), self.zxid
         self._fire(self._data_watches, path, WatchEvent.CHANGED)
+        self._fire_recursive(path, WatchEvent.CHANGED)
         self.on_write(path, data)
         return node.version
 
@@ -162,6 +183,7 @@ class ZooKeeper:
         self._fire(self._data_watches, path, WatchEvent.DELETED)
         self._fire(self._child_watches, path, WatchEvent.DELETED)
         self._fire(self._child_watches, _parent(path), WatchEvent.CHANGED)
+        self._fire_recursive(path, WatchEvent.DELETED)
         self.on_write(path, None)
 
     def multi_delete(
@@ -211,8 +233,31 @@ class ZooKeeper:
             if not future.done():
                 future.set_result(event)
 
+    def add_recursive(self, session: Session, path: str, listener: Listener) -> None:
+        self._recursive.append((session, path, listener))
+
+    def _fire_recursive(self, path: str, event: WatchEvent) -> None:
+        """Persistent: the watch stays after firing. A session's listener is called once per
+        event even if two of its watches cover the path (the server keeps one per path)."""
+        called: list[tuple[Session, Listener]] = []
+        for session, root, listener in list(self._recursive):
+            below = root == "/" or path == root or path.startswith(root + "/")
+            if below and (session, listener) not in called:
+                called.append((session, listener))
+                listener(event, path)
+
+    def new_session_id(self) -> int:
+        self.next_session += 1
+        return self.next_session
+
+    def expire(self, session_id: int) -> None:
+        """The session expired: its ephemeral znodes are deleted (their watches fire)."""
+        for path in [p for p, n in self.nodes.items() if n.ephemeral_owner == session_id]:
+            self.delete(path, version=ANY_VERSION, by="session-expiry")
+
     def drop_watches(self, session: Session) -> None:
         """The session lost its connection or expired: every watch of it fires with loss."""
+        self._recursive = [w for w in self._recursive if w[0] is not session]
         for table in (self._data_watches, self._child_watches):
             for path in list(table):
                 keep = []
@@ -236,14 +281,48 @@ class Session:
         self._sched = server.sched
         self.name = name
         self.closed = False
+        self.session_id: int | None = server.new_session_id()
+        self._lost: list[asyncio.Future[None]] = []
 
     @property
     def last_zxid(self) -> int | None:
         return self._server.zxid
 
+    @property
+    def connected(self) -> bool:
+        """Reconnected at once after a loss (the loss itself is what callers see)."""
+        return not self.closed
+
+    async def wait_connected(self) -> None:
+        if self.closed:
+            await asyncio.get_running_loop().create_future()  # a dead process waits forever
+
+    def connection_lost(self) -> asyncio.Future[None]:
+        """Done at the next connection loss (or expiry, or the process's death)."""
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._lost.append(lost)
+        return lost
+
+    def _signal_lost(self) -> None:
+        lost, self._lost = self._lost, []
+        for future in lost:
+            if not future.done():
+                future.set_result(None)
+
     def close(self) -> None:
-        """The process died: its watches go with it (never fired into a dead process)."""
+        """The process died: its watches go with it (never fired into a dead process); its
+        session, and with it its ephemeral znodes, expires `SESSION_TIMEOUT` later."""
+        if self.closed:
+            return
         self.closed = True
+        self._server._recursive = [w for w in self._server._recursive if w[0] is not self]
+        self._lost = []
+        if self.session_id is not None and any(
+            n.ephemeral_owner == self.session_id for n in self._server.nodes.values()
+        ):
+            asyncio.get_running_loop().call_later(
+                SESSION_TIMEOUT, self._server.expire, self.session_id
+            )
         for table in (self._server._data_watches, self._server._child_watches):
             for path in list(table):
                 table[path] = [(s, f) for s, f in table[path] if s is not self]
@@ -265,8 +344,21 @@ class Session:
         return result
 
     def _lose(self) -> None:
-        # A disconnect or an expired session: both lose every watch (no ephemerals here).
+        # A disconnect or an expired session: both lose every watch; an expiry also deletes
+        # the session's ephemeral znodes and the client continues on a new session.
         self._server.drop_watches(self)
+        self._signal_lost()
+        if self._sched.chance(EXPIRY_SHARE):
+            old, self.session_id = self.session_id, self._server.new_session_id()
+            self._sched.log(f"zk[{self.name}] session expired")
+            if old is not None:
+                self._server.expire(old)
+
+    async def add_recursive_watch(self, path: str, listener: Listener) -> None:
+        """`addWatch` PERSISTENT_RECURSIVE on `path` (see the module's docstring)."""
+        await self._request(
+            "addWatch", path, lambda: self._server.add_recursive(self, path, listener)
+        )
 
     async def get(self, path: str) -> Versioned:
         return await self._request("get", path, lambda: self._server.versioned(path))
@@ -329,10 +421,13 @@ class Session:
         *,
         make_parents: bool = False,
         container_parents: bool = False,
+        ephemeral: bool = False,
     ) -> Stat:
-        return await self._request(
-            "create", path, lambda: self._server.create(path, data, make_parents=make_parents)
-        )
+        def apply() -> Stat:
+            owner = (self.session_id or 0) if ephemeral else 0
+            return self._server.create(path, data, make_parents=make_parents, ephemeral_owner=owner)
+
+        return await self._request("create", path, apply)
 
     async def create_sequential(
         self, prefix: str, data: bytes = b"", *, make_parents: bool = False

@@ -5,6 +5,8 @@ connection, and the virtual clock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -15,7 +17,7 @@ from services.systopic.ports import OutgoingMessage
 from sim.loop import VirtualLoop
 from sim.scheduler import Fault, FaultRates, Scheduler
 from sim.topic import ACKED, Consumer, Producer, Topic
-from sim.zk import Session, ZooKeeper
+from sim.zk import SESSION_TIMEOUT, Session, ZooKeeper
 
 _T = TypeVar("_T")
 
@@ -120,3 +122,95 @@ def test_a_lost_connection_fires_the_sessions_watches_and_may_apply_the_write() 
         assert fired.result() is WatchEvent.CHANGED
 
     _run(main())
+
+
+def test_a_recursive_watch_reports_every_write_below_it_until_the_connection_is_lost() -> None:
+    """ZooKeeper 3.6's PERSISTENT_RECURSIVE `addWatch`: creates, changes and deletes at or
+    below the path, as many times as they happen; gone with the connection."""
+
+    async def main() -> None:
+        sched = _quiet()
+        server = ZooKeeper(sched)
+        server.create("/w", b"")
+        follower, writer = Session(server, "follower"), Session(server, "writer")
+        events: list[tuple[WatchEvent, str]] = []
+        await follower.add_recursive_watch("/w", lambda kind, path: events.append((kind, path)))
+        lost = follower.connection_lost()
+        await writer.create("/w/a/b", b"1", make_parents=True)
+        await writer.set("/w/a/b", b"2", version=0)
+        await writer.set("/w/a/b", b"3", version=1)
+        await writer.create("/x", b"")  # not below the watch
+        await writer.delete("/w/a/b", version=2)
+        assert events == [
+            (WatchEvent.CREATED, "/w/a"),
+            (WatchEvent.CREATED, "/w/a/b"),
+            (WatchEvent.CHANGED, "/w/a/b"),
+            (WatchEvent.CHANGED, "/w/a/b"),
+            (WatchEvent.DELETED, "/w/a/b"),
+        ]
+        assert not lost.done()
+        sched.draw = lambda: Fault.BEFORE  # type: ignore[method-assign]
+        with contextlib.suppress(StoreUnavailable):
+            await follower.exists("/w")
+        assert lost.done()
+        sched.draw = lambda: Fault.NONE  # type: ignore[method-assign]
+        await writer.set("/w/a", b"x", version=0)
+        assert len(events) == 5  # the watch went with the connection
+
+    _run(main())
+
+
+def test_an_ephemeral_znode_goes_with_its_session() -> None:
+    """An expiry (drawn at a connection loss) deletes the session's ephemerals and gives it a
+    new id; a dead process's session expires after the session timeout."""
+
+    async def main() -> None:
+        sched = _quiet()
+        server = ZooKeeper(sched)
+        first, second = Session(server, "first"), Session(server, "second")
+        await first.create("/lock/leader", b"me", make_parents=True, ephemeral=True)
+        stat = await second.exists("/lock/leader")
+        assert stat is not None
+        assert stat.ephemeral_owner == first.session_id
+        parent = server.stat("/lock")
+        assert parent is not None
+        assert parent.ephemeral_owner == 0  # parents are never ephemeral
+        old = first.session_id
+        sched.chance = lambda p: True  # type: ignore[method-assign]
+        sched.draw = lambda: Fault.ERROR  # type: ignore[method-assign]
+        with contextlib.suppress(StoreUnavailable):
+            await first.exists("/lock")
+        assert first.session_id != old
+        assert server.stat("/lock/leader") is None
+        sched.draw = lambda: Fault.NONE  # type: ignore[method-assign]
+        await second.create("/lock/leader", b"you", ephemeral=True)
+        second.close()
+        assert server.stat("/lock/leader") is not None  # until the session times out
+        await asyncio.sleep(SESSION_TIMEOUT + 0.1)
+        assert server.stat("/lock/leader") is None
+
+    _run(main())
+
+
+def test_the_clock_reaches_a_timer_asyncio_runs_early() -> None:
+    """asyncio runs a timer due within its clock resolution at once when other callbacks are
+    ready; the clock moves to it, so a wait until `deadline - now` ends at the deadline (the
+    follower's checkpoint timer waited a femtosecond at a time, forever)."""
+
+    async def busy() -> None:
+        for _ in range(1000):
+            await asyncio.sleep(0)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(62.25923926189542)
+        deadline = math.nextafter(math.nextafter(loop.time(), math.inf), math.inf)
+        other = asyncio.ensure_future(busy())
+        rounds = 0
+        while loop.time() < deadline and rounds < 100:
+            await asyncio.sleep(deadline - loop.time())
+            rounds += 1
+        await other
+        return rounds
+
+    assert _run(main()) == 1

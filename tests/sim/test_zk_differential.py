@@ -17,6 +17,7 @@ from typing import Any
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
 from services.metadata.errors import MetadataError
+from services.metadata.store import WatchEvent
 from sim.scheduler import FaultRates, Scheduler
 from sim.zk import Session, ZooKeeper
 
@@ -109,3 +110,37 @@ async def _children(store: ZkMetadataStore, path: str) -> list[str]:
         return await store.get_children(path)
     except MetadataError:
         return []
+
+
+async def test_recursive_watch_events_match_the_real_ones(zk: ZooKeeperServer) -> None:
+    """The same writes under a PERSISTENT_RECURSIVE watch report the same events, in order."""
+    async with ZkMetadataStore.connect(
+        zk.address, session_timeout=5.0, request_timeout=5.0
+    ) as real:
+        await _clear(real)
+        await real.create("/sim", b"")
+        sched = Scheduler(0, FaultRates(0.0, 0.0, 0.0, max_delay=0.0))
+        sched.faults_on = False
+        server = ZooKeeper(sched)
+        server.create("/sim", b"")
+        memory = Session(server, "differential")
+        seen: dict[str, list[tuple[str, str]]] = {"real": [], "memory": []}
+        stores: list[tuple[str, Any]] = [("real", real), ("memory", memory)]
+        for name, store in stores:
+            events = seen[name]
+
+            def listener(
+                kind: WatchEvent, path: str, events: list[tuple[str, str]] = events
+            ) -> None:
+                events.append((kind.value, path))
+
+            await store.add_recursive_watch("/sim/a", listener)
+            await store.create("/sim/a/x", b"1", make_parents=True)
+            await store.set("/sim/a/x", b"2", version=0)
+            await store.create("/sim/b", b"")  # a sibling: not reported
+            await store.set("/sim/a", b"3", version=0)
+            await store.delete("/sim/a/x", version=1)
+            await store.delete("/sim/a", version=1)
+            await store.exists("/sim")  # events precede later answers on the session
+        assert seen["memory"] == seen["real"]
+        assert seen["real"][0] == ("created", "/sim/a")
