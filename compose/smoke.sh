@@ -87,9 +87,11 @@ ids_inline() {
 }
 
 # _json PROGRAM: runs a Python expression over the JSON document on stdin (`d`); prints lines.
+# A reader that stops early (`| head -n 1`) ends it quietly, as it would `sed` or `jq`.
 _json() {
     python3 -c '
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 d = json.load(sys.stdin)
 for value in eval(sys.argv[1], {"d": d}):
     print(value)

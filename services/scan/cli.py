@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -22,13 +23,16 @@ from services.scan.run_guard import versioned_run
 
 
 @click.group()
-def reconcile() -> None:
+@click.pass_context
+def reconcile(ctx: click.Context) -> None:
     """The PySpark reconciler: extract, analyze (dry run) and, with --submit, mark orphans."""
-    quiet_cli()
+    ctx.call_on_close(quiet_cli())
 
 
-def quiet_cli() -> None:
-    """Results on stdout, logs on stderr, and no third-party chatter on a normal run.
+def quiet_cli() -> Callable[[], None]:
+    """Results on stdout, logs on stderr, and no third-party chatter on a normal run; returns
+    what puts the process's logging back as it was (the command may run inside a test runner
+    or another program, whose logging must not stay ours).
 
     Log lines (structlog, TOMBSTONE_LOG_LEVEL / _FORMAT) go to stderr so stdout carries only
     the results a script may parse. PySpark warns about the installed pandas version at import
@@ -37,14 +41,33 @@ def quiet_cli() -> None:
     import logging
     import warnings
 
+    import structlog
+
     from services.core.config import LogConfig
     from services.core.logging import configure_logging
 
-    configure_logging(LogConfig.from_env(), stream=_CurrentStderr())  # type: ignore[arg-type]
+    saved_structlog = structlog.get_config()
+    root = logging.getLogger()
+    saved_root = (list(root.handlers), root.level)
+    aiozk = logging.getLogger("aiozk")
+    saved_aiozk = aiozk.level
+    configure_logging(
+        LogConfig.from_env(),
+        stream=_CurrentStderr(),  # type: ignore[arg-type]
+        cache_loggers=False,
+    )
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     # aiozk warns "Aborting connection" each time a client closes with its reader still
     # waiting, i.e. on every normal close; a failure reaches the run as an exception anyway.
-    logging.getLogger("aiozk").setLevel(logging.ERROR)
+    aiozk.setLevel(logging.ERROR)
+
+    def restore() -> None:
+        structlog.configure(**saved_structlog)
+        root.handlers[:] = saved_root[0]
+        root.setLevel(saved_root[1])
+        aiozk.setLevel(saved_aiozk)
+
+    return restore
 
 
 class _CurrentStderr:

@@ -126,8 +126,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "check: S1 and L1 hold",
         "Reconciler dry run",
         "Reconciler submit",
-        f"  report: {out / 'dry-run' / 'report.html'}",
-        f"  report: {out / 'submit' / 'report.html'}",
+        f"  report: {out / 'dry-run' / 'latest' / 'report.html'}",
+        f"  report: {out / 'submit' / 'latest' / 'report.html'}",
         "Stopped ZooKeeper and S3",
     )
     for text in expected:
