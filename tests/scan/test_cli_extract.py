@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,8 +22,7 @@ from services.scan.cli_options import warn_risky_extract
 from services.scan.clusters import HEAD_UNRECORDED
 from services.scan.schema import TABLES
 from tests.scan import sim
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scan.cli_child import spawn_cli
 
 
 async def _extract(
@@ -40,16 +38,7 @@ async def _extract(
     args = ["reconcile", "extract", "--zookeeper", zk.address, "--cluster", sim.CLUSTER]
     args += ["--s3-endpoint", config["endpoint_url"], "--bucket", spec.bucket]
     args += ["--out", str(out), "--master", "local[1]", *extra]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await spawn_cli(args, env)
     out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), 150)
     return process.returncode, out_bytes.decode(), err_bytes.decode()
 

@@ -29,12 +29,12 @@ from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 from tests.scan import report_fixture as R
 from tests.scan import sim
+from tests.scan.cli_child import ROOT, spawn_cli
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 #: Each test runs a whole Spark application in a child (a minute or more on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-ROOT = Path(__file__).resolve().parents[2]
 #: Generous bound for a child Spark run on a loaded 2-core machine (a hang guard only).
 TIMEOUT_S = 600
 #: Set in the child's environment, inherited by its JVM and workers: how they are found.
@@ -167,17 +167,7 @@ async def test_sigint_during_the_extract_leaves_a_marked_partial_run(
     args = ["reconcile", command, "--zookeeper", zk.address, "--cluster", sim.CLUSTER]
     args += ["--s3-endpoint", config["endpoint_url"], "--bucket", spec.bucket]
     args += ["--out", str(out), "--master", "local[1]"]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = await spawn_cli(args, env, own_session=True)
     deadline = time.monotonic() + TIMEOUT_S
     # The extract is the only step with Python workers: one up means its tasks are running.
     while not [p for p in _marked(out) if _is_python_worker(p)]:
@@ -246,17 +236,7 @@ async def test_sigint_during_the_submit_leaves_a_run_that_says_so(
     # The held call must outlast the wait for it (the default deadline is 10 s).
     env |= {"TOMBSTONE_MARKER_TIMEOUT": str(TIMEOUT_S), MARK: str(out)}
     try:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "services.cli",
-            *args,
-            cwd=ROOT,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        process = await spawn_cli(args, env, own_session=True)
         await asyncio.wait_for(marker.called.wait(), TIMEOUT_S)
         os.killpg(process.pid, signal.SIGINT)
         _, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
@@ -314,16 +294,7 @@ async def test_submit_with_a_plan_sends_only_what_is_still_planned(
     args += ["--marker-address", f"127.0.0.1:{port}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
     try:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "services.cli",
-            *args,
-            cwd=ROOT,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await spawn_cli(args, env)
         stdout, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
     finally:
         await server.stop(None)
