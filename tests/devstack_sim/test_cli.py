@@ -149,8 +149,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     proposed, submitted, deleted = (int(n) for n in done.groups())
     assert proposed > 0
     assert (submitted, deleted) == (proposed, proposed)
-    assert (out / "dry-run" / "report.html").exists()
-    assert (out / "submit" / "report.html").exists()
+    assert (out / "dry-run" / "latest" / "report.html").exists()
+    assert (out / "submit" / "latest" / "report.html").exists()
 
 
 def test_demo_seed_only_skips_the_services() -> None:
