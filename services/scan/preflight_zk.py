@@ -124,19 +124,7 @@ async def check_metadata(
 async def _check_configuration_store(
     connect_string: str, chroot: str | None, cluster: str
 ) -> list[Problem]:
-    pairs = servers(connect_string)
-    if not pairs:
-        return [
-            Problem(f"--configuration-store {connect_string!r} names no server", "give host:port")
-        ]
-    reached = await asyncio.gather(*(_reach(host, port) for host, port in pairs))
-    up = [_address(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
-    if not up:
-        return [problem for problem in reached if problem is not None]
-    with _quiet("aiozk"):
-        found = await _check_tree(",".join(up), chroot, None, cluster)
-        await asyncio.sleep(0)
-    return found
+    return await _reach_then_check("--configuration-store", connect_string, chroot, None, cluster)
 
 
 async def _check_store(
@@ -150,9 +138,21 @@ async def _check_store(
                 f"give --zookeeper {hosts} --chroot /{suffix}",
             )
         ]
+    return await _reach_then_check("--zookeeper", connect_string, chroot, ledgers_root, cluster)
+
+
+async def _reach_then_check(
+    option: str,
+    connect_string: str,
+    chroot: str | None,
+    ledgers_root: str | None,
+    cluster: str | None,
+) -> list[Problem]:
+    """A TCP connect to every server (so each cause gets its own line), then the tree of the
+    servers that answered, in one quiet session."""
     pairs = servers(connect_string)
     if not pairs:
-        return [Problem(f"--zookeeper {connect_string!r} names no server", "give host:port")]
+        return [Problem(f"{option} {connect_string!r} names no server", "give host:port")]
     reached = await asyncio.gather(*(_reach(host, port) for host, port in pairs))
     up = [_address(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
     if not up:
