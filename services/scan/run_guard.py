@@ -27,11 +27,15 @@ EXIT_INTERRUPTED = 130
 
 
 class _DropInterrupts(logging.Filter):
-    """py4j logs the KeyboardInterrupt of a call it was making, with its traceback, on the
-    root logger; the command reports the interrupt itself, in one line."""
+    """py4j logs the KeyboardInterrupt of a call it was making, with its traceback, and also a
+    failure of its clean-up that the interrupt caused (`BrokenPipeError` while shutting the
+    connection down); the command reports the interrupt itself, in one line. It sits on the
+    root's handlers: a logger's own filters never see records propagated from its children,
+    such as `py4j.clientserver`'s."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not _after_interrupt(error)
 
 
 class SparkHolder:
@@ -94,9 +98,10 @@ def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
     """Stop Spark when the block ends; on SIGINT (or an aborted prompt) stop it quietly,
     print `interrupted: <describe()>` alone and exit 130."""
     holder = SparkHolder()
-    root = logging.getLogger()
+    handlers = list(logging.getLogger().handlers)
     drop = _DropInterrupts()
-    root.addFilter(drop)
+    for handler in handlers:
+        handler.addFilter(drop)
     try:
         yield holder
         holder.stop()
@@ -110,7 +115,8 @@ def interruptible(describe: Callable[[], str]) -> Iterator[SparkHolder]:
         sys.exit(EXIT_INTERRUPTED)
     finally:
         holder.stop()
-        root.removeFilter(drop)
+        for handler in handlers:
+            handler.removeFilter(drop)
 
 
 @contextmanager
