@@ -12,9 +12,11 @@ from typing import Any
 
 import services.deleter.backends.zookeeper as zk_backend
 import services.deleter.handling as handling
+import services.marker.owners as owners
 import services.metadata.pulsar_names as pulsar_names
 import services.verifier.decision as decision
 import services.verifier.store_adapter as store_adapter
+import services.verifier.validation as validation
 from services.core.errors import Unavailable
 from services.metadata.store import ANY_VERSION
 from services.systopic.retry import PROP_RETRY_COUNT
@@ -121,6 +123,13 @@ def _dot_segments() -> Callable[[], None]:
     return _patch(pulsar_names, "_DOT_SEGMENTS", frozenset())
 
 
+def _clear_name_caches() -> None:
+    """The marker and the verifier cache names they accepted: what a mutant let through must
+    not stay accepted after it (nor a plain run's acceptances leak into a mutant's)."""
+    owners._topic_of.cache_clear()
+    validation._owner_names.cache_clear()
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -146,8 +155,10 @@ def applied(name: str | None) -> Iterator[bool]:
     if name is None:
         yield False
         return
+    _clear_name_caches()
     undo = MUTANTS[name]()
     try:
         yield name == "no-bucket-allow-list"
     finally:
         undo()
+        _clear_name_caches()

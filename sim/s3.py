@@ -35,6 +35,9 @@ class S3:
         """Every (bucket, key) removed by a client, in order (for the invariants)."""
         self.on_delete: Callable[[str, str, str], None] = lambda bucket, key, by: None
         """Called before a client removes an object: bucket, key, the client's name."""
+        self.on_request: Callable[[str, str], None] = lambda key, by: None
+        """Called with every key (or prefix) a client's request names, and the client's name:
+        what the services ask of S3 (for the names check)."""
 
     def put(self, bucket: str, key: str, body: bytes, metadata: dict[str, str]) -> None:
         self.buckets.setdefault(bucket, {})[key] = Blob(body, metadata, self.sched.now_ms())
@@ -95,6 +98,7 @@ class S3Client:
         return {}
 
     async def head_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:
+        self._s3.on_request(Key, self.name)
         fault = await self._call("HeadObject", Bucket)
         blob = self._s3.buckets[Bucket].get(Key)
         await self._answer(fault, "HeadObject", Bucket)
@@ -103,6 +107,7 @@ class S3Client:
         return {"Metadata": dict(blob.metadata), "ContentLength": len(blob.body)}
 
     async def get_object(self, *, Bucket: str, Key: str, Range: str = "") -> dict[str, Any]:
+        self._s3.on_request(Key, self.name)
         fault = await self._call("GetObject", Bucket)
         blob = self._s3.buckets[Bucket].get(Key)
         await self._answer(fault, "GetObject", Bucket)
@@ -127,12 +132,15 @@ class S3Client:
         Body: bytes = b"",
         Metadata: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        self._s3.on_request(Key, self.name)
         fault = await self._call("PutObject", Bucket)
         self._s3.put(Bucket, Key, Body, dict(Metadata or {}))
         await self._answer(fault, "PutObject", Bucket)
         return {}
 
     async def delete_objects(self, *, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:
+        for item in Delete["Objects"]:
+            self._s3.on_request(item["Key"], self.name)
         fault = await self._call("DeleteObjects", Bucket)
         objects = self._s3.buckets[Bucket]
         errors = []
@@ -162,6 +170,7 @@ class S3Client:
         Prefix: str = "",
         MaxKeys: int = 1000,
     ) -> dict[str, Any]:
+        self._s3.on_request(Prefix, self.name)
         fault = await self._call("ListObjectsV2", Bucket)
         keys = sorted(k for k in self._s3.buckets[Bucket] if k.startswith(Prefix))[:MaxKeys]
         await self._answer(fault, "ListObjectsV2", Bucket)

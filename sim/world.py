@@ -141,6 +141,8 @@ class World:
         self.zk.on_write = self._on_owner_write
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
+        self.zk.on_request = self._check_znode_path
+        self.s3.on_request = self._check_object_key
 
     # --- tracking references (for S1 and L1) ----------------------------------------------
 
@@ -190,6 +192,24 @@ class World:
         for ledger_id, tier, uuid in self.referenced():
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
+
+    def _check_znode_path(self, path: str, by: str) -> None:
+        """Names at the port (DESIGN §4, rule 6): no path a service sends ZooKeeper has an
+        empty, `.` or `..` segment. ZooKeeper does not resolve them: Debian's server answers a
+        read of `/a/./b` with "no such znode" (`tests/sim/test_zk_differential.py`), so an
+        owner named that way would read as absent, whatever the owner it aliases holds."""
+        segments = path.split("/")[1:] if path != "/" else []
+        bad = next((seg for seg in segments if seg in ("", ".", "..")), None)
+        if bad is not None:
+            self.violation("names", f"{by} sent ZooKeeper {path!r} (segment {bad!r})")
+
+    def _check_object_key(self, key: str, by: str) -> None:
+        """Names at the port, for S3: no key or prefix a service sends has a `.` or `..`
+        segment (an S3 key is an opaque string, but an offload base or a filesystem path
+        built from it would resolve them)."""
+        bad = next((seg for seg in key.split("/") if seg in (".", "..")), None)
+        if bad is not None:
+            self.violation("names", f"{by} sent S3 key {key!r} (segment {bad!r})")
 
     def _on_retry_copy(self, entry: Entry) -> None:
         """L2, nothing retried forever: a chain of retry copies (each naming the message it
@@ -627,11 +647,54 @@ class World:
         producer = Producer(self.main, "intruder")
         for _ in range(rng.randint(0, 4)):
             await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
-            kind = rng.choice(["garbage", "replay", "foreign-ledger", "foreign-bucket", "listed"])
+            kind = rng.choice(
+                ["garbage", "replay", "foreign-ledger", "foreign-bucket", "listed", "alias", "call"]
+            )
+            if kind == "call":
+                await self._hostile_call()
+                continue
             self.sched.log(f"intruder sends {kind}")
             message = self._forged(kind)
             if message is not None:
                 await producer.publish([message])
+
+    def _alias(self, t: TopicState) -> tuple[int, str, str]:
+        """An owner named with a dot segment, next to a live one: (component, ML name,
+        cursor name). `tenant/./persistent/x` or `x`'s cursor `.` (whose path resolves to the
+        ML's own znode on a filesystem), each a spelling no real owner has."""
+        tenant, namespace, domain, local = t.ml.split("/")
+        return self.sched.rng.choice(
+            [
+                (_pd.MANAGED_LEDGER, f"{tenant}/./{domain}/{local}", ""),
+                (_pd.MANAGED_LEDGER, f"{tenant}/{namespace}/{domain}/.", ""),
+                (_pd.MANAGED_LEDGER, f"../{namespace}/{domain}/{local}", ""),
+                (_pd.MANAGED_CURSOR, t.ml, "."),
+                (_pd.MANAGED_CURSOR, t.ml, ".."),
+            ]
+        )
+
+    async def _hostile_call(self) -> None:
+        """A MarkLedgers call naming an owner with a dot segment (a compromised broker's
+        credential, or a bug): the marker's validation (`resolve_owner`, as its gRPC servicer
+        calls it) must refuse it before anything reaches ZooKeeper."""
+        t = self.sched.rng.choice(self.topics)
+        component, ml, cursor = self._alias(t)
+        info = self._ml_now(t)
+        ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo[:1])
+        self.sched.log(f"intruder calls MarkLedgers for {ml!r} cursor {cursor!r} {ledger_ids}")
+        try:
+            owner = resolve_owner(
+                component, topic_name="", ml_name=ml, cursor_name=cursor, schema_id=""
+            )
+            self.requests += 1
+            request = MarkRequest(
+                owner=owner, ledger_ids=ledger_ids, request_id=f"req-{self.requests}"
+            )
+            result = await self.sched.rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"intruder's call refused: {type(exc).__name__}")
+            return
+        self.sched.log(f"intruder's call accepted: marked {[i for i, _ in result.marked]}")
 
     def _forged(self, kind: str) -> OutgoingMessage | None:
         rng = self.sched.rng
@@ -651,7 +714,16 @@ class World:
             source=_pd.BROKER,
             cluster=CLUSTER,
         )
-        if kind == "foreign-ledger":
+        if kind == "alias":
+            info = self._ml_now(t)
+            if not info.ledgerInfo:
+                return None
+            component, ml, cursor = self._alias(t)
+            pdli.component, pdli.managed_ledger_name = component, ml  # type: ignore[assignment]
+            if cursor:
+                pdli.cursor_name = cursor
+            pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
+        elif kind == "foreign-ledger":
             if not self.foreign_ledgers:
                 return None
             pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))

@@ -14,7 +14,9 @@ Modelled as ZooKeeper behaves (and as `services.metadata.zk_store` relies on):
 - sessions have ids; an ephemeral znode belongs to its session and is deleted when the session
   expires: some connection losses are expiries (a new session id, the ephemerals gone), and a
   session whose process died expires `SESSION_TIMEOUT` virtual seconds later;
-- a lost connection leaves a write's outcome unknown: `Fault.AFTER` applies it, then raises.
+- a lost connection leaves a write's outcome unknown: `Fault.AFTER` applies it, then raises;
+- a path with a `.` or `..` segment is not resolved: it names no znode (reads and deletes
+  answer "no such znode"), and a `setData` on it is refused (BadArguments).
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class ZooKeeper:
         """Called after every create, set and delete (data None) with the path."""
         self.on_delete: Callable[[str, str], None] = lambda path, by: None
         """Called before a znode is deleted, with who deletes it."""
+        self.on_request: Callable[[str, str], None] = lambda path, by: None
+        """Called with every path a session's request names, and the session's name, before
+        the request is sent: what the services ask of ZooKeeper (for the names check)."""
 
     # --- direct access (the simulated Pulsar cluster and the checks; no faults) ----------
 
@@ -147,6 +152,10 @@ class ZooKeeper:
         return path
 
     def set(self, path: str, data: bytes, *, version: int) -> int:
+        if any(segment in (".", "..") for segment in path.split("/")):
+            # The server validates the path of a setData (reads and deletes of such a path
+            # answer "no such znode": it names no znode).
+            raise MetadataError(path, "ZooKeeper error BadArguments: BadArguments")
         node = self.nodes.get(path)
         if node is None:
             raise NoNode(path)
@@ -330,6 +339,7 @@ class Session:
                     del table[path]
 
     async def _request(self, what: str, path: str, apply: Callable[[], _T]) -> _T:
+        self._server.on_request(path, self.name)
         fault = await self._sched.io(f"zk[{self.name}] {what} {path}")
         if self.closed:
             raise StoreUnavailable(path, "session closed")
@@ -373,6 +383,8 @@ class Session:
                     out.append(None)
             return out
 
+        for path in paths[1:]:  # `_request` reports the first
+            self._server.on_request(path, self.name)
         try:
             return await self._request("multiRead", paths[0] if paths else "/", read)
         except StoreUnavailable as e:
@@ -454,6 +466,8 @@ class Session:
 
     async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
         """As the ZooKeeper adapter: multis of the undecided deletes until each is decided."""
+        for path, _ in items[1:]:  # `_request` reports the first
+            self._server.on_request(path, self.name)
         decided: dict[int, MetadataError | None] = {}
         undecided = list(range(len(items)))
         while undecided:

@@ -95,6 +95,38 @@ async def test_in_memory_zookeeper_answers_as_the_real_one(zk: ZooKeeperServer) 
                 assert got == expected, f"seed {seed} step {step} {kind}: {got} != {expected}"
 
 
+DOT_ALIASES = ["/sim/./a", "/sim/a/../a", "/sim/a/.", "/sim/b/../a/x"]
+
+
+async def test_dot_segments_name_no_znode_on_either(zk: ZooKeeperServer) -> None:
+    """ZooKeeper does not resolve `.` or `..`: a read of `/sim/./a` finds nothing though
+    `/sim/a` exists, a delete finds nothing, a setData is refused. So an owner read under
+    such a name reads as absent (why the simulation checks every path a service sends)."""
+    async with ZkMetadataStore.connect(
+        zk.address, session_timeout=5.0, request_timeout=5.0
+    ) as real:
+        sched = Scheduler(0, FaultRates(0.0, 0.0, 0.0, max_delay=0.0))
+        sched.faults_on = False
+        memory = Session(ZooKeeper(sched), "differential")
+        answers = []
+        for store in (real, memory):
+            await store.create("/sim/a/x", b"live", make_parents=True)
+            answer = []
+            for path in DOT_ALIASES:
+                answer.append(await _call(partial(store.get, path)))
+                answer.append(await _call(partial(store.exists, path)))
+                answer.append(await _call(partial(store.get_children, path)))
+                answer.append(await _call(partial(store.get_many, [path, "/sim/a/x"])))
+                answer.append(await _call(partial(store.set, path, b"x", version=-1)))
+                answer.append(await _call(partial(store.delete, path, version=-1)))
+            answer.append(await _call(partial(store.get, "/sim/a/x")))
+            answers.append(answer)
+        await _clear(real)
+        assert answers[1] == answers[0]
+        assert answers[0][0] == "NoNode"
+        assert answers[0][-1] == ("node", b"live", 0)
+
+
 async def _clear(store: ZkMetadataStore) -> None:
     if await store.exists("/sim") is None:
         return
