@@ -10,15 +10,25 @@
   `pulsar/managed-ledger`) or of the cursor (`pulsar/cursor` too); a ledger created before
   Pulsar 2.2 has no custom metadata.
 - Offloaded objects `<uuid>-ledger-<id>` and `-index` (`BlobStoreManagedLedgerOffloader.offload`)
-  with the user metadata `managedLedgerName` and `pulsarClusterName` (Pulsar >= 2.10), and the
-  ledger's `OffloadContext` (uuid bits, `complete`, `bookkeeperDeleted`, driver metadata with
-  the bucket) written by `ManagedLedgerImpl.offloadLoop`.
+  with the version keys `s3managedledgeroffloader*` (since 2.1) and the user metadata
+  `managedLedgerName` and `pulsarClusterName` (Pulsar >= 2.10 only); the index object is
+  `OffloadIndexBlockImpl`'s layout around the ledger's own metadata
+  (`OffloadUtils.buildLedgerMetadataFormat`), so it names the owner when the ledger's custom
+  metadata does. The ledger's `OffloadContext` (uuid bits, `complete`, `bookkeeperDeleted`,
+  driver metadata with the bucket; Pulsar 2.1 wrote no driver metadata at all) is written by
+  `ManagedLedgerImpl.offloadLoop`.
 """
 
 from __future__ import annotations
 
+from devstack.simulator.blobs import raw_metadata
 from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
-from services.metadata.offload import data_object_key, index_object_key, uuid_to_bits
+from services.metadata.offload import (
+    build_index_block,
+    data_object_key,
+    index_object_key,
+    uuid_to_bits,
+)
 from services.metadata.paths import LedgerLayout, LedgerPaths, layout_text
 from services.metadata.pulsar_formats import (
     ManagedCursorInfo,
@@ -38,6 +48,14 @@ BUCKET = "offload"
 FOREIGN_BUCKET = "staging-offload"
 """A bucket of another environment with look-alike objects: never on the allow-list."""
 DRIVER = "aws-s3"
+OFFLOADER_ERAS = ("2.1", "2.2", "2.10")
+"""Which Pulsar's offloader wrote an offload: 2.1 (no driver metadata in the context, no
+owner metadata on the objects), 2.2 to 2.9 (driver metadata; no owner metadata), 2.10 on."""
+VERSION_KEYS = {
+    "s3managedledgeroffloaderformatversion": "1",
+    "s3managedledgeroffloadersoftwareversion": "2.1.0",
+    "s3managedledgeroffloadersoftwaregitsha": "0" * 40,
+}
 
 
 def data_meta(ml: str) -> dict[str, bytes]:
@@ -57,19 +75,21 @@ def foreign_meta() -> dict[str, bytes]:
     return {"application": b"distributedlog", "component": b"log-segment"}
 
 
-def ledger_bytes(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> bytes:
-    return encode_ledger_metadata(
-        LedgerMetadata(
-            ledger_id=ledger_id,
-            ensemble_size=1,
-            write_quorum=1,
-            ack_quorum=1,
-            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
-            length=100 if closed else 0,
-            last_entry_id=9 if closed else -1,
-            custom_metadata=custom,
-        )
+def ledger_metadata(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> LedgerMetadata:
+    return LedgerMetadata(
+        ledger_id=ledger_id,
+        ensemble_size=1,
+        write_quorum=1,
+        ack_quorum=1,
+        state=LedgerState.CLOSED if closed else LedgerState.OPEN,
+        length=100 if closed else 0,
+        last_entry_id=9 if closed else -1,
+        custom_metadata=custom,
     )
+
+
+def ledger_bytes(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> bytes:
+    return encode_ledger_metadata(ledger_metadata(ledger_id, custom, closed=closed))
 
 
 class Cluster:
@@ -82,6 +102,8 @@ class Cluster:
         self.next_uuid = 1
         self.data_ledgers: dict[int, str] = {}
         """Data ledgers (not cursor ledgers) by id, with the ML their metadata names."""
+        self.custom: dict[int, dict[str, bytes]] = {}
+        """Every ledger's custom metadata (empty for one created before Pulsar 2.2)."""
         zk.create(f"{PATHS.root}/LAYOUT", layout_text(LedgerLayout.HIERARCHICAL), make_parents=True)
         zk.create("/managed-ledgers")
         s3.buckets[BUCKET] = {}
@@ -92,6 +114,7 @@ class Cluster:
         self.next_ledger += 1
         if "pulsar/cursor" not in custom and "pulsar/managed-ledger" in custom:
             self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
+        self.custom[ledger_id] = custom
         self.zk.create(
             PATHS.ledger_path(ledger_id),
             ledger_bytes(ledger_id, custom, closed=closed),
@@ -103,6 +126,7 @@ class Cluster:
         """A ledger created under an id chosen by the client (`createLedgerAdv`): OPEN at
         version 0, then closed and its metadata written again until it is at `version`."""
         self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
+        self.custom[ledger_id] = custom
         path = PATHS.ledger_path(ledger_id)
         self.zk.create(path, ledger_bytes(ledger_id, custom, closed=False), make_parents=True)
         for now in range(version):
@@ -119,10 +143,20 @@ class Cluster:
         self.next_uuid += 1
         return f"00000000-0000-4000-8000-{n:012d}"
 
-    def upload(self, bucket: str, uuid: str, ledger_id: int, ml: str) -> None:
-        meta = {"managedledgername": ml, "pulsarclustername": CLUSTER}
-        self.s3.put(bucket, data_object_key(uuid, ledger_id), b"data", meta)
-        self.s3.put(bucket, index_object_key(uuid, ledger_id), b"index", meta)
+    def upload(self, bucket: str, uuid: str, ledger_id: int, ml: str, era: str = "2.10") -> None:
+        """The two objects of one offload, as the offloader of Pulsar `era` writes them."""
+        meta = dict(VERSION_KEYS)
+        if era == "2.10":
+            meta |= {"managedledgername": ml, "pulsarclustername": CLUSTER}
+        data = b"data"
+        custom = self.custom.get(ledger_id, {})
+        index = build_index_block(
+            segment_metadata=raw_metadata(ledger_metadata(ledger_id, custom, closed=True)),
+            entries=[(0, 1, 0)],
+            data_object_length=len(data),
+        )
+        self.s3.put(bucket, data_object_key(uuid, ledger_id), data, meta)
+        self.s3.put(bucket, index_object_key(uuid, ledger_id), index, meta)
 
     # --- reading owners (the checks and the brokers) ---------------------------------------
 
@@ -157,11 +191,20 @@ class Cluster:
 
 
 def set_offload(
-    entry: ManagedLedgerInfo.LedgerInfo, uuid: str, *, complete: bool, bk_deleted: bool, bucket: str
+    entry: ManagedLedgerInfo.LedgerInfo,
+    uuid: str,
+    *,
+    complete: bool,
+    bk_deleted: bool,
+    bucket: str,
+    era: str = "2.10",
 ) -> None:
     ctx = entry.offloadContext
     ctx.uidMsb, ctx.uidLsb = uuid_to_bits(uuid)
     ctx.complete, ctx.bookkeeperDeleted = complete, bk_deleted
+    if era == "2.1":
+        ctx.ClearField("driverMetadata")
+        return
     ctx.driverMetadata.name = DRIVER
     del ctx.driverMetadata.properties[:]
     ctx.driverMetadata.properties.add(key="bucket", value=bucket)

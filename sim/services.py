@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from services.core.config import OffloadDefaults
 from services.core.errors import Unavailable
 from services.core.signing import IntentSigner, TrustedKeys
 from services.deleter.backends.limits import BackendLimits
@@ -137,6 +138,9 @@ class Durable:
     `required` (unsigned or badly signed PDLIs are FORGED)."""
     checkpoint_interval: timedelta = timedelta(seconds=60)
     """The followers' checkpoint interval."""
+    offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
+    """The operator's default offloader (`TOMBSTONE_OFFLOAD_DEFAULT_*`), read by the marker,
+    its follower and the verifier for contexts Pulsar 2.1 wrote (no driver metadata)."""
 
 
 # A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
@@ -171,6 +175,7 @@ class MarkerService:
             # The service's own test hook: widens the window between the last receipt and
             # the owner write, where a crash leaves intents whose fence is never reached.
             pause_after_send=d.pause_after_send,
+            offload_defaults=d.offload_defaults,
         )
         journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
         signer = None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID)
@@ -197,6 +202,7 @@ class MarkerService:
                 cluster=CLUSTER,
                 delivery_delay=d.delivery_delay,
                 checkpoint_interval=d.checkpoint_interval,
+                offload_defaults=d.offload_defaults,
             ),
             metrics=_metrics(f"{self.name}-follower", FollowerMetrics),
             signer=signer,
@@ -227,7 +233,12 @@ class MarkerService:
         if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
             raise Unavailable(f"{self.name} unreachable")
         task = self.d.registry.start(self.name, self.marker.mark(request))
-        await asyncio.wait([task])
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            # The caller's run ended (a violation stops it): the call's outcome is nobody's.
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
         if task.cancelled():
             raise Unavailable(f"{self.name} crashed during the call")
         result: MarkResult = task.result()
@@ -251,7 +262,12 @@ class VerifierService:
         self.session = Session(d.zk, self.name)
         znodes = MetadataZnodeStore(self.session)
         objects = S3ObjectStore(S3Client(d.s3, self.name), bucket_check_ttl=0.0)
-        policy = OffloadPolicy(allowed_buckets=d.allowed_buckets, cluster_name=CLUSTER)
+        policy = OffloadPolicy(
+            allowed_buckets=d.allowed_buckets,
+            cluster_name=CLUSTER,
+            default_bucket=d.offload_defaults.bucket,
+            default_driver=d.offload_defaults.driver,
+        )
         self.engine = DecisionEngine(
             store=znodes,
             owners=OwnerCache(znodes),

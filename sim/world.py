@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
+from services.core.config import OffloadDefaults
 from services.core.errors import TombstoneError
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
@@ -30,6 +31,7 @@ from sim.pulsar import (
     CLUSTER,
     DRIVER,
     FOREIGN_BUCKET,
+    OFFLOADER_ERAS,
     PATHS,
     Cluster,
     cursor_meta,
@@ -115,6 +117,8 @@ class World:
             sched.rng.choice(["off", "optional", "required"]),
             sched.rng.random() < 0.5,
             checkpoint_interval=timedelta(seconds=sched.rng.choice([3.0, 10.0, 60.0])),
+            # Without a default, what a 2.1 offloader wrote is UNSUPPORTED: dead-lettered.
+            offload_defaults=OffloadDefaults(DRIVER, sched.rng.choice([BUCKET, None])),
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
@@ -337,10 +341,13 @@ class World:
             return
         entry = rng.choice(candidates)
         uuid = self.cluster.new_uuid()
-        self.cluster.upload(BUCKET, uuid, entry.ledgerId, t.ml)
+        # Offloads of a cluster upgraded from older Pulsar: a 2.1 context names no bucket (the
+        # operator's default applies), objects before 2.10 name no owner (the index may).
+        era = rng.choice(OFFLOADER_ERAS)
+        self.cluster.upload(BUCKET, uuid, entry.ledgerId, t.ml, era)
         complete = rng.random() < 0.8  # else the upload was interrupted (objects stay)
         bk_deleted = complete and rng.random() < 0.5
-        set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET)
+        set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET, era=era)
         self.cluster.write_ml(t.ml, info, version)
         if bk_deleted and t.unmodified:
             await self._broker_deletes_ledger(t, entry.ledgerId)

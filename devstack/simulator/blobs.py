@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from devstack.simulator.model import OffloadObject
 from services.metadata import build_index_block, encode_ledger_metadata
-from services.metadata.ledger_metadata import HEADER_PREFIX
+from services.metadata.ledger_metadata import HEADER_PREFIX, LedgerMetadata
 from services.metadata.offload import DATA_BLOCK_MAGIC
 
 DATA_HEADER_LENGTH = 128
@@ -57,8 +57,12 @@ def raw_ledger_metadata(obj: OffloadObject) -> bytes:
     `OffloadUtils.buildLedgerMetadataFormat` writes no cToken; the v3 encoding of the same
     metadata with cToken 0 is header + varint length + exactly those bytes.
     """
-    metadata = replace(obj.source.metadata, ctoken=0)
-    encoded = encode_ledger_metadata(metadata, format_version=3)
+    return raw_metadata(obj.source.metadata)
+
+
+def raw_metadata(metadata: LedgerMetadata) -> bytes:
+    """`raw_ledger_metadata` of one ledger's metadata (the index's segment metadata)."""
+    encoded = encode_ledger_metadata(replace(metadata, ctoken=0), format_version=3)
     rest = encoded[len(HEADER_PREFIX) + 2 :]  # after "BookieMetadataFormatVersion\t3\n"
     skip = next(i for i, byte in enumerate(rest) if not byte & 0x80) + 1
     return rest[skip:]

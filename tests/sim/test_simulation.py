@@ -76,7 +76,7 @@ def test_the_mutant_is_found_within_its_budget(name: str) -> None:
 
 def test_a_slice_runs_with_the_mutant_it_names(capsys: pytest.CaptureFixture[str]) -> None:
     """`--mutant` with `--seeds` plants the bug in every seed of the slice."""
-    assert main(["--seeds", "2", "--mutant", "no-fence-token", "--workers", "1"]) == 1
+    assert main(["--seeds", "2", "--mutant", "ack-before-delete", "--workers", "1"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith("sim: 2 seeds, ")
 
 
