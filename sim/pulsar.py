@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 from devstack.simulator.blobs import raw_metadata
+from services.marker.owners import EncodingOptions
 from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
 from services.metadata.offload import (
     build_index_block,
@@ -31,6 +32,7 @@ from services.metadata.offload import (
 )
 from services.metadata.paths import LedgerLayout, LedgerPaths, layout_text
 from services.metadata.pulsar_formats import (
+    CompressionType,
     ManagedCursorInfo,
     ManagedLedgerInfo,
     decode_cursor_info,
@@ -51,6 +53,14 @@ DRIVER = "aws-s3"
 OFFLOADER_ERAS = ("2.1", "2.2", "2.10")
 """Which Pulsar's offloader wrote an offload: 2.1 (no driver metadata in the context, no
 owner metadata on the objects), 2.2 to 2.9 (driver metadata; no owner metadata), 2.10 on."""
+ENCODINGS = (
+    EncodingOptions(CompressionType.NONE),
+    EncodingOptions(CompressionType.LZ4, threshold_bytes=0),
+    EncodingOptions(CompressionType.ZSTD, threshold_bytes=0),
+)
+"""The brokers' `managed{Ledger,Cursor}InfoCompressionType` (NONE before 5.0, LZ4 its default),
+with a threshold of 0 (before 3.1 any type compressed every znode; the 16 KiB default since
+would leave the simulation's small znodes raw)."""
 VERSION_KEYS = {
     "s3managedledgeroffloaderformatversion": "1",
     "s3managedledgeroffloadersoftwareversion": "2.1.0",
@@ -95,9 +105,11 @@ def ledger_bytes(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> b
 class Cluster:
     """The Pulsar side: topics, their ledgers and offloads, written directly (no faults)."""
 
-    def __init__(self, zk: ZooKeeper, s3: S3) -> None:
+    def __init__(self, zk: ZooKeeper, s3: S3, encoding: EncodingOptions | None = None) -> None:
         self.zk = zk
         self.s3 = s3
+        self.encoding = encoding or EncodingOptions()
+        """How the brokers encode ML and cursor znodes (the marker is told the same)."""
         self.next_ledger = 1
         self.next_uuid = 1
         self.data_ledgers: dict[int, str] = {}
@@ -143,6 +155,20 @@ class Cluster:
         self.next_uuid += 1
         return f"00000000-0000-4000-8000-{n:012d}"
 
+    def ml_bytes(self, info: ManagedLedgerInfo) -> bytes:
+        """`MetaStoreImpl.compressLedgerInfo`: raw, or the compressed form with its header."""
+        e = self.encoding
+        return encode_managed_ledger_info(
+            info, compression=e.compression, threshold_bytes=e.threshold_bytes
+        )
+
+    def cursor_bytes(self, info: ManagedCursorInfo) -> bytes:
+        """`MetaStoreImpl.compressCursorInfo`, the same rule."""
+        e = self.encoding
+        return encode_cursor_info(
+            info, compression=e.compression, threshold_bytes=e.threshold_bytes
+        )
+
     def upload(self, bucket: str, uuid: str, ledger_id: int, ml: str, era: str = "2.10") -> None:
         """The two objects of one offload, as the offloader of Pulsar `era` writes them."""
         meta = dict(VERSION_KEYS)
@@ -168,9 +194,7 @@ class Cluster:
         return decode_managed_ledger_info(node.data, path=path), node.version
 
     def write_ml(self, ml: str, info: ManagedLedgerInfo, version: int) -> int:
-        return self.zk.set(
-            managed_ledger_path(ml), encode_managed_ledger_info(info), version=version
-        )
+        return self.zk.set(managed_ledger_path(ml), self.ml_bytes(info), version=version)
 
     def cursor_ledger(self, ml: str, cursor: str) -> int | None:
         path = cursor_path(ml, cursor)
@@ -182,11 +206,11 @@ class Cluster:
     def create_topic(self, ml: str, cursor: str) -> None:
         self.zk.create(
             managed_ledger_path(ml),
-            encode_managed_ledger_info(ManagedLedgerInfo()),
+            self.ml_bytes(ManagedLedgerInfo()),
             make_parents=True,
         )
         self.zk.create(
-            cursor_path(ml, cursor), encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1))
+            cursor_path(ml, cursor), self.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1))
         )
 
 

@@ -37,6 +37,7 @@ from services.marker.follower.metrics import FollowerMetrics
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings, MarkResult
 from services.marker.metrics import MarkerMetrics
+from services.marker.owners import EncodingOptions
 from services.marker.planning import MarkRequest
 from services.metadata.paths import LedgerLocations
 from services.systopic.retry import RetryPolicy
@@ -141,6 +142,8 @@ class Durable:
     offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
     """The operator's default offloader (`TOMBSTONE_OFFLOAD_DEFAULT_*`), read by the marker,
     its follower and the verifier for contexts Pulsar 2.1 wrote (no driver metadata)."""
+    encoding: EncodingOptions = field(default_factory=EncodingOptions)
+    """How the brokers compress ML and cursor znodes; the marker writes them the same way."""
 
 
 # A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
@@ -176,6 +179,7 @@ class MarkerService:
             # the owner write, where a crash leaves intents whose fence is never reached.
             pause_after_send=d.pause_after_send,
             offload_defaults=d.offload_defaults,
+            encoding=d.encoding,
         )
         journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
         signer = None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID)

@@ -18,7 +18,6 @@ from services.metadata.pulsar_formats import (
     ManagedLedgerInfo,
     decode_cursor_info,
     decode_managed_ledger_info,
-    encode_cursor_info,
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
@@ -30,6 +29,7 @@ from sim.pulsar import (
     BUCKET,
     CLUSTER,
     DRIVER,
+    ENCODINGS,
     FOREIGN_BUCKET,
     OFFLOADER_ERAS,
     PATHS,
@@ -119,6 +119,7 @@ class World:
             checkpoint_interval=timedelta(seconds=sched.rng.choice([3.0, 10.0, 60.0])),
             # Without a default, what a 2.1 offloader wrote is UNSUPPORTED: dead-lettered.
             offload_defaults=OffloadDefaults(DRIVER, sched.rng.choice([BUCKET, None])),
+            encoding=sched.rng.choice(ENCODINGS),
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
@@ -233,7 +234,7 @@ class World:
 
     def setup(self) -> None:
         rng = self.sched.rng
-        self.cluster = Cluster(self.zk, self.s3)
+        self.cluster = Cluster(self.zk, self.s3, self.durable.encoding)
         self.topics: list[TopicState] = []
         for i in range(rng.randint(1, 3)):
             unmodified = rng.random() < UNMODIFIED_SHARE
@@ -288,7 +289,7 @@ class World:
     def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
         path = cursor_path(t.ml, t.cursor)
         stat = self.zk.stat(path)
-        data = encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=ledger_id))
+        data = self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=ledger_id))
         if stat is None:  # a new subscription after an unsubscribe
             self.zk.create(path, data)
         else:
@@ -426,7 +427,7 @@ class World:
         if stat is not None:
             self.zk.delete(path, version=stat.version, by="pulsar")
         if recreate:
-            self.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+            self.zk.create(path, self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1)))
         self.sched.log(f"broker-{t.broker} unsubscribed {t.cursor} [{old}] itself")
         if old is not None and old >= 0:
             await self._broker_deletes_ledger(t, old)
@@ -540,7 +541,9 @@ class World:
             self.zk.delete(path, version=stat.version, by="pulsar")
         if recreate:
             # A new subscription with the same name comes back later with a fresh ledger.
-            self.cluster.zk.create(path, encode_cursor_info(ManagedCursorInfo(cursorsLedgerId=-1)))
+            self.cluster.zk.create(
+                path, self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1))
+            )
         return True
 
     async def _delete_topic(self, t: TopicState) -> None:
