@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hashlib
 import random
 from collections.abc import Callable, Coroutine
@@ -40,12 +41,14 @@ from services.marker.metrics import MarkerMetrics
 from services.marker.owners import EncodingOptions
 from services.marker.planning import MarkRequest
 from services.metadata.paths import LedgerLocations
+from services.metadata.pulsar_stores import ManagedLedgers
 from services.systopic.retry import RetryPolicy
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.offload import OffloadInspector, OffloadPolicy
 from services.verifier.owners import OwnerCache
 from services.verifier.servicer import verdict_to_proto
+from services.verifier.shadows import ShadowIndex
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from sim.pulsar import CLUSTER
@@ -95,6 +98,8 @@ class Registry:
 
     def __init__(self) -> None:
         self.tasks: dict[str, list[asyncio.Task[Any]]] = {}
+        self.on_failure: Callable[[str, BaseException], None] = lambda service, error: None
+        """Called when a service's background loop ends with an error."""
 
     def factory(
         self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
@@ -113,6 +118,17 @@ class Registry:
         context = contextvars.copy_context()
         context.run(SERVICE.set, service)
         return asyncio.get_running_loop().create_task(coro, context=context)
+
+    def background(self, service: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """A loop the service runs while it is up (the runner's `add_background`): ending
+        with an error stops the real service, so it is reported to `on_failure`."""
+        task = self.start(service, coro)
+        task.add_done_callback(functools.partial(self._ended, service))
+        return task
+
+    def _ended(self, service: str, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.on_failure(service, task.exception())  # type: ignore[arg-type]
 
     def cancel(self, service: str) -> None:
         for task in self.tasks.pop(service, []):
@@ -142,6 +158,8 @@ class Durable:
     offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
     """The operator's default offloader (`TOMBSTONE_OFFLOAD_DEFAULT_*`), read by the marker,
     its follower and the verifier for contexts Pulsar 2.1 wrote (no driver metadata)."""
+    shadow_scan_interval: timedelta = timedelta(seconds=30)
+    """The verifier's shadow-topic index rebuild period."""
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
     """How the brokers compress ML and cursor znodes; the marker writes them the same way."""
 
@@ -212,7 +230,7 @@ class MarkerService:
             signer=signer,
             own_writes=self.marker.own_writes,
         )
-        self.d.registry.start(self.name, self.follower.run(asyncio.Event()))
+        self.d.registry.background(self.name, self.follower.run(asyncio.Event()))
 
     def leads(self) -> bool:
         """This marker's follower is up, holds the leader znode and follows (not fenced)."""
@@ -272,10 +290,15 @@ class VerifierService:
             default_bucket=d.offload_defaults.bucket,
             default_driver=d.offload_defaults.driver,
         )
+        # The shadow-topic index, scanned at start and then every `shadow_scan_interval`
+        # (as `open_verifier` runs it): until its first scan, data-ledger verdicts are RETRY.
+        self.shadows = ShadowIndex(znodes, ManagedLedgers(self.session).managed_ledger_names)
+        d.registry.background(self.name, self.shadows.run(d.shadow_scan_interval))
         self.engine = DecisionEngine(
             store=znodes,
             owners=OwnerCache(znodes),
             believed=_NothingBelieved(),
+            shadows=self.shadows,
             offload=OffloadInspector(objects, policy),
             policy=DecisionPolicy(
                 locations=LedgerLocations,
@@ -374,7 +397,7 @@ class DeleterService:
             clock=d.sched.now,
         )
         self.stop = asyncio.Event()
-        self.task = d.registry.start(self.name, self.pool.run(self.stop))
+        self.task = d.registry.background(self.name, self.pool.run(self.stop))
         self.up = True
 
     def crash(self) -> None:

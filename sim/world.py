@@ -49,6 +49,7 @@ from sim.services import (
     Registry,
     VerifierService,
 )
+from sim.shadows import DELETE_SHARE, SHADOW_SHARE, create_shadow
 from sim.topic import ACKED, Entry, Producer, Topic
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -120,6 +121,7 @@ class World:
             # Without a default, what a 2.1 offloader wrote is UNSUPPORTED: dead-lettered.
             offload_defaults=OffloadDefaults(DRIVER, sched.rng.choice([BUCKET, None])),
             encoding=sched.rng.choice(ENCODINGS),
+            shadow_scan_interval=timedelta(seconds=sched.rng.choice([10.0, 30.0, 300.0])),
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
@@ -146,6 +148,7 @@ class World:
         self.zk.on_write = self._on_owner_write
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
+        self.registry.on_failure = self._service_failed
         self.zk.on_request = self._check_znode_path
         self.s3.on_request = self._check_object_key
 
@@ -197,6 +200,11 @@ class World:
         for ledger_id, tier, uuid in self.referenced():
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
+
+    def _service_failed(self, service: str, error: BaseException) -> None:
+        """Nothing crashes a service: a background loop (the deleter's pool, the follower, the
+        verifier's shadow index) that ends with an error would stop the real process."""
+        self.violation("crash", f"{service}'s loop ended: {type(error).__name__}: {error}")
 
     def _check_znode_path(self, path: str, by: str) -> None:
         """Names at the port (DESIGN §4, rule 6): no path a service sends ZooKeeper has an
@@ -255,6 +263,7 @@ class World:
             cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
             self._write_cursor(t, cursor_ledger)
             self.topics.append(t)
+        self.shadows = [create_shadow(self, t) for t in self.topics if rng.random() < SHADOW_SHARE]
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         self.markers = [
@@ -814,6 +823,11 @@ class World:
         chaos = asyncio.create_task(self.chaos())
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
         work.append(asyncio.create_task(self.attacker()))
+        # The shadows' brokers copy their sources' lists until the run ends.
+        self._shadow_tasks = [asyncio.create_task(s.follow_source()) for s in self.shadows]
+        for shadow in self.shadows:
+            if self.sched.rng.random() < DELETE_SHARE:
+                work.append(asyncio.create_task(shadow.delete_later()))
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)
         self.sched.faults_on = False

@@ -28,6 +28,14 @@ _log = structlog.get_logger(__name__)
 _CONCURRENCY = 64
 
 
+def _first(group: BaseExceptionGroup[TombstoneError]) -> TombstoneError:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, TombstoneError)
+    return error
+
+
 class ShadowIndex:
     """source ML name → ML paths of its shadows, rebuilt by a full scan."""
 
@@ -64,9 +72,18 @@ class ShadowIndex:
                 except InvalidArgument:
                     _log.warning("shadow_source_unparsable", path=path, source=source)
 
-        async with asyncio.TaskGroup() as group:
-            for path in ml_paths:
-                group.create_task(check(path))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for path in ml_paths:
+                    group.create_task(check(path))
+        except ExceptionGroup as failed:
+            # One read's failure (a lost connection) fails the scan as that error, so the
+            # loop retries it; a group would pass `except TombstoneError` by and end the loop
+            # (and with it the service).
+            known, other = failed.split(TombstoneError)
+            if known is None or other is not None:
+                raise
+            raise _first(known) from failed
         self._shadows = {source: tuple(paths) for source, paths in found.items()}
         self.scanned_mls = len(ml_paths)
         self.ready = True

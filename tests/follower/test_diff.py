@@ -7,9 +7,10 @@ from array import array
 
 from services.marker.follower.checkpoint import CheckpointUnreadable, compress, decompress
 from services.marker.follower.diff import stale, unlinked
-from services.marker.follower.index import Drivers, OwnerIndex, encode, ml_refs
+from services.marker.follower.index import SHADOW_SOURCE, Drivers, OwnerIndex, encode, ml_refs
 from services.marker.follower.owner_paths import Kind
 from services.metadata import LedgerInfo, Versioned
+from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
 from tests.marker.builders import (
     CURSOR_PATH,
     ML_PATH,
@@ -159,3 +160,24 @@ def test_a_damaged_checkpoint_is_refused() -> None:
         except CheckpointUnreadable:
             continue
         raise AssertionError("accepted a damaged checkpoint")
+
+
+def _shadow(*ledgers: LedgerInfo, version: int = 0, drivers: Drivers) -> array[int]:
+    info = ManagedLedgerInfo()
+    info.ledgerInfo.extend(ledgers)
+    info.properties.add(key=SHADOW_SOURCE, value="persistent://public/default/source")
+    data = encode_managed_ledger_info(info)
+    return encode(Kind.ML, _node(data, version), ML_PATH, drivers)
+
+
+def test_a_shadow_topics_list_unlinks_nothing() -> None:
+    """A shadow topic (PIP-180, `ShadowManagedLedgerImpl`) keeps a copy of its source's list
+    under `PULSAR.SHADOW_SOURCE`: its copy dropping a ledger, or the shadow's deletion, leaves
+    the source's ledgers referenced by the source. Found by the simulation (a shadow deleted
+    while its source still listed a ledger created before Pulsar 2.2: the follower's signed
+    PDLI naming the shadow was that ledger's proof of ownership, and it was deleted)."""
+    d = Drivers()
+    old = _shadow(ledger(1), ledger(2, offload="complete"), version=3, drivers=d)
+    assert _gone(old, _shadow(ledger(2, offload="complete"), version=4, drivers=d), d) == set()
+    assert _gone(old, None, d) == set()
+    assert ml_refs(old, d) == {}

@@ -55,3 +55,21 @@ def test_one_path_twice_in_a_batch_is_never_reported_absent_while_present() -> N
     succeeded = [r for r in results if isinstance(r, DeleteResult)]
     assert all(isinstance(r, DeleteResult | DeleteFailed) for r in results)
     assert not succeeded or gone
+
+
+def test_seeds_75_and_198_a_deleted_shadow_topic_unlinks_nothing() -> None:
+    """Deleting a shadow topic (its ML znode a copy of the source's list) made the follower
+    publish signed PDLIs, fence token 0, naming the shadow for every ledger of the list; for a
+    ledger created before Pulsar 2.2 (no custom metadata) that signed PDLI with its owner
+    gone was the proof of ownership, and the ledger the source still listed was deleted (S1).
+    Seeds 75 and 198 found it; `tests/follower/test_diff.py` pins the follower's rule."""
+    assert run_seed(75).violations == []
+    assert run_seed(198).violations == []
+
+
+def test_seed_0_a_lost_read_does_not_end_the_shadow_index() -> None:
+    """A connection loss during the verifier's shadow scan reached its loop as an
+    ExceptionGroup (the reads run in a task group), past its `except TombstoneError`: the loop
+    ended, which stops the real service. Seed 0 found it once the sim ran the index;
+    `tests/verifier/test_shadow_names.py` pins it."""
+    assert run_seed(0).violations == []

@@ -14,6 +14,9 @@ COMPLETE, BK_DELETED (`bookkeeperDeleted`: the BookKeeper copy is unreferenced).
 indexes a table of distinct (driver name, metadata) pairs shared by all owners (a cluster
 has a handful), -1 when the context has none (Pulsar 2.1).
 
+A shadow topic's ML (`PULSAR.SHADOW_SOURCE`) references no ledgers: its list is a copy of
+its source's, which alone unlinks them.
+
 An entry says what the owner referenced at `version` of the znode created at `czxid`; a
 znode deleted and created again under the same name is another owner (another czxid).
 """
@@ -36,6 +39,8 @@ from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 HAS_UUID, COMPLETE, BK_DELETED = 1, 2, 4
+SHADOW_SOURCE = "PULSAR.SHADOW_SOURCE"
+"""The ML property naming a shadow topic's source (`ShadowManagedLedgerImpl`)."""
 HEADER = 3
 OFFLOAD_RECORD = 6
 Driver = tuple[str, tuple[tuple[str, str], ...]]
@@ -80,6 +85,12 @@ def encode(kind: Kind, node: Versioned, path: str, drivers: Drivers) -> array[in
 
 
 def _encode_ml(entry: array[int], info: _ml.ManagedLedgerInfo, drivers: Drivers) -> None:
+    if any(p.key == SHADOW_SOURCE for p in info.properties):
+        # A shadow topic's list is a copy of its source's (PIP-180): the ledgers are the
+        # source's, and neither the copy dropping one nor the shadow's deletion unlinks
+        # anything. Its cursors are its own and are followed as any cursor.
+        entry.extend((0, 0))
+        return
     ledgers = info.ledgerInfo
     offloaded = [(n, li) for n, li in enumerate(ledgers) if li.HasField("offloadContext")]
     entry.extend((len(ledgers), len(offloaded)))
