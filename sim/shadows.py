@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from services.metadata.pulsar_formats import ManagedLedgerInfo, decode_managed_ledger_info
+from services.metadata.pulsar_formats import (
+    SHADOW_SOURCE,
+    ManagedLedgerInfo,
+    decode_managed_ledger_info,
+)
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
-from services.verifier.owners import SHADOW_SOURCE
 from sim.pulsar import cursor_meta
 
 if TYPE_CHECKING:

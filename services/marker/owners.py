@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.core.errors import InvalidArgument
+from services.core.errors import FailedPrecondition, InvalidArgument
 from services.metadata import (
     CompressionType,
     cursor_path,
@@ -32,6 +32,7 @@ from services.metadata import (
     schema_path,
     topic_from_managed_ledger_name,
 )
+from services.metadata.pulsar_formats import SHADOW_SOURCE
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.formats import schema_pb2 as _schema
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -294,7 +295,15 @@ def parse_snapshot(
 ) -> OwnerSnapshot:
     """Decode the owner znode (`CorruptMetadata` naming the path if it does not decode)."""
     if owner.component == _pd.MANAGED_LEDGER:
-        return ManagedLedgerSnapshot(decode_managed_ledger_info(data, path=owner.path), encoding)
+        info = decode_managed_ledger_info(data, path=owner.path)
+        source = next((p.value for p in info.properties if p.key == SHADOW_SOURCE), None)
+        if source is not None:
+            # PIP-180: a shadow's list is a copy of its source's, whose trims delete them.
+            raise FailedPrecondition(
+                f"{owner.path} is a shadow topic of {source}: its ledgers are the source's, "
+                "mark them on the source; nothing was sent or unlinked"
+            )
+        return ManagedLedgerSnapshot(info, encoding)
     if owner.component == _pd.MANAGED_CURSOR:
         return CursorSnapshot(decode_cursor_info(data, path=owner.path), encoding)
     return SchemaSnapshot(decode_schema_locator(data, path=owner.path))

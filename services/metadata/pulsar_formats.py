@@ -36,6 +36,11 @@ _Msg = TypeVar("_Msg", bound=_message.Message)
 _CompressionMeta = _ml.ManagedLedgerInfoMetadata | _ml.ManagedCursorInfoMetadata
 
 
+SHADOW_SOURCE = "PULSAR.SHADOW_SOURCE"
+"""The ML property that makes a managed ledger a shadow topic's (PIP-180,
+`ShadowManagedLedgerImpl`): it names the source topic, whose ledger list the shadow copies."""
+
+
 class CompressionType(enum.IntEnum):
     """`MLDataFormats.CompressionType`."""
 

@@ -202,6 +202,16 @@ class DecisionEngine:
             # Read the ledger first: the owner looked up next is then at least this new.
             ledger = await self._locate(target.ledger_id, ledgers)
         owner = await self._owners.get(target.owner_path, DECODERS[target.component])
+        if owner.shadow_source is not None and target.component is Component.MANAGED_LEDGER:
+            # PIP-180: a shadow's list is a copy of its source's. The shadow no longer listing
+            # a ledger proves nothing (for a ledger with no custom metadata it would be the
+            # only proof of ownership), and the source may list it still.
+            return skip(
+                SkipReason.MISMATCH,
+                "owner_is_shadow",
+                f"{target.owner_path} is a shadow topic of {owner.shadow_source}: it owns no "
+                "ledgers, its source does",
+            )
         in_use = _in_use(target, owner) or await self._in_shadow(target)
         if in_use is not None:
             return in_use

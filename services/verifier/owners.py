@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 
 from services.metadata.offload import offload_uuid
 from services.metadata.pulsar_formats import (
+    SHADOW_SOURCE,
     decode_cursor_info,
     decode_managed_ledger_info,
     decode_schema_locator,
 )
 from services.verifier.model import Component
 from services.verifier.ports import Znode, ZnodeStore
-
-SHADOW_SOURCE = "PULSAR.SHADOW_SOURCE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,8 @@ from datetime import timedelta
 import structlog
 
 from services.core.errors import InvalidArgument, TombstoneError
-from services.metadata.pulsar_formats import decode_managed_ledger_info
+from services.metadata.pulsar_formats import SHADOW_SOURCE, decode_managed_ledger_info
 from services.metadata.pulsar_names import MANAGED_LEDGERS_ROOT, managed_ledger_name
-from services.verifier.owners import SHADOW_SOURCE
 from services.verifier.ports import ZnodeStore
 
 _log = structlog.get_logger(__name__)

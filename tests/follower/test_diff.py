@@ -7,10 +7,14 @@ from array import array
 
 from services.marker.follower.checkpoint import CheckpointUnreadable, compress, decompress
 from services.marker.follower.diff import stale, unlinked
-from services.marker.follower.index import SHADOW_SOURCE, Drivers, OwnerIndex, encode, ml_refs
+from services.marker.follower.index import Drivers, OwnerIndex, encode, ml_refs
 from services.marker.follower.owner_paths import Kind
 from services.metadata import LedgerInfo, Versioned
-from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
+from services.metadata.pulsar_formats import (
+    SHADOW_SOURCE,
+    ManagedLedgerInfo,
+    encode_managed_ledger_info,
+)
 from tests.marker.builders import (
     CURSOR_PATH,
     ML_PATH,

@@ -7,11 +7,16 @@ from datetime import timedelta
 
 import pytest
 
-from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.errors import Conflict, FailedPrecondition, NotFound, Unavailable
 from services.marker.believe import BackgroundBeliever
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
+from services.metadata.pulsar_formats import (
+    SHADOW_SOURCE,
+    ManagedLedgerInfo,
+    encode_managed_ledger_info,
+)
 from services.systopic import PROP_LEDGER_ID, PROP_LEDGER_TYPE
 from tests.helpers import assert_eventually
 from tests.marker.builders import (
@@ -373,3 +378,17 @@ async def test_metrics_count_pdlis_calls_unlinks_and_conflicts(
         value("tombstone_marker_conflicts_total"),
         value("tombstone_marker_mark_seconds_count"),
     ) == (2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0)
+
+
+async def test_a_shadow_topic_is_refused_with_nothing_sent_or_written(
+    marker: Marker, store: FakeStore, publisher: FakePublisher
+) -> None:
+    """A shadow topic's ML (PIP-180, `ShadowManagedLedgerImpl`: `PULSAR.SHADOW_SOURCE`, a copy
+    of the source's list) owns no ledgers: marking them on it is refused; the source marks."""
+    info = ManagedLedgerInfo()
+    info.ledgerInfo.extend([ledger(1), ledger(2)])
+    info.properties.add(key=SHADOW_SOURCE, value="persistent://public/default/source")
+    store.put(ML_PATH, encode_managed_ledger_info(info), version=4)
+    with pytest.raises(FailedPrecondition, match="shadow topic of persistent://public/default/"):
+        await marker.mark(ml_request(1))
+    assert (publisher.pdlis, store.writes) == ([], [])

@@ -12,14 +12,17 @@ from typing import Any
 import pytest
 
 from services.metadata.ledger_metadata import LedgerState
+from services.metadata.pulsar_formats import SHADOW_SOURCE
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.decision import DecisionEngine
 from services.verifier.model import Decision, SkipReason, Target
 from services.verifier.offload import OffloadInspector
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
-from tests.verifier.world import CURSOR, World, cursor_meta, pdli
+from tests.verifier.world import CURSOR, OTHER_ML, World, cursor_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
+
+OTHER_TOPIC = "persistent://public/default/payments"
 
 
 class TrustEverySignature(SignatureGate):
@@ -107,3 +110,17 @@ async def test_signed_intent_closes_an_open_ledger_newer_than_the_list(
     await world.ml([2], version=4)
     verdict = await engine.verify(pdli(3, fence=4))
     assert verdict.decision == Decision.DELETE
+
+
+async def test_a_shadow_topic_named_as_owner_is_mismatch(
+    world: World, engine: DecisionEngine
+) -> None:
+    """A shadow topic's ML (PIP-180, `ShadowManagedLedgerImpl`: `PULSAR.SHADOW_SOURCE` and a
+    copy of the source's list) owns no ledgers: its no longer listing a ledger proves nothing,
+    and for a ledger with no custom metadata it would otherwise be the proof of ownership
+    while the source still lists it. MISMATCH `owner_is_shadow`, whatever it lists."""
+    await world.ledger(1, {})
+    await world.ml([1], ml=OTHER_ML, version=2)  # the source, still listing it
+    await world.ml([2], properties={SHADOW_SOURCE: OTHER_TOPIC}, version=3)
+    verdict = await engine.verify(pdli(1, fence=3))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.MISMATCH, "owner_is_shadow")

@@ -9,8 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
-from services.verifier.owners import SHADOW_SOURCE
+from services.metadata.pulsar_formats import (
+    SHADOW_SOURCE,
+    ManagedLedgerInfo,
+    encode_managed_ledger_info,
+)
 from services.verifier.ports import WatchCallback, Znode
 from services.verifier.shadows import ShadowIndex
 from services.verifier.store_adapter import ZooKeeperUnavailable

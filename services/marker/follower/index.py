@@ -34,13 +34,12 @@ from services.metadata import (
     decode_managed_ledger_info,
     decode_schema_locator,
 )
+from services.metadata.pulsar_formats import SHADOW_SOURCE
 from services.metadata.pulsar_names import MANAGED_LEDGERS_ROOT, PERSISTENT
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 HAS_UUID, COMPLETE, BK_DELETED = 1, 2, 4
-SHADOW_SOURCE = "PULSAR.SHADOW_SOURCE"
-"""The ML property naming a shadow topic's source (`ShadowManagedLedgerImpl`)."""
 HEADER = 3
 OFFLOAD_RECORD = 6
 Driver = tuple[str, tuple[tuple[str, str], ...]]
