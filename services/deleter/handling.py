@@ -330,8 +330,9 @@ class Handler:
 
     # --- settle ----------------------------------------------------------------------------
 
-    async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> None:
-        """Carry out `s` (exactly one of ack / retry+ack / dead-letter+ack / release)."""
+    async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> bool:
+        """Carry out `s` (exactly one of ack / retry+ack / dead-letter+ack / release); True
+        when the message was acknowledged (the ack sent), False when it was released."""
         if s.action is Action.RETRY and self._policy.exhausted(s.attempt + 1):
             s = Settlement(
                 Action.DEAD_LETTER,
@@ -341,18 +342,19 @@ class Handler:
                 s.attempt,
             )
         if s.action is Action.ACK:
-            await self._acknowledge(source, message)
-            return
+            await self.acknowledge(source, message)
+            return True
         if s.action is Action.RELEASE:
             await self._release(source, message, s.reason)
-            return
+            return False
         try:
             copy, sink = self._copy(message, s)
         except Exception as exc:  # a copy that cannot be built must not strand the message
             _log.exception("copy_failed", message_id=message.message_id)
             await self._release(source, message, f"cannot build the copy: {exc!r}")
-            return
-        if await self._forward(source, message, sink, copy):
+            return False
+        forwarded = await self._forward(source, message, sink, copy)
+        if forwarded:
             if s.action is Action.RETRY:
                 _log.info("pdli_retried", message_id=message.message_id, reason=s.reason)
             else:
@@ -365,6 +367,7 @@ class Handler:
                     reason=s.reason,
                     **_identity(s.pdli),
                 )
+        return forwarded
 
     def _copy(
         self, message: IncomingMessage, s: Settlement
@@ -405,10 +408,11 @@ class Handler:
             return False
         if sink is self._retry_sink:
             self._metrics.retried.inc()
-        await self._acknowledge(source, message)
+        await self.acknowledge(source, message)
         return True
 
-    async def _acknowledge(self, source: MessageSource, message: IncomingMessage) -> None:
+    async def acknowledge(self, source: MessageSource, message: IncomingMessage) -> None:
+        """Acknowledge `message`; a failure is logged (the message comes again)."""
         try:
             await source.acknowledge(message)
         except TombstoneError as exc:

@@ -46,6 +46,11 @@ class DeleterMetrics:
             ["dependency"],
         )
         self.in_flight = m.gauge("deleter_in_flight", "Messages received and not yet settled.")
+        self.duplicate_deliveries = m.counter(
+            "deleter_duplicate_deliveries",
+            "Deliveries of a message already being handled (a broker redelivery), left to it.",
+            ["topic"],
+        )
         self.concurrency_limit = m.gauge(
             "deleter_concurrency_limit",
             "Current adaptive limit of requests at once, by backend (zookeeper, s3).",

@@ -20,7 +20,7 @@ from services.core.errors import TombstoneError
 from services.deleter.handling import Action, Handler, Phase, Settlement, Tracker
 from services.deleter.metrics import DeleterMetrics
 from services.deleter.outage import OutageGate
-from services.systopic.consumer import MessageSource
+from services.systopic.consumer import IncomingMessage, MessageSource
 
 _log = structlog.get_logger(__name__)
 _RECEIVE_BACKOFF = 1.0
@@ -71,6 +71,8 @@ class DeleterPool:
         self._outage = outage
         self._clock = clock
         self._tasks: dict[asyncio.Task[None], Tracker] = {}
+        self._handling: dict[tuple[str, str], list[IncomingMessage]] = {}
+        """(topic, message id) of every message being handled -> its later deliveries."""
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
 
@@ -144,8 +146,20 @@ class DeleterPool:
             except BaseException:
                 slots.release()
                 raise
+            key = (source.topic, message.message_id)
+            later = self._handling.get(key)
+            if later is not None:
+                # The broker redelivered a message this pool is still handling (a disconnect
+                # redelivers everything the consumer held). Handling both would run two retry
+                # chains for one PDLI and dead-letter it twice: the delivery waits for the
+                # first one's outcome instead (`_settle_later`).
+                later.append(message)
+                slots.release()
+                self._metrics.duplicate_deliveries.labels(source.topic).inc()
+                continue
+            self._handling[key] = []
             tracker = Tracker(message, received_at=self._clock())
-            task = asyncio.create_task(self._process(source, tracker))
+            task = asyncio.create_task(self._process(source, tracker, key))
             self._tasks[task] = tracker
             self._metrics.in_flight.inc()
             task.add_done_callback(functools.partial(self._finished, slots=slots))
@@ -157,19 +171,38 @@ class DeleterPool:
         if not task.cancelled() and task.exception() is not None:
             _log.error("settle_failed", exc_info=task.exception())
 
-    async def _process(self, source: MessageSource, tracker: Tracker) -> None:
+    async def _process(self, source: MessageSource, tracker: Tracker, key: tuple[str, str]) -> None:
         message = tracker.message
         self._metrics.received.labels(source.topic).inc()
         try:
-            settlement = await self._handler.decide(tracker)
-        except Exception as exc:
-            # A crash is released, so redeliveries count and the client's backstop
-            # dead-letters a message that keeps crashing the handler.
-            _log.exception("handler_failed", message_id=message.message_id)
-            settlement = Settlement(Action.RELEASE, f"handler failed: {exc!r}")
-        tracker.phase = Phase.SETTLING
-        await self._handler.settle(source, message, settlement)
-        self._metrics.settle_seconds.observe(max(0.0, self._clock() - tracker.received_at))
+            try:
+                settlement = await self._handler.decide(tracker)
+            except Exception as exc:
+                # A crash is released, so redeliveries count and the client's backstop
+                # dead-letters a message that keeps crashing the handler.
+                _log.exception("handler_failed", message_id=message.message_id)
+                settlement = Settlement(Action.RELEASE, f"handler failed: {exc!r}")
+            tracker.phase = Phase.SETTLING
+            acknowledged = await self._handler.settle(source, message, settlement)
+            await self._settle_later(source, key, acknowledged=acknowledged)
+            self._metrics.settle_seconds.observe(max(0.0, self._clock() - tracker.received_at))
+        finally:
+            # No await between the last look at the later deliveries and this: one that
+            # arrives from now on is handled as a message of its own.
+            self._handling.pop(key, None)
+
+    async def _settle_later(
+        self, source: MessageSource, key: tuple[str, str], *, acknowledged: bool
+    ) -> None:
+        """Deliveries of the message that came while it was handled. Acknowledged: each is
+        acknowledged too, since the first ack may have been lost with the connection that
+        caused the redelivery (acks are by message id: one more is harmless). Released: the
+        release already asks for a redelivery, which is handled afresh."""
+        later = self._handling.get(key, [])
+        while later:
+            message = later.pop()
+            if acknowledged:
+                await self._handler.acknowledge(source, message)
 
 
 __all__ = ["DeleterPool", "PoolSettings", "PoolStatus"]

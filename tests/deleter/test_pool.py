@@ -216,3 +216,75 @@ async def test_retry_topic_has_its_own_window(handler: Handler, verifier: FakeVe
     verifier.gate.set()
     stop.set()
     await task
+
+
+async def test_a_redelivery_during_handling_is_settled_by_the_first_outcome(
+    handler: Handler, verifier: FakeVerifier, retry_sink: FakePublisher
+) -> None:
+    """A broker disconnect redelivers what the consumer held while the pool still works on
+    it. The redelivery is not handled a second time (one verification, one retry copy: no
+    second retry chain), and it is acknowledged with the first: that first ack may have been
+    lost with the very connection whose loss caused the redelivery."""
+    verifier.gate = asyncio.Event()
+    verifier.answer = lambda p: retry()
+    first = incoming(pdli(5))
+    source = FakeSource([first])
+    pool = make_pool(handler, source)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+
+    async def verifying() -> None:
+        assert verifier.seen == [5]
+
+    await assert_eventually(verifying)
+    source.put(first)  # the same message id, delivered again
+    await assert_eventually(lambda: _received(source, 2))
+    verifier.gate.set()
+
+    async def both_acknowledged() -> None:
+        assert source.acked == [first.message_id, first.message_id]
+
+    await assert_eventually(both_acknowledged)
+    assert (verifier.seen, len(retry_sink.sent)) == ([5], 1)
+    source.put(first)  # once settled, a delivery is a message of its own again
+    await assert_eventually(lambda: _received(source, 3))
+    await assert_eventually(lambda: _seen_twice(verifier))
+    stop.set()
+    await task
+
+
+async def test_a_redelivery_of_a_released_message_is_left_to_the_release(
+    handler: Handler, verifier: FakeVerifier
+) -> None:
+    """Released (a handler crash here): the release already asks for a redelivery; the
+    delivery that came meanwhile is neither acknowledged nor released again."""
+    verifier.gate = asyncio.Event()
+
+    def crash(_: object) -> _vf.VerifyResponse:
+        raise RuntimeError("boom")
+
+    verifier.answer = crash
+    first = incoming(pdli(6))
+    source = FakeSource([first])
+    pool = make_pool(handler, source)
+    stop = asyncio.Event()
+    task = asyncio.create_task(pool.run(stop))
+    await assert_eventually(lambda: _received(source, 1))
+    source.put(first)
+    await assert_eventually(lambda: _received(source, 2))
+    verifier.gate.set()
+
+    async def released_once() -> None:
+        assert (source.released, source.acked) == ([first.message_id], [])
+
+    await assert_eventually(released_once)
+    stop.set()
+    await task
+
+
+async def _received(source: FakeSource, count: int) -> None:
+    assert source.received == count
+
+
+async def _seen_twice(verifier: FakeVerifier) -> None:
+    assert verifier.seen == [5, 5]
