@@ -17,6 +17,7 @@ from services.metadata.pulsar_formats import (
     ManagedLedgerInfo,
     decode_cursor_info,
     decode_managed_ledger_info,
+    decode_schema_locator,
     encode_cursor_info,
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
@@ -39,6 +40,7 @@ from sim.pulsar import (
 )
 from sim.s3 import S3
 from sim.scheduler import Scheduler
+from sim.schemas import Schemas, is_schema_path, locator_ledgers
 from sim.services import (
     MAX_RETRIES,
     DeleterService,
@@ -141,6 +143,8 @@ class World:
         self.zk.on_write = self._on_owner_write
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
+        self.schemas = Schemas(self, seed)
+        """Each topic's schema locator and version ledgers, and their workload."""
 
     # --- tracking references (for S1 and L1) ----------------------------------------------
 
@@ -148,7 +152,10 @@ class World:
         if path not in self.owners:
             return
         copies: set[Copy] = set()
-        if data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
+        if data is not None and is_schema_path(path):
+            locator = decode_schema_locator(data, path=path)
+            copies.update((i, LEDGER, "") for i in locator_ledgers(locator))
+        elif data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
             info = decode_managed_ledger_info(data, path=path)
             for entry in info.ledgerInfo:
                 ctx = entry.offloadContext if entry.HasField("offloadContext") else None
@@ -230,6 +237,7 @@ class World:
             cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
             self._write_cursor(t, cursor_ledger)
             self.topics.append(t)
+        self.schemas.setup(self.topics)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         self.markers = [
@@ -732,6 +740,7 @@ class World:
         chaos = asyncio.create_task(self.chaos())
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
         work.append(asyncio.create_task(self.attacker()))
+        work.extend(self.schemas.tasks())
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)
         self.sched.faults_on = False
