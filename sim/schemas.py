@@ -3,9 +3,12 @@
 What Pulsar's `BookkeeperSchemaStorage` writes (formats reference §4 and §6):
 
 - the locator znode `/schemas/<schemaId>`, `schemaId` being `TopicName.getSchemaName()`
-  (`tenant/ns/<base topic>`: the V2 layout): a binary `SchemaLocator` whose `info` is the latest
-  version and whose `index` lists every version. `putSchema` creates it at expected version -1
-  (`createSchemaLocator`) or updates it by CAS on the version it read (`updateSchemaLocator`);
+  (`tenant/ns/<base topic>`, the V2 layout; for a share of the topics the V1 layout,
+  `tenant/cluster/ns/<base topic>`, whose namespace folder `/schemas/<tenant>/<cluster>/<ns>`
+  has as many segments as a V2 locator and no data): a binary `SchemaLocator` whose `info`
+  is the latest version and whose `index` lists every version. `putSchema` creates it at
+  expected version -1 (`createSchemaLocator`) or updates it by CAS on the version it read
+  (`updateSchemaLocator`);
 - one ledger per version (`addNewSchemaEntryToStore` calls `createLedger`) with the custom
   metadata of `LedgerMetadataUtils.buildMetadataForSchema` (`application=pulsar`,
   `component=schema`, `pulsar/schemaId=<id>`), one entry written and the ledger closed, all
@@ -46,7 +49,8 @@ from services.metadata.pulsar_formats import (
     decode_schema_locator,
     encode_schema_locator,
 )
-from services.metadata.pulsar_names import schema_path, topic_from_managed_ledger_name
+from services.metadata.pulsar_names import TopicName, schema_path, topic_from_managed_ledger_name
+from sim.pulsar import CLUSTER
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
@@ -54,6 +58,10 @@ if TYPE_CHECKING:
 
 SCHEMA_SHARE = 0.6
 """Of the topics, the share that have a schema at the start (the others may get one later)."""
+V1_SHARE = 0.25
+"""Of the topics, the share whose schema is a V1 topic's (`/schemas/<t>/<cluster>/<ns>/<x>`).
+Its ML is not simulated: nothing of the schema's handling needs one (for a schema ledger the
+verifier asks whether the locator exists, not the ML)."""
 ORPHAN_SHARE = 0.2
 """Of the schema updates, the share whose broker fails between the ledger and the locator."""
 SCHEMA_SECONDS = 7.0
@@ -100,7 +108,12 @@ class Schemas:
         """Register every topic's locator path as an owner (S1, L1); give some a schema."""
         w = self.world
         for t in topics:
-            schema_id = topic_from_managed_ledger_name(t.ml).schema_id
+            name = topic_from_managed_ledger_name(t.ml)
+            if self.rng.random() < V1_SHARE:
+                name = TopicName(
+                    name.domain, name.tenant, name.namespace, name.local_name, cluster=CLUSTER
+                )
+            schema_id = name.schema_id
             s = TopicSchema(t, schema_id, schema_path(schema_id))
             w.owners[s.path] = frozenset()
             if t.unmodified:

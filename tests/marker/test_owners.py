@@ -89,7 +89,7 @@ async def test_latest_schema_version_stays_when_another_versions_send_failed(
     """Every version asked, one version's PDLI not accepted: the latest stays in the index
     (and `info`) with it, CANNOT_UNLINK; the other versions leave. Unlinking the latest with
     them left a locator whose `info` named a ledger its `index` did not, which Pulsar's next
-    `putSchema` dropped with no intent left (found by the simulation, seed 1529)."""
+    `putSchema` dropped with no intent left (found by the simulation)."""
     store.put(SCHEMA_PATH, schema_bytes(10, 11, 12))
     publisher.refuse = lambda m: decode_intent(m.payload, m.properties).ledger_id == 11
     result = await marker.mark(schema_request(10, 11, 12))

@@ -13,7 +13,7 @@ from services.verifier.matching import metadata_differences
 from services.verifier.model import Component, Target, Tier
 from sim.follower import following
 from sim.loop import VirtualLoop
-from sim.pulsar import PATHS
+from sim.pulsar import CLUSTER, PATHS
 from sim.run import _cancel_rest, _quiet, _virtual_time, run_seed
 from sim.schemas import TopicSchema
 from sim.world import LEDGER, World
@@ -48,6 +48,8 @@ def _in_world(seed: int, test: Callable[[World], Coroutine[Any, Any, _T]]) -> _T
 
 SEED = 1
 """A seed whose setup gives a topic a schema."""
+V1_SEED = 4
+"""A seed whose setup gives a topic a V1 schema id."""
 
 
 def _with_schema(world: World) -> TopicSchema:
@@ -79,7 +81,7 @@ def test_the_locator_and_its_ledgers_are_what_the_verifier_expects() -> None:
 
     async def check(world: World) -> None:
         s = _with_schema(world)
-        assert s.path == "/schemas/public/default/" + s.topic.ml.rsplit("/", 1)[1]
+        assert s.path == f"/schemas/{s.schema_id}"
         got = world.schemas.locator(s)
         assert got is not None
         locator = got[0]
@@ -160,24 +162,44 @@ def test_an_unmodified_brokers_schema_delete_is_the_followers_to_catch() -> None
 def test_schema_ledgers_reach_the_deleters_from_both_kinds_of_broker() -> None:
     """Not vacuous: a PIP-186 broker's marked schema ledgers, and an unmodified broker's whose
     own delete failed (only the follower, reading `/schemas`, sends their intents), are
-    deleted by a deleter."""
-    marked_deleted = followed_deleted = 0
+    deleted by a deleter; V1 locators (`/schemas/<t>/<cluster>/<ns>/<topic>`) among them."""
+    marked_deleted = followed_deleted = v1_deleted = 0
     for seed in range(40):
         trace = run_seed(seed).trace
         deleted = {
             int(m.group(1)) for e in trace if (m := re.search(r"deleter-\d deletes .*/L(\d+)$", e))
         }
-        marked: set[int] = set()
-        failed: set[int] = set()
-        for line in trace:
-            if m := re.search(r"delete schema \S+ \[[\d, ]*\]: marked \[([\d, ]*)\]", line):
-                marked.update(int(i) for i in m.group(1).split(", ") if i)
-            if m := re.search(r"deleted schema \S+ \[([\d, ]*)\] itself", line):
-                failed.update(int(i) for i in m.group(1).split(", ") if i)
         own_failed = {
             int(m.group(1)) for e in trace if (m := re.search(r"own delete of \[(\d+)\] failed", e))
         }
-        marked_deleted += len(marked & deleted)
-        followed_deleted += len(failed & own_failed & deleted)
+        for line in trace:
+            if m := re.search(r"delete schema (\S+) \[[\d, ]*\]: marked \[([\d, ]*)\]", line):
+                got = {int(i) for i in m.group(2).split(", ") if i} & deleted
+                marked_deleted += len(got)
+            elif m := re.search(r"deleted schema (\S+) \[([\d, ]*)\] itself", line):
+                got = {int(i) for i in m.group(2).split(", ") if i} & own_failed & deleted
+                followed_deleted += len(got)
+            else:
+                continue
+            v1_deleted += len(got) if m.group(1).count("/") == 3 else 0
     assert marked_deleted > 0
     assert followed_deleted > 0
+    assert v1_deleted > 0
+
+
+def test_a_v1_locator_sits_below_its_cluster() -> None:
+    """A V1 topic's schema id names its cluster: the locator is one level deeper than a V2
+    one, below a namespace folder with no data."""
+
+    async def check(world: World) -> None:
+        v1 = [s for s in world.schemas.schemas if s.schema_id.count("/") == 3]
+        assert v1
+        for s in v1:
+            tenant, cluster, namespace, topic = s.schema_id.split("/")
+            assert s.path == f"/schemas/{s.schema_id}"
+            assert cluster == CLUSTER
+            assert s.topic.ml == f"{tenant}/{namespace}/persistent/{topic}"
+        folder = world.zk.nodes.get("/schemas/public/" + CLUSTER + "/default")
+        assert folder is None or folder.data == b""
+
+    _in_world(V1_SEED, check)
