@@ -75,9 +75,9 @@ def _ack_before_delete() -> Callable[[], None]:
 
     original = DeleterPool._process
 
-    async def process(self: Any, source: Any, tracker: Any) -> None:
-        await self._handler._acknowledge(source, tracker.message)
-        await original(self, source, tracker)
+    async def process(self: Any, source: Any, tracker: Any, key: Any) -> None:
+        await self._handler.acknowledge(source, tracker.message)
+        await original(self, source, tracker, key)
 
     return _patch(DeleterPool, "_process", process)
 

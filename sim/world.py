@@ -18,6 +18,7 @@ from services.metadata.pulsar_formats import (
     ManagedLedgerInfo,
     decode_cursor_info,
     decode_managed_ledger_info,
+    decode_schema_locator,
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
@@ -41,6 +42,7 @@ from sim.pulsar import (
 )
 from sim.s3 import S3
 from sim.scheduler import Scheduler
+from sim.schemas import Schemas, is_schema_path, locator_ledgers
 from sim.services import (
     MAX_RETRIES,
     DeleterService,
@@ -151,6 +153,8 @@ class World:
         self.registry.on_failure = self._service_failed
         self.zk.on_request = self._check_znode_path
         self.s3.on_request = self._check_object_key
+        self.schemas = Schemas(self, seed)
+        """Each topic's schema locator and version ledgers, and their workload."""
 
     # --- tracking references (for S1 and L1) ----------------------------------------------
 
@@ -158,7 +162,10 @@ class World:
         if path not in self.owners:
             return
         copies: set[Copy] = set()
-        if data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
+        if data is not None and is_schema_path(path):
+            locator = decode_schema_locator(data, path=path)
+            copies.update((i, LEDGER, "") for i in locator_ledgers(locator))
+        elif data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
             info = decode_managed_ledger_info(data, path=path)
             for entry in info.ledgerInfo:
                 ctx = entry.offloadContext if entry.HasField("offloadContext") else None
@@ -264,6 +271,7 @@ class World:
             self._write_cursor(t, cursor_ledger)
             self.topics.append(t)
         self.shadows = [create_shadow(self, t) for t in self.topics if rng.random() < SHADOW_SHARE]
+        self.schemas.setup(self.topics)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         self.markers = [
@@ -828,6 +836,7 @@ class World:
         for shadow in self.shadows:
             if self.sched.rng.random() < DELETE_SHARE:
                 work.append(asyncio.create_task(shadow.delete_later()))
+        work.extend(self.schemas.tasks())
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)
         self.sched.faults_on = False

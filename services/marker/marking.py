@@ -98,6 +98,21 @@ class _Sent:
         self.error: str | None = None
 
 
+def _hold_blocked(result: MarkResult, snapshot: OwnerSnapshot) -> None:
+    """Keep linked what may only leave together with ledgers whose PDLIs were not all
+    accepted: the latest schema version when the send of another version failed. The plan
+    checked the ledgers as asked; a failed send shrinks the set, and the latest version
+    unlinked without the others would leave a locator whose `info` names a ledger its `index`
+    no longer lists, which Pulsar's next `putSchema` (a new `info`, the old `index` plus it)
+    drops with no intent left (its intent, already on the topic, was found still referenced
+    and acknowledged). The held ledger's intent is on the topic: the verifier finds it still
+    referenced, and a later call marks it again."""
+    held = snapshot.blocked([i for i, _ in result.marked])
+    if held:
+        result.marked = [m for m in result.marked if m[0] not in held]
+        result.not_marked += [NotMarked(i, _mk.CANNOT_UNLINK, why) for i, why in held.items()]
+
+
 class Marker:
     def __init__(
         self,
@@ -163,6 +178,8 @@ class Marker:
         unlinked = False
         try:
             result = self._result(request, plan, sent, version, token)
+            if snapshot is not None and not request.reconciler:
+                _hold_blocked(result, snapshot)
             fully = [i for i, _ in result.marked]
             if fully and not request.caller_writes and not request.reconciler:
                 await self._pause_after_send(request, fully)

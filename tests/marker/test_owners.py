@@ -6,6 +6,7 @@ import pytest
 
 from services.marker.marking import Marker
 from services.metadata import decode_cursor_info, decode_schema_locator
+from services.systopic.messages import decode_intent
 from tests.marker.builders import CURSOR_PATH, SCHEMA_PATH, cursor_bytes, schema_bytes
 from tests.marker.conftest import cursor_request, schema_request
 from tests.marker.fakes import FakePublisher, FakeStore
@@ -80,6 +81,25 @@ async def test_latest_schema_version_goes_only_with_all_others(
         [(n.ledger_id, n.reason) for n in result.not_marked],
         publisher.accepted,
     ) == ([(11, _mk.CANNOT_UNLINK)], [])
+
+
+async def test_latest_schema_version_stays_when_another_versions_send_failed(
+    marker: Marker, store: FakeStore, publisher: FakePublisher
+) -> None:
+    """Every version asked, one version's PDLI not accepted: the latest stays in the index
+    (and `info`) with it, CANNOT_UNLINK; the other versions leave. Unlinking the latest with
+    them left a locator whose `info` named a ledger its `index` did not, which Pulsar's next
+    `putSchema` dropped with no intent left (found by the simulation)."""
+    store.put(SCHEMA_PATH, schema_bytes(10, 11, 12))
+    publisher.refuse = lambda m: decode_intent(m.payload, m.properties).ledger_id == 11
+    result = await marker.mark(schema_request(10, 11, 12))
+    locator = decode_schema_locator(store.nodes[SCHEMA_PATH].data, path=SCHEMA_PATH)
+    assert (
+        [i for i, _ in result.marked],
+        sorted((n.ledger_id, n.reason) for n in result.not_marked),
+        [e.position.ledgerId for e in locator.index],
+        locator.info.position.ledgerId,
+    ) == ([10], [(11, _mk.SEND_FAILED), (12, _mk.CANNOT_UNLINK)], [11, 12], 12)
 
 
 async def test_all_schema_versions_delete_the_locator(marker: Marker, store: FakeStore) -> None:

@@ -23,6 +23,16 @@ def test_seed_6513_leaves_no_orphan() -> None:
     assert run_seed(6513).violations == []
 
 
+def test_seeds_356_1288_and_3698_keep_the_latest_schema_version_linked() -> None:
+    """A schema deleted through the marker (every version asked), one version's PDLI not
+    accepted: the marker unlinked the others, the latest among them, leaving a locator whose
+    `info` named a ledger its `index` did not. The latest's PDLI was found still referenced
+    and acknowledged; the broker's next `putSchema` then dropped that ledger with no intent
+    left (L1). The latest version now stays linked unless every version goes."""
+    for seed in (356, 1288, 3698):
+        assert run_seed(seed).violations == []
+
+
 def test_one_path_twice_in_a_batch_is_never_reported_absent_while_present() -> None:
     """Two deletes of one ledger coalesced into one batch; the first request reaches
     ZooKeeper, the next one loses its connection. Whoever is told "deleted" (or "already
