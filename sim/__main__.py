@@ -19,18 +19,7 @@ from collections.abc import Iterator, Sequence
 from sim.mutants import MUTANTS
 from sim.run import run_seed
 
-MUTANT_BUDGETS = {
-    "ack-invalid-mismatch": 200,
-    "timeout-as-absent": 200,
-    "no-fence-token": 200,
-    "any-version-delete": 200,
-    "no-bucket-allow-list": 200,
-    "ack-before-delete": 200,
-    "open-in-use": 200,
-    "drop-retry-count": 200,
-    "dot-segments": 200,
-    "follower-index-first": 200,
-}
+MUTANT_BUDGETS = dict.fromkeys(MUTANTS, 200)
 """Seeds each mutant may take before the hunt counts it as not found."""
 
 

@@ -130,6 +130,18 @@ def _clear_name_caches() -> None:
     validation._owner_names.cache_clear()
 
 
+def _hybrid_path_only() -> Callable[[], None]:
+    """A ledger is looked for at Pulsar's hybrid path only, whatever `LAYOUT` says: one
+    written by BookKeeper's own ledger manager (a long-hierarchical or flat layout) reads as
+    absent."""
+    from services.metadata.paths import LedgerLayout, LedgerLocations, LedgerPaths
+
+    def rules(self: Any) -> tuple[LedgerPaths, ...]:
+        return (LedgerPaths(self.root, LedgerLayout.HIERARCHICAL),)
+
+    return _patch(LedgerLocations, "_rules", rules)
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -146,6 +158,7 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "drop-retry-count": _drop_retry_count,
     "dot-segments": _dot_segments,
     "follower-index-first": _follower_index_first,
+    "hybrid-path-only": _hybrid_path_only,
 }
 
 

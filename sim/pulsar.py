@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import random
+
 from devstack.simulator.blobs import raw_metadata
 from services.marker.owners import EncodingOptions
 from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
@@ -50,6 +52,14 @@ BUCKET = "offload"
 FOREIGN_BUCKET = "staging-offload"
 """A bucket of another environment with look-alike objects: never on the allow-list."""
 DRIVER = "aws-s3"
+LAYOUTS = (
+    LedgerLayout.HIERARCHICAL,
+    LedgerLayout.HIERARCHICAL,
+    LedgerLayout.LONG_HIERARCHICAL,
+    LedgerLayout.LEGACY_HIERARCHICAL,
+    LedgerLayout.FLAT,
+)
+"""What `<root>/LAYOUT` names, drawn per seed (the default half the time)."""
 OFFLOADER_ERAS = ("2.1", "2.2", "2.10")
 """Which Pulsar's offloader wrote an offload: 2.1 (no driver metadata in the context, no
 owner metadata on the objects), 2.2 to 2.9 (driver metadata; no owner metadata), 2.10 on."""
@@ -105,9 +115,25 @@ def ledger_bytes(ledger_id: int, custom: dict[str, bytes], *, closed: bool) -> b
 class Cluster:
     """The Pulsar side: topics, their ledgers and offloads, written directly (no faults)."""
 
-    def __init__(self, zk: ZooKeeper, s3: S3, encoding: EncodingOptions | None = None) -> None:
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        s3: S3,
+        encoding: EncodingOptions | None = None,
+        layout: LedgerLayout = LedgerLayout.HIERARCHICAL,
+    ) -> None:
         self.zk = zk
         self.s3 = s3
+        self.layout_paths = LedgerPaths(PATHS.root, layout)
+        """`LAYOUT`'s own rule: where BookKeeper's ledger manager (a bookie, a client
+        configured with `zk+longhierarchical://` or a flat layout) puts a ledger; Pulsar >=
+        2.10's driver puts its ledgers at the hybrid path (`PATHS`) whatever `LAYOUT` says."""
+        self.where: dict[int, str] = {}
+        """Each ledger's znode path."""
+        self.at: dict[str, int] = {}
+        """Each ledger znode path's ledger id."""
+        self.layout_share = 0.0 if layout is LedgerLayout.HIERARCHICAL else 0.2
+        self._placement = random.Random(len(layout.value))
         self.encoding = encoding or EncodingOptions()
         """How the brokers encode ML and cursor znodes (the marker is told the same)."""
         self.next_ledger = 1
@@ -116,36 +142,51 @@ class Cluster:
         """Data ledgers (not cursor ledgers) by id, with the ML their metadata names."""
         self.custom: dict[int, dict[str, bytes]] = {}
         """Every ledger's custom metadata (empty for one created before Pulsar 2.2)."""
-        zk.create(f"{PATHS.root}/LAYOUT", layout_text(LedgerLayout.HIERARCHICAL), make_parents=True)
+        zk.create(f"{PATHS.root}/LAYOUT", layout_text(layout), make_parents=True)
         zk.create("/managed-ledgers")
         s3.buckets[BUCKET] = {}
         s3.buckets[FOREIGN_BUCKET] = {}
 
-    def new_ledger(self, custom: dict[str, bytes], *, closed: bool) -> int:
+    def new_ledger(
+        self, custom: dict[str, bytes], *, closed: bool, at_layout: bool | None = None
+    ) -> int:
+        """A ledger at the hybrid path (Pulsar >= 2.10's driver), or with `at_layout` where
+        `LAYOUT`'s ledger manager puts it. Left to the cluster (None): a ledger of another
+        application or of a Pulsar before 2.2 (no custom metadata) goes where `LAYOUT` says
+        (BookKeeper's own client), one of a Pulsar broker there a drawn share of the time
+        (brokers of an older release beside newer ones)."""
+        if at_layout is None:
+            pulsar = custom.get("application") == b"pulsar"
+            at_layout = not pulsar or self._placement.random() < self.layout_share
         ledger_id = self.next_ledger
         self.next_ledger += 1
         if "pulsar/cursor" not in custom and "pulsar/managed-ledger" in custom:
             self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
         self.custom[ledger_id] = custom
-        self.zk.create(
-            PATHS.ledger_path(ledger_id),
-            ledger_bytes(ledger_id, custom, closed=closed),
-            make_parents=True,
-        )
+        rules = self.layout_paths if at_layout else PATHS
+        path = rules.ledger_path(ledger_id)
+        self.where[ledger_id], self.at[path] = path, ledger_id
+        self.zk.create(path, ledger_bytes(ledger_id, custom, closed=closed), make_parents=True)
         return ledger_id
+
+    def ledger_path(self, ledger_id: int) -> str:
+        return self.where.get(ledger_id) or PATHS.ledger_path(ledger_id)
+
+    def ledger_id_of(self, path: str) -> int | None:
+        return self.at.get(path)
 
     def recreate_ledger(self, ledger_id: int, custom: dict[str, bytes], version: int) -> None:
         """A ledger created under an id chosen by the client (`createLedgerAdv`): OPEN at
         version 0, then closed and its metadata written again until it is at `version`."""
         self.data_ledgers[ledger_id] = custom["pulsar/managed-ledger"].decode()
         self.custom[ledger_id] = custom
-        path = PATHS.ledger_path(ledger_id)
+        path = self.ledger_path(ledger_id)
         self.zk.create(path, ledger_bytes(ledger_id, custom, closed=False), make_parents=True)
         for now in range(version):
             self.zk.set(path, ledger_bytes(ledger_id, custom, closed=True), version=now)
 
     def close_ledger(self, ledger_id: int, custom: dict[str, bytes]) -> None:
-        path = PATHS.ledger_path(ledger_id)
+        path = self.ledger_path(ledger_id)
         stat = self.zk.stat(path)
         if stat is not None:
             self.zk.set(path, ledger_bytes(ledger_id, custom, closed=True), version=stat.version)

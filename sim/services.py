@@ -40,7 +40,8 @@ from services.marker.marking import Marker, MarkingSettings, MarkResult
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import EncodingOptions
 from services.marker.planning import MarkRequest
-from services.metadata.paths import LedgerLocations
+from services.metadata.layout import LayoutWatch
+from services.metadata.paths import LedgerLayout, LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.systopic.retry import RetryPolicy
 from services.verifier._s3 import S3ObjectStore
@@ -158,6 +159,8 @@ class Durable:
     offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
     """The operator's default offloader (`TOMBSTONE_OFFLOAD_DEFAULT_*`), read by the marker,
     its follower and the verifier for contexts Pulsar 2.1 wrote (no driver metadata)."""
+    layout: LedgerLayout = LedgerLayout.HIERARCHICAL
+    """What `<root>/LAYOUT` names (the verifier learns it from the znode, as it does live)."""
     shadow_scan_interval: timedelta = timedelta(seconds=30)
     """The verifier's shadow-topic index rebuild period."""
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
@@ -290,6 +293,10 @@ class VerifierService:
             default_bucket=d.offload_defaults.bucket,
             default_driver=d.offload_defaults.driver,
         )
+        # `LAYOUT` as the service follows it (`open_verifier`: read at start by
+        # `confirm_ledgers_root`, then watched).
+        self.layout = LayoutWatch(self.session, LedgerLocations(layout=d.layout))
+        d.registry.background(self.name, self.layout.run())
         # The shadow-topic index, scanned at start and then every `shadow_scan_interval`
         # (as `open_verifier` runs it): until its first scan, data-ledger verdicts are RETRY.
         self.shadows = ShadowIndex(znodes, ManagedLedgers(self.session).managed_ledger_names)
@@ -301,7 +308,7 @@ class VerifierService:
             shadows=self.shadows,
             offload=OffloadInspector(objects, policy),
             policy=DecisionPolicy(
-                locations=LedgerLocations,
+                locations=lambda: self.layout.current,
                 reconciler_min_age=timedelta(seconds=30),
                 open_ledger_age=timedelta(hours=2),
             ),
@@ -357,7 +364,12 @@ class DeleterService:
         d = self.d
         self.session = Session(d.zk, self.name)
         limits = BackendLimits(concurrency=16, per_second=100_000)
-        self.bookkeeper = ZooKeeperLedgerDeleter(self.session, limits=limits)
+        # `LAYOUT` as `watch_ledgers_layout` follows it (read at start, then watched).
+        self.layout = LayoutWatch(self.session, LedgerLocations(layout=d.layout))
+        d.registry.background(self.name, self.layout.run())
+        self.bookkeeper = ZooKeeperLedgerDeleter(
+            self.session, locations=lambda: self.layout.current, limits=limits
+        )
         self.s3 = S3OffloadDeleter(
             S3Client(d.s3, self.name), allowed_buckets=d.allowed_buckets, limits=limits
         )

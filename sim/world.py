@@ -32,8 +32,8 @@ from sim.pulsar import (
     DRIVER,
     ENCODINGS,
     FOREIGN_BUCKET,
+    LAYOUTS,
     OFFLOADER_ERAS,
-    PATHS,
     Cluster,
     cursor_meta,
     data_meta,
@@ -124,6 +124,7 @@ class World:
             offload_defaults=OffloadDefaults(DRIVER, sched.rng.choice([BUCKET, None])),
             encoding=sched.rng.choice(ENCODINGS),
             shadow_scan_interval=timedelta(seconds=sched.rng.choice([10.0, 30.0, 300.0])),
+            layout=sched.rng.choice(LAYOUTS),
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
@@ -190,9 +191,8 @@ class World:
         if not by.startswith("deleter"):
             return
         self.sched.log(f"{by} deletes {path}")
-        try:
-            ledger_id = PATHS.ledger_id(path)
-        except TombstoneError:
+        ledger_id = self.cluster.ledger_id_of(path)
+        if ledger_id is None:
             return
         if (ledger_id, LEDGER, "") in self.referenced():
             self.violation("S1", f"{by} deleted {path}, still referenced")
@@ -249,7 +249,7 @@ class World:
 
     def setup(self) -> None:
         rng = self.sched.rng
-        self.cluster = Cluster(self.zk, self.s3, self.durable.encoding)
+        self.cluster = Cluster(self.zk, self.s3, self.durable.encoding, self.durable.layout)
         self.topics: list[TopicState] = []
         for i in range(rng.randint(1, 3)):
             unmodified = rng.random() < UNMODIFIED_SHARE
@@ -371,7 +371,7 @@ class World:
             await self._broker_deletes_ledger(t, entry.ledgerId)
         elif bk_deleted:
             # Pulsar deletes the BookKeeper copy itself once `bookkeeperDeleted` is written.
-            path = PATHS.ledger_path(entry.ledgerId)
+            path = self.cluster.ledger_path(entry.ledgerId)
             if self.zk.stat(path) is not None:
                 self.zk.delete(path, version=-1, by="pulsar")
 
@@ -384,7 +384,7 @@ class World:
         if self.sched.chance(self.delete_failure_share):
             self.sched.log(f"broker-{t.broker} own delete of [{ledger_id}] failed")
             return
-        path = PATHS.ledger_path(ledger_id)
+        path = self.cluster.ledger_path(ledger_id)
         if self.zk.stat(path) is not None:
             self.zk.delete(path, version=-1, by="pulsar")
 
@@ -620,7 +620,7 @@ class World:
         if self.reuse_rng.random() >= REUSE_SHARE:
             return
         ledger_id = pdli.ledger_id
-        path = PATHS.ledger_path(ledger_id)
+        path = self.cluster.ledger_path(ledger_id)
         stat = self.zk.stat(path)
         if stat is None or ledger_id not in self.cluster.data_ledgers:
             return
@@ -885,7 +885,7 @@ class World:
         if leader is not None and leader.follower is not None:
             follower_knew = known(leader.follower.index)
         for ledger_id, tier, uuid in sorted(referenced):
-            if tier == LEDGER and self.zk.stat(PATHS.ledger_path(ledger_id)) is None:
+            if tier == LEDGER and self.zk.stat(self.cluster.ledger_path(ledger_id)) is None:
                 self.violation("S1", f"ledger {ledger_id} is referenced and gone")
             if tier == OFFLOAD and data_object_key(uuid, ledger_id) not in self.s3.buckets[BUCKET]:
                 self.violation(
@@ -896,7 +896,7 @@ class World:
                 continue
             ledger_id, tier, uuid = copy
             if tier == LEDGER:
-                present = self.zk.stat(PATHS.ledger_path(ledger_id)) is not None
+                present = self.zk.stat(self.cluster.ledger_path(ledger_id)) is not None
             else:
                 keys = (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id))
                 present = any(k in self.s3.buckets[BUCKET] for k in keys)
