@@ -176,11 +176,7 @@ async def test_drain_timeout_cancels_unfinished_work_without_ack(
 
 async def test_handler_crash_releases_the_message(handler: Handler, verifier: FakeVerifier) -> None:
     """An unexpected exception releases the message (the client's backstop counts it)."""
-
-    def crash(_: object) -> _vf.VerifyResponse:
-        raise RuntimeError("bug")
-
-    verifier.answer = crash
+    verifier.answer = _crash
     message = incoming(pdli(1))
     source = FakeSource([message])
     pool = make_pool(handler, source)
@@ -229,9 +225,7 @@ async def test_a_redelivery_during_handling_is_settled_by_the_first_outcome(
     verifier.answer = lambda p: retry()
     first = incoming(pdli(5))
     source = FakeSource([first])
-    pool = make_pool(handler, source)
-    stop = asyncio.Event()
-    task = asyncio.create_task(pool.run(stop))
+    stop, task = _start(make_pool(handler, source))
 
     async def verifying() -> None:
         assert verifier.seen == [5]
@@ -259,16 +253,10 @@ async def test_a_redelivery_of_a_released_message_is_left_to_the_release(
     """Released (a handler crash here): the release already asks for a redelivery; the
     delivery that came meanwhile is neither acknowledged nor released again."""
     verifier.gate = asyncio.Event()
-
-    def crash(_: object) -> _vf.VerifyResponse:
-        raise RuntimeError("boom")
-
-    verifier.answer = crash
+    verifier.answer = _crash
     first = incoming(pdli(6))
     source = FakeSource([first])
-    pool = make_pool(handler, source)
-    stop = asyncio.Event()
-    task = asyncio.create_task(pool.run(stop))
+    stop, task = _start(make_pool(handler, source))
     await assert_eventually(lambda: _received(source, 1))
     source.put(first)
     await assert_eventually(lambda: _received(source, 2))
@@ -288,3 +276,13 @@ async def _received(source: FakeSource, count: int) -> None:
 
 async def _seen_twice(verifier: FakeVerifier) -> None:
     assert verifier.seen == [5, 5]
+
+
+def _crash(_: object) -> _vf.VerifyResponse:
+    raise RuntimeError("bug")
+
+
+def _start(pool: DeleterPool) -> tuple[asyncio.Event, asyncio.Task[None]]:
+    """The pool running until the returned event is set."""
+    stop = asyncio.Event()
+    return stop, asyncio.create_task(pool.run(stop))
