@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from sim.mutants import MUTANTS
 from sim.run import run_seed
 
-MUTANT_BUDGETS = dict.fromkeys(MUTANTS, 200)
+MUTANT_BUDGETS = dict.fromkeys(MUTANTS, 500)
 """Seeds each mutant may take before the hunt counts it as not found."""
 
 

@@ -25,6 +25,7 @@ from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CO
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
+from sim.cursor_refs import add_cursor_refs, property_refs
 from sim.follower import known
 from sim.pulsar import (
     BUCKET,
@@ -154,6 +155,9 @@ class World:
         self.registry.on_failure = self._service_failed
         self.zk.on_request = self._check_znode_path
         self.s3.on_request = self._check_object_key
+        self.seed = seed
+        self.property_ledgers: set[int] = set()
+        """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
         self.schemas = Schemas(self, seed)
         """Each topic's schema locator and version ledgers, and their workload."""
 
@@ -175,14 +179,17 @@ class World:
                 if ctx is not None and ctx.HasField("uidMsb"):
                     copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
         elif data is not None:
-            current = decode_cursor_info(data, path=path).cursorsLedgerId
-            if current >= 0:
-                copies.add((current, LEDGER, ""))
+            cursor = decode_cursor_info(data, path=path)
+            if cursor.cursorsLedgerId >= 0:
+                copies.add((cursor.cursorsLedgerId, LEDGER, ""))
+            # References from cursor properties count for S1 only (see `sim/cursor_refs.py`).
+            copies.update((i, LEDGER, "") for i in property_refs(cursor))
         if path in self.unmodified_paths:
             self.unmodified_unlinks.update(self.owners[path] - copies)
         self.owners[path] = frozenset(copies)
         for copy in sorted(copies):
-            self.ever.setdefault(copy, path)
+            if copy[0] not in self.property_ledgers:
+                self.ever.setdefault(copy, path)
 
     def referenced(self) -> set[Copy]:
         return {c for copies in self.owners.values() for c in copies}
@@ -272,6 +279,7 @@ class World:
             self.topics.append(t)
         self.shadows = [create_shadow(self, t) for t in self.topics if rng.random() < SHADOW_SHARE]
         self.schemas.setup(self.topics)
+        add_cursor_refs(self, self.topics, self.seed)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         self.markers = [
@@ -304,13 +312,19 @@ class World:
         return ManagedLedgerInfo() if got is None else got[0]
 
     def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
+        """`ManagedCursorImpl.persistPositionToMetaStore` after a switch: the new ledger, the
+        properties kept."""
         path = cursor_path(t.ml, t.cursor)
-        stat = self.zk.stat(path)
-        data = self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=ledger_id))
-        if stat is None:  # a new subscription after an unsubscribe
+        node = self.zk.nodes.get(path)
+        info = ManagedCursorInfo()
+        if node is not None:
+            info.CopyFrom(decode_cursor_info(node.data, path=path))
+        info.cursorsLedgerId = ledger_id
+        data = self.cluster.cursor_bytes(info)
+        if node is None:  # a new subscription after an unsubscribe
             self.zk.create(path, data)
         else:
-            self.zk.set(path, data, version=stat.version)
+            self.zk.set(path, data, version=node.version)
 
     # --- the workload: brokers -------------------------------------------------------------
 
@@ -455,6 +469,7 @@ class World:
         info, _ = self._ml(t)
         entries = list(info.ledgerInfo)
         await self._unmodified_unsubscribe(t, recreate=False)
+        self._delete_other_cursors(t)
         path = managed_ledger_path(t.ml)
         stat = self.zk.stat(path)
         if stat is not None:
@@ -466,6 +481,14 @@ class World:
         first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
         info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
         self.cluster.write_ml(t.ml, info, version)
+
+    def _delete_other_cursors(self, t: TopicState) -> None:
+        """The topic's other cursors (the `__compaction` one) go with it; their ledgers are
+        referenced from properties only, which Tombstone does not follow (the reconciler's)."""
+        prefix = managed_ledger_path(t.ml) + "/"
+        for path in [p for p in self.zk.nodes if p.startswith(prefix)]:
+            if path != cursor_path(t.ml, t.cursor):
+                self.zk.delete(path, version=-1, by="pulsar")
 
     async def _trim(self, t: TopicState) -> None:
         rng = self.sched.rng
@@ -590,6 +613,7 @@ class World:
             self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
             if len(result.marked) != len(ledger_ids) or not result.written:
                 return
+        self._delete_other_cursors(t)
         for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
             stat = self.zk.stat(path)
             if stat is not None:
@@ -675,7 +699,16 @@ class World:
         for _ in range(rng.randint(0, 4)):
             await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
             kind = rng.choice(
-                ["garbage", "replay", "foreign-ledger", "foreign-bucket", "listed", "alias", "call"]
+                [
+                    "garbage",
+                    "replay",
+                    "foreign-ledger",
+                    "foreign-bucket",
+                    "listed",
+                    "alias",
+                    "call",
+                    "property",
+                ]
             )
             if kind == "call":
                 await self._hostile_call()
@@ -750,6 +783,11 @@ class World:
             if cursor:
                 pdli.cursor_name = cursor
             pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
+        elif kind == "property":
+            # A compacted or bucket-snapshot ledger, as if its topic's ML had listed it.
+            if not self.property_ledgers:
+                return None
+            pdli.ledger_id = rng.choice(sorted(self.property_ledgers))
         elif kind == "foreign-ledger":
             if not self.foreign_ledgers:
                 return None
