@@ -28,6 +28,7 @@ from typing import Any
 
 import services.marker.follower.checkpoint as checkpoint
 import services.marker.follower.follower as follower
+import services.verifier.believed as believed
 from services.marker.follower.index import OwnerIndex, kind_of, ledger_ids, ml_refs
 from services.marker.follower.owner_paths import Kind
 from services.metadata.offload import uuid_from_bits
@@ -107,6 +108,7 @@ def following(now: Callable[[], float], now_ms: Callable[[], int]) -> Iterator[N
         (checkpoint, "decompress", tracked_decompress),
         (checkpoint, "time", _Clock(now)),
         (follower, "time", _Clock(now)),
+        (believed, "time", _Clock(now)),  # the verifier's believed set's resync timer
         (follower, "_now_ms", now_ms),
     ]
     undo = [(target, name, getattr(target, name)) for target, name, _ in saved]

@@ -20,6 +20,7 @@ import services.verifier.validation as validation
 from services.core.errors import Unavailable
 from services.metadata.store import ANY_VERSION
 from services.systopic.retry import PROP_RETRY_COUNT
+from services.verifier.matching import has_pulsar_metadata
 from services.verifier.model import SkipReason, skip
 from tombstone.v1 import verifier_pb2 as _vf
 
@@ -142,6 +143,18 @@ def _hybrid_path_only() -> Callable[[], None]:
     return _patch(LedgerLocations, "_rules", rules)
 
 
+def _belief_skips_match() -> Callable[[], None]:
+    """A believed PDLI skips the whole metadata match, metadata naming another owner too."""
+    original = decision.DecisionEngine._metadata_mismatch
+
+    def mismatch(self: Any, target: Any, owner: Any, metadata: Any, believed: bool) -> Any:
+        if believed and has_pulsar_metadata(metadata):
+            return None
+        return original(self, target, owner, metadata, believed)
+
+    return _patch(decision.DecisionEngine, "_metadata_mismatch", mismatch)
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -159,6 +172,7 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "dot-segments": _dot_segments,
     "follower-index-first": _follower_index_first,
     "hybrid-path-only": _hybrid_path_only,
+    "belief-skips-match": _belief_skips_match,
 }
 
 

@@ -14,7 +14,7 @@ import contextvars
 import functools
 import hashlib
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from services.deleter.metrics import DeleterMetrics
 from services.deleter.outage import Dependency, OutageGate
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import VerifierUnreachable
+from services.marker.believe import BackgroundBeliever
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.leadership import LEADER_PATH
 from services.marker.follower.metrics import FollowerMetrics
@@ -45,6 +46,7 @@ from services.metadata.paths import LedgerLayout, LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.systopic.retry import RetryPolicy
 from services.verifier._s3 import S3ObjectStore
+from services.verifier.believed import BelievedConfig, BelievedSet
 from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.offload import OffloadInspector, OffloadPolicy
 from services.verifier.owners import OwnerCache
@@ -52,6 +54,7 @@ from services.verifier.servicer import verdict_to_proto
 from services.verifier.shadows import ShadowIndex
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
+from services.verifier.validation import parse_target
 from sim.pulsar import CLUSTER
 from sim.s3 import S3, S3Client
 from sim.scheduler import Fault, Scheduler
@@ -86,12 +89,17 @@ class SimRetryPolicy(RetryPolicy):
         return super().delay(attempt, rng or self.rng)
 
 
-class _NothingBelieved:
-    def __contains__(self, key: int) -> bool:
-        return False
+class _BelieveHop:
+    """The marker's `BelieveClient`: the verifier of the run, reached when the call is made."""
 
-    async def refresh(self) -> None:
-        return None
+    def __init__(self, d: Durable) -> None:
+        self._d = d
+
+    async def believe(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
+        verifier = self._d.verifier
+        if verifier is None:
+            raise Unavailable("no verifier yet")
+        await verifier.believe(pdlis)
 
 
 class Registry:
@@ -161,6 +169,8 @@ class Durable:
     its follower and the verifier for contexts Pulsar 2.1 wrote (no driver metadata)."""
     layout: LedgerLayout = LedgerLayout.HIERARCHICAL
     """What `<root>/LAYOUT` names (the verifier learns it from the znode, as it does live)."""
+    verifier: VerifierService | None = None
+    """The run's verifier, once started (the markers' `Believe` calls reach it)."""
     shadow_scan_interval: timedelta = timedelta(seconds=30)
     """The verifier's shadow-topic index rebuild period."""
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
@@ -204,13 +214,15 @@ class MarkerService:
         )
         journal = ReceiptJournal(retry_window=settings.retry_window, clock=d.sched.now_ms)
         signer = None if d.signing == "off" else IntentSigner({KEY_ID: MARKER_KEY}, KEY_ID)
+        metrics = _metrics(self.name, MarkerMetrics)
         self.marker = Marker(
             store=self.session,
             publisher=self.producer,
             journal=journal,
             settings=settings,
-            metrics=_metrics(self.name, MarkerMetrics),
+            metrics=metrics,
             signer=signer,
+            believer=BackgroundBeliever(_BelieveHop(d), metrics),
         )
         if self.follow:
             self._start_follower(signer)
@@ -301,10 +313,13 @@ class VerifierService:
         # (as `open_verifier` runs it): until its first scan, data-ledger verdicts are RETRY.
         self.shadows = ShadowIndex(znodes, ManagedLedgers(self.session).managed_ledger_names)
         d.registry.background(self.name, self.shadows.run(d.shadow_scan_interval))
+        # The believed set, durable in ZooKeeper, loaded and followed as `open_verifier` runs it.
+        self.believed = BelievedSet(znodes, BelievedConfig(), clock=d.sched.now)
+        d.registry.background(self.name, self.believed.maintain())
         self.engine = DecisionEngine(
             store=znodes,
             owners=OwnerCache(znodes),
-            believed=_NothingBelieved(),
+            believed=self.believed,
             shadows=self.shadows,
             offload=OffloadInspector(objects, policy),
             policy=DecisionPolicy(
@@ -326,6 +341,20 @@ class VerifierService:
         self.up = False
         self.session.close()
         self.d.registry.cancel(self.name)
+
+    async def believe(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
+        """The `Believe` call from a marker (the gRPC hop can lose it either way)."""
+        fault = await self.d.sched.io(f"grpc verifier.Believe {[p.ledger_id for p in pdlis]}")
+        if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
+            raise Unavailable("verifier unreachable")
+        keys = [parse_target(pdli).believed_key for pdli in pdlis]  # as the servicer does
+        task = self.d.registry.start(self.name, self.believed.add(keys))
+        await asyncio.wait([task])
+        if task.cancelled():
+            raise Unavailable("verifier crashed during the call")
+        task.result()
+        if fault is Fault.AFTER:
+            raise Unavailable("verifier: answer lost")
 
     async def probe(self) -> None:
         """The deleter's outage probe of the verifier (a health call)."""

@@ -287,6 +287,7 @@ class World:
             for i in range(2)
         ]
         self.verifier = VerifierService(self.durable)
+        self.durable.verifier = self.verifier
         self.verifier.on_verdict = self._reuse_after_verdict
         # A topic no broker of the workload touches: only `_reuse_after_verdict` writes it.
         self.reuse_topic = TopicState("public/default/persistent/reused", "sub", broker=0)

@@ -332,9 +332,13 @@ class DecisionEngine:
                 "no_owner_proof",
                 "ledger has no Pulsar custom metadata and no signed intent proves its owner",
             )
-        if believed:
-            return None
         differences = metadata_differences(target, metadata)
+        if believed:
+            # A belief vouches for a ledger whose metadata leaves a key out, never for one
+            # whose metadata names another owner: a ledger id used again after the belief was
+            # recorded carries its new owner's name (found by the simulation), just as objects
+            # naming another ML are MISMATCH whatever the belief.
+            differences = [d for d in differences if d.actual is not None]
         if differences:
             return skip(
                 SkipReason.MISMATCH,

@@ -83,3 +83,13 @@ def test_seed_0_a_lost_read_does_not_end_the_shadow_index() -> None:
     ended, which stops the real service. Seed 0 found it once the sim ran the index;
     `tests/verifier/test_shadow_names.py` pins it."""
     assert run_seed(0).violations == []
+
+
+def test_seed_2_a_belief_never_deletes_a_ledger_created_again_under_its_id() -> None:
+    """The marker's belief about (ledger 16, t2) outlived the ledger: the id was used again
+    by another topic right after the DELETE verdict, the deleter's conditional delete failed,
+    and the retried PDLI, believed, skipped the metadata match that names the new owner: the
+    new ledger was deleted (S1). Seeds 2, 5, 6, 9 and 10 of the first 20 found it;
+    `tests/verifier/test_believed.py` pins the rule."""
+    for seed in (2, 5, 6, 9, 10):
+        assert run_seed(seed).violations == []

@@ -83,11 +83,30 @@ def test_batch_encoding_round_trips() -> None:
 
 
 async def test_believed_ledger_skips_the_metadata_match(world: World, parts: Any) -> None:
-    """A believed identity gets DELETE even where the full check would say MISMATCH."""
-    await world.ledger(1, cursor_meta())  # Pulsar metadata that does not fit the PDLI
+    """A believed identity gets DELETE where the full check would say MISMATCH because the
+    metadata leaves a key out (here `pulsar/managed-ledger`)."""
+    await world.ledger(1, {"application": b"pulsar", "component": b"managed-ledger"})
     await parts.believed.add([key(pdli(1))])
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [cursor_meta(), data_meta(OTHER_ML)],
+    ids=["a-cursor-ledger", "another-ml"],
+)
+async def test_belief_never_vouches_for_metadata_naming_another_owner(
+    world: World, parts: Any, metadata: dict[str, bytes]
+) -> None:
+    """Found by the simulation: the marker's belief about ledger 1 of `orders` stays in the
+    set (up to a day), and a ledger created again under id 1 (`createLedgerAdv`) by another
+    owner carries that owner's name. A stale PDLI (a retry, a redelivery) must not delete it:
+    MISMATCH whatever the belief, as for offloaded objects naming another ML."""
+    await world.ledger(1, metadata)
+    await parts.believed.add([key(pdli(1))])
+    verdict = await parts.engine.verify(pdli(1))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.MISMATCH, "mismatch")
 
 
 async def test_belief_is_no_proof_for_a_ledger_without_metadata(world: World, parts: Any) -> None:
@@ -176,8 +195,8 @@ async def test_a_lagging_replica_answers_like_the_others(
     world: World, parts: Any, store: Any
 ) -> None:
     """Before answering MISMATCH, a replica re-reads the set: it never contradicts one that
-    already holds the belief."""
-    await world.ledger(1, cursor_meta())
+    already holds the belief (here about a ledger whose metadata leaves its ML out)."""
+    await world.ledger(1, {"application": b"pulsar", "component": b"managed-ledger"})
     await believed_set(store).add([key(pdli(1))])  # another replica's Believe
     verdict = await parts.engine.verify(pdli(1))
     assert (verdict.decision, verdict.believed) == (Decision.DELETE, True)
