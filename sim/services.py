@@ -89,6 +89,16 @@ class SimRetryPolicy(RetryPolicy):
         return super().delay(attempt, rng or self.rng)
 
 
+async def _outcome_of(task: asyncio.Task[Any]) -> None:
+    """Wait for a call's task in the callee's context; when the caller is cancelled (its own
+    crash, or the end of the run) the outcome is nobody's, and is dropped, not logged."""
+    try:
+        await asyncio.wait([task])
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        raise
+
+
 class _BelieveHop:
     """The marker's `BelieveClient`: the verifier of the run, reached when the call is made."""
 
@@ -270,12 +280,7 @@ class MarkerService:
         if not self.up or fault is Fault.BEFORE or fault is Fault.ERROR:
             raise Unavailable(f"{self.name} unreachable")
         task = self.d.registry.start(self.name, self.marker.mark(request))
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError:
-            # The caller's run ended (a violation stops it): the call's outcome is nobody's.
-            task.add_done_callback(lambda done: done.cancelled() or done.exception())
-            raise
+        await _outcome_of(task)
         if task.cancelled():
             raise Unavailable(f"{self.name} crashed during the call")
         result: MarkResult = task.result()
@@ -349,7 +354,7 @@ class VerifierService:
             raise Unavailable("verifier unreachable")
         keys = [parse_target(pdli).believed_key for pdli in pdlis]  # as the servicer does
         task = self.d.registry.start(self.name, self.believed.add(keys))
-        await asyncio.wait([task])
+        await _outcome_of(task)
         if task.cancelled():
             raise Unavailable("verifier crashed during the call")
         task.result()
