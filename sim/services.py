@@ -187,6 +187,14 @@ class Durable:
     """How the brokers compress ML and cursor znodes; the marker writes them the same way."""
 
 
+def _watch_layout(d: Durable, session: Session, service: str) -> LayoutWatch:
+    """`LAYOUT` as the verifier and the deleter follow it (`confirm_ledgers_root` reads it at
+    start, then `LayoutWatch` watches it), running as the service's background loop."""
+    watch = LayoutWatch(session, LedgerLocations(layout=d.layout))
+    d.registry.background(service, watch.run())
+    return watch
+
+
 # A fixed key: signatures are deterministic (Ed25519), so a seed replays with the same bytes.
 MARKER_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"tombstone sim").digest())
 KEY_ID = "sim-marker"
@@ -310,10 +318,7 @@ class VerifierService:
             default_bucket=d.offload_defaults.bucket,
             default_driver=d.offload_defaults.driver,
         )
-        # `LAYOUT` as the service follows it (`open_verifier`: read at start by
-        # `confirm_ledgers_root`, then watched).
-        self.layout = LayoutWatch(self.session, LedgerLocations(layout=d.layout))
-        d.registry.background(self.name, self.layout.run())
+        self.layout = _watch_layout(d, self.session, self.name)
         # The shadow-topic index, scanned at start and then every `shadow_scan_interval`
         # (as `open_verifier` runs it): until its first scan, data-ledger verdicts are RETRY.
         self.shadows = ShadowIndex(znodes, ManagedLedgers(self.session).managed_ledger_names)
@@ -398,9 +403,7 @@ class DeleterService:
         d = self.d
         self.session = Session(d.zk, self.name)
         limits = BackendLimits(concurrency=16, per_second=100_000)
-        # `LAYOUT` as `watch_ledgers_layout` follows it (read at start, then watched).
-        self.layout = LayoutWatch(self.session, LedgerLocations(layout=d.layout))
-        d.registry.background(self.name, self.layout.run())
+        self.layout = _watch_layout(d, self.session, self.name)
         self.bookkeeper = ZooKeeperLedgerDeleter(
             self.session, locations=lambda: self.layout.current, limits=limits
         )
