@@ -33,6 +33,12 @@ from services.core._env import (
 )
 from services.core._tokens import Principal, parse_tokens
 from services.core.errors import ConfigError
+from services.core.shared_clusters import (
+    SharedCluster,
+    StoreUrl,
+    parse_shared_clusters,
+    parse_store_url,
+)
 
 __all__ = [
     "PREFIX",
@@ -391,6 +397,27 @@ class S3Config:
             secret_access_key=secret,
             allowed_buckets=frozenset(S3_BUCKETS.read(environ)),
         )
+
+
+# --- other clusters sharing the BookKeeper (DESIGN §3, S2) --------------------------------
+
+SHARED_CLUSTERS: Setting[tuple[SharedCluster, ...]] = setting(
+    "SHARED_CLUSTERS",
+    parse_shared_clusters,
+    (),
+    "Other Pulsar clusters sharing this BookKeeper's ledgers root: white-space separated "
+    "<cluster>=<metadata store URL> (zk:host:port[,...][/chroot], or host:port[/chroot]). A "
+    "ledger is unreferenced only when none of them references it either.",
+    format="cluster=URL list",
+)
+CONFIGURATION_STORE: Setting[StoreUrl | None] = setting(
+    "CONFIGURATION_STORE",
+    parse_store_url,
+    None,
+    "Pulsar's configuration store (configurationMetadataStoreUrl), where namespace policies "
+    "live, when it is not the metadata store (zk:host:port[,...][/chroot]).",
+    format="metadata store URL",
+)
 
 
 # --- offload defaults (Pulsar 2.1 contexts) ------------------------------------------------
