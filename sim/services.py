@@ -321,7 +321,9 @@ class VerifierService:
         self.layout = _watch_layout(d, self.session, self.name)
         # The shadow-topic index, scanned at start and then every `shadow_scan_interval`
         # (as `open_verifier` runs it): until its first scan, data-ledger verdicts are RETRY.
-        self.shadows = ShadowIndex(znodes, ManagedLedgers(self.session).managed_ledger_names)
+        self.shadows = ShadowIndex(
+            znodes, ManagedLedgers(self.session).managed_ledger_names, clock=d.sched.now
+        )
         d.registry.background(self.name, self.shadows.run(d.shadow_scan_interval))
         # The believed set, durable in ZooKeeper, loaded and followed as `open_verifier` runs it.
         self.believed = BelievedSet(znodes, BelievedConfig(), clock=d.sched.now)

@@ -97,22 +97,28 @@ def _generate(spec: ClusterSpec, ids: IdAllocator) -> Factory:
     return f
 
 
+def namespace_names(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """(tenant, namespace) of every namespace; the first is `public/default`."""
+    return [
+        ("public" if t == 0 else f"tenant-{t}", "default" if n == 0 else f"ns-{n}")
+        for t in range(spec.tenants)
+        for n in range(spec.namespaces_per_tenant)
+    ]
+
+
 def plan_topics(f: Factory) -> list[TopicPlan]:
     """Tenants, namespaces and topics; the first namespace is `public/default`."""
     spec, rng = f.spec, f.rng
     plans = []
-    for t in range(spec.tenants):
-        for n in range(spec.namespaces_per_tenant):
-            tenant = "public" if t == 0 else f"tenant-{t}"
-            namespace = "default" if n == 0 else f"ns-{n}"
-            for k in range(spec.topics_per_namespace):
-                # Every fifth name needs URL-encoding in its ML name (`events%3A4`).
-                local = f"events:{k}" if k % 5 == 4 else f"topic-{k}"
-                partitioned = rng.random() < spec.partitioned_share
-                partitions = rng.randint(*spec.partitions) if partitioned else 0
-                new = rng.random() < spec.new_topic_share
-                schema = rng.random() < spec.schema_share
-                plans.append(TopicPlan(tenant, namespace, local, partitions, new, schema))
+    for tenant, namespace in namespace_names(spec):
+        for k in range(spec.topics_per_namespace):
+            # Every fifth name needs URL-encoding in its ML name (`events%3A4`).
+            local = f"events:{k}" if k % 5 == 4 else f"topic-{k}"
+            partitioned = rng.random() < spec.partitioned_share
+            partitions = rng.randint(*spec.partitions) if partitioned else 0
+            new = rng.random() < spec.new_topic_share
+            schema = rng.random() < spec.schema_share
+            plans.append(TopicPlan(tenant, namespace, local, partitions, new, schema))
     return plans
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from devstack.simulator import blobs, znodes
-from devstack.simulator.generate import build_model
+from devstack.simulator.generate import build_model, namespace_names
 from devstack.simulator.model import ClusterModel, Cursor, Ledger, ManagedLedger, Schema
 from devstack.simulator.s3 import ObjectStore
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID, ClusterSpec
@@ -32,6 +32,7 @@ from services.metadata import (
     Schemas,
     partitioned_topic_path,
 )
+from services.metadata.namespaces import POLICIES_ROOT, encode_policies, policies_path
 from services.metadata.paths import LAYOUT_ZNODE, layout_text
 
 Progress = Callable[[str, int, int], None]
@@ -124,6 +125,22 @@ class _Writer:
             if await self.store.exists(path) is None:
                 await self.store.create(path)
         await self.cluster_registration()
+        await self.namespace_policies()
+
+    async def namespace_policies(self) -> None:
+        """Each tenant's `TenantInfo` and each namespace's `Policies` under `/admin/policies`
+        (`TenantResources`, `NamespaceResources`; `PulsarClusterMetadataSetup` creates
+        `public/default`), replicated to this cluster alone: the verifier counts an absent
+        owner as absent only in a namespace that exists here."""
+        cluster = self.model.spec.cluster_name
+        for tenant, namespace in namespace_names(self.model.spec):
+            tenant_path = f"{POLICIES_ROOT}/{tenant}"
+            if await self.store.exists(tenant_path) is None:
+                info = {"adminRoles": [], "allowedClusters": [cluster]}
+                await self.store.create(tenant_path, json.dumps(info).encode(), make_parents=True)
+            path = policies_path(f"{tenant}/{namespace}")
+            if await self.store.exists(path) is None:
+                await self.store.create(path, encode_policies([cluster]))
 
     async def cluster_registration(self) -> None:
         """`/admin/clusters/<name>` with its `ClusterData`, as `pulsar initialize-cluster-metadata`

@@ -56,6 +56,7 @@ _UNSETTLED_SKIPS: dict[_vf.SkipReason.ValueType, ReasonCode] = {
     _vf.MISMATCH: ReasonCode.MISMATCH,
     _vf.FORGED: ReasonCode.FORGED,
     _vf.UNSUPPORTED: ReasonCode.UNSUPPORTED,
+    _vf.FOREIGN: ReasonCode.FOREIGN,
     _vf.SKIP_REASON_UNSPECIFIED: ReasonCode.UNKNOWN,
 }
 # The only SKIPs that settle a PDLI: still referenced after the fence, or proved gone.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import AbstractAsyncContextManager
 
 from services.core.config import ZooKeeperConfig
+from services.core.shared_clusters import StoreUrl
 from services.metadata.zk_store import ZkMetadataStore
 
 
@@ -16,3 +18,9 @@ def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadata
         session_timeout=zk.session_timeout.total_seconds(),
         request_timeout=zk.operation_timeout.total_seconds(),
     )
+
+
+def at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
+    """Our session settings (timeouts) for another ZooKeeper store: a neighbour cluster's
+    metadata store, or Pulsar's configuration store."""
+    return dataclasses.replace(zk, servers=store.servers, chroot=store.root)

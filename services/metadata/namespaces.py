@@ -58,3 +58,20 @@ def decode_policies(data: bytes, *, path: str) -> NamespacePolicies:
     if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
         raise CorruptData(f"{path}: replication_clusters is not a list of names")
     return NamespacePolicies(tuple(sorted(set(clusters))), bool(doc.get("deleted", False)))
+
+
+def encode_policies(replication_clusters: tuple[str, ...] | list[str]) -> bytes:
+    """`Policies` as Pulsar's configuration store holds it (Jackson JSON), with the fields a
+    new namespace gets (`NamespacesBase.internalCreateNamespace`: one bundle, replicated to
+    the clusters given)."""
+    doc = {
+        "auth_policies": {
+            "namespace_auth": {},
+            "destination_auth": {},
+            "subscription_auth_roles": {},
+        },
+        "replication_clusters": sorted(set(replication_clusters)),
+        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "deleted": False,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode("utf-8")

@@ -49,6 +49,9 @@ class ReasonCode(enum.StrEnum):
     """Unsigned or badly signed where signatures are required."""
     UNSUPPORTED = "unsupported"
     """Well-formed, but nothing this deployment can decide or act on."""
+    FOREIGN = "foreign"
+    """Perhaps another Pulsar cluster's (shared BookKeeper): declare the sharing, or replay
+    once the namespace is known here or named as deleted."""
     UNKNOWN = "unknown"
 
 

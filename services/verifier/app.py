@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -14,13 +14,14 @@ from services.core.adaptive import AdaptiveLimiter
 from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published
 from services.core.s3_client import s3_signal
-from services.metadata.connect import connect_store
+from services.metadata.connect import at, connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
+from services.verifier.clusters import ClusterScope, Neighbour
 from services.verifier.config import VerifierConfig
 from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.limited import LimitedObjectStore, LimitedZnodeStore
@@ -56,11 +57,15 @@ def build(
     *,
     ml_names: Callable[[], AsyncIterator[str]] | None = None,
     locations: Callable[[], LedgerLocations] | None = None,
+    neighbours: Mapping[str, ZnodeStore] | None = None,
+    configuration: ZnodeStore | None = None,
 ) -> VerifierParts:
     """Wire the decision engine and its collaborators on the given ports.
 
     `locations` gives the ledgers root and layout in force (`LayoutWatch.current`); without
     it, the configured root under the hybrid layout (`LAYOUT` is still confirmed per read).
+    `neighbours` are the declared clusters' metadata stores by name, `configuration` the
+    configuration store when it is not `znodes`.
     """
     fixed = LedgerLocations(config.ledgers_root)
     locations = locations or (lambda: fixed)
@@ -73,6 +78,15 @@ def build(
     shadows = None
     if ml_names is not None and config.shadow_scan_interval.total_seconds() > 0:
         shadows = ShadowIndex(counted, ml_names)
+    scope = ClusterScope(
+        cluster=config.cluster_name,
+        configuration=configuration or counted,
+        neighbours=[
+            Neighbour(name, OwnerCache(store, max_entries=config.owner_cache_size))
+            for name, store in (neighbours or {}).items()
+        ],
+        deleted_namespaces=config.deleted_namespaces,
+    )
     engine = DecisionEngine(
         store=counted,
         owners=owners,
@@ -83,7 +97,10 @@ def build(
             locations=locations,
             reconciler_min_age=config.reconciler_min_age,
             open_ledger_age=config.open_ledger_age,
+            schema_min_age=config.schema_min_age,
+            shadow_margin=config.shadow_clock_allowance,
         ),
+        scope=scope,
         observe=metrics.observe,
         signatures=SignatureGate(
             config.trusted_keys,
@@ -133,6 +150,19 @@ async def open_verifier(
     ) as runner:
         zk = config.zookeeper
         store = await runner.resources.enter_async_context(connect_store(zk))
+        neighbours = {
+            cluster.name: MetadataZnodeStore(
+                await runner.resources.enter_async_context(connect_store(at(zk, cluster.store)))
+            )
+            for cluster in config.shared_clusters
+        }
+        configuration = None
+        if config.configuration_store is not None:
+            configuration = MetadataZnodeStore(
+                await runner.resources.enter_async_context(
+                    connect_store(at(zk, config.configuration_store))
+                )
+            )
         layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
@@ -148,6 +178,8 @@ async def open_verifier(
             metrics,
             ml_names=ManagedLedgers(store).managed_ledger_names,
             locations=lambda: layout.current,
+            neighbours=neighbours,
+            configuration=configuration,
         )
         runner.add_background("ledgers_layout", layout.run)
         servicer = VerifierServicer(
@@ -164,7 +196,8 @@ async def open_verifier(
         shadows = parts.shadows
         if shadows is not None:
             interval = config.shadow_scan_interval
-            runner.add_background("shadow_index", lambda: shadows.run(interval))
+            gap = config.shadow_scan_min_gap
+            runner.add_background("shadow_index", lambda: shadows.run(interval, gap))
         yield runner, parts
 
 

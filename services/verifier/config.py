@@ -25,6 +25,8 @@ from services.core._env import (
 )
 from services.core.adaptive import LimitSettings
 from services.core.config import (
+    CONFIGURATION_STORE,
+    SHARED_CLUSTERS,
     GrpcServerConfig,
     LogConfig,
     MetricsConfig,
@@ -32,9 +34,11 @@ from services.core.config import (
     S3Config,
     ZooKeeperConfig,
 )
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, InvalidArgument
+from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
 from services.core.signing import TrustedKeys
 from services.core.signing_keys import parse_trusted_keys
+from services.metadata.pulsar_names import check_named_entity
 from services.verifier.believed import BelievedConfig
 from services.verifier.offload import OffloadPolicy
 
@@ -81,7 +85,35 @@ CLUSTER = setting(
     "VERIFIER_CLUSTER_NAME",
     parse_optional_str,
     None,
-    "This Pulsar cluster's name; offloaded objects naming another cluster are MISMATCH.",
+    "This Pulsar cluster's name: PDLIs naming another cluster are never acted on (any tier), "
+    "and offloaded objects naming another cluster are MISMATCH.",
+)
+DELETED_NAMESPACES: Setting[tuple[str, ...]] = setting(
+    "VERIFIER_DELETED_NAMESPACES",
+    parse_list,
+    (),
+    "Namespaces (tenant/ns) the operator names as deleted from this cluster: an owner absent "
+    "from one counts as absent although the namespace has no policies here any more.",
+)
+SCHEMA_MIN_AGE = setting(
+    "VERIFIER_SCHEMA_MIN_AGE",
+    parse_duration,
+    timedelta(minutes=2),
+    "Age a schema ledger needs before it may be deleted (Pulsar closes it before its locator "
+    "names it).",
+)
+SHADOW_MIN_GAP = setting(
+    "VERIFIER_SHADOW_SCAN_MIN_GAP",
+    parse_duration,
+    timedelta(seconds=10),
+    "Shortest time between the starts of two shadow scans asked for by new intents.",
+)
+SHADOW_ALLOWANCE = setting(
+    "VERIFIER_SHADOW_CLOCK_ALLOWANCE",
+    parse_duration,
+    timedelta(seconds=10),
+    "Clock difference allowed between marker, ZooKeeper and verifier when judging whether a "
+    "shadow scan started after a ledger left its owner's list.",
 )
 CACHE_SIZE = setting(
     "VERIFIER_OWNER_CACHE_SIZE", parse_int(1), 100_000, "Owner znodes held in the cache."
@@ -187,6 +219,22 @@ class VerifierConfig:
     """Floor and ceiling of the adaptive limit of ZooKeeper reads at once."""
     s3_concurrency: LimitSettings = field(default_factory=lambda: LimitSettings(max_limit=64))
     """Floor and ceiling of the adaptive limit of S3 reads at once."""
+    shared_clusters: tuple[SharedCluster, ...] = ()
+    """Other clusters sharing the ledgers root (`services.verifier.clusters`)."""
+    configuration_store: StoreUrl | None = None
+    """Where namespace policies are read; None: the metadata store."""
+    deleted_namespaces: frozenset[str] = frozenset()
+    """Namespaces named as deleted here: an absent owner in one counts as absent."""
+    schema_min_age: timedelta = timedelta(minutes=2)
+    """A younger schema ledger is RETRY (it may be between its close and its locator)."""
+    shadow_scan_min_gap: timedelta = timedelta(seconds=10)
+    """Shortest gap between the starts of shadow scans asked for by new intents."""
+    shadow_clock_allowance: timedelta = timedelta(seconds=10)
+    """Clock allowance when asking for a shadow scan newer than an unlink."""
+
+    @property
+    def cluster_name(self) -> str | None:
+        return self.offload.cluster_name
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> VerifierConfig:
@@ -211,6 +259,11 @@ class VerifierConfig:
         trusted, require_signed = TRUSTED_KEYS.read(environ), REQUIRE_SIGNED.read(environ)
         if require_signed and not trusted:
             raise ConfigError(TRUSTED_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
+        cluster = CLUSTER.read(environ)
+        shared = _shared_clusters(environ, cluster, require_signed)
+        configuration = CONFIGURATION_STORE.read(environ)
+        if configuration is not None and configuration.kind != ZOOKEEPER:
+            raise ConfigError(CONFIGURATION_STORE.name, "only ZooKeeper stores are read so far")
         return cls(
             grpc=GrpcServerConfig.from_env(environ, default_port=DEFAULT_PORT),
             metrics=MetricsConfig.from_env(environ, default_port=DEFAULT_METRICS_PORT),
@@ -227,7 +280,7 @@ class VerifierConfig:
                 default_driver=defaults.driver,
                 allowed_filesystem_bases=frozenset(FS_ALLOWED.read(environ)),
                 filesystem_base=FS_BASE.read(environ),
-                cluster_name=CLUSTER.read(environ),
+                cluster_name=cluster,
             ),
             owner_cache_size=CACHE_SIZE.read(environ),
             max_batch=MAX_BATCH.read(environ),
@@ -237,4 +290,42 @@ class VerifierConfig:
             require_signed=require_signed,
             zookeeper_concurrency=_concurrency(environ, ZK_CONCURRENCY, ZK_CONCURRENCY_MIN),
             s3_concurrency=_concurrency(environ, S3_CONCURRENCY, S3_CONCURRENCY_MIN),
+            shared_clusters=shared,
+            configuration_store=configuration,
+            deleted_namespaces=_namespaces(environ),
+            schema_min_age=SCHEMA_MIN_AGE.read(environ),
+            shadow_scan_min_gap=SHADOW_MIN_GAP.read(environ),
+            shadow_clock_allowance=SHADOW_ALLOWANCE.read(environ),
         )
+
+
+def _shared_clusters(
+    environ: Mapping[str, str], cluster: str | None, require_signed: bool
+) -> tuple[SharedCluster, ...]:
+    """The declared neighbours, checked against our own name (which they then need)."""
+    shared = SHARED_CLUSTERS.read(environ)
+    if (require_signed or shared) and not cluster:
+        why = REQUIRE_SIGNED.name if require_signed else SHARED_CLUSTERS.name
+        raise ConfigError(CLUSTER.name, f"{why} needs this cluster's name (PDLIs carry one)")
+    for other in shared:
+        if other.name == cluster:
+            raise ConfigError(SHARED_CLUSTERS.name, f"{other.name!r} is this cluster's own name")
+        if other.store.kind != ZOOKEEPER:
+            raise ConfigError(
+                SHARED_CLUSTERS.name, f"{other.name}: only ZooKeeper stores are read so far"
+            )
+    return shared
+
+
+def _namespaces(environ: Mapping[str, str]) -> frozenset[str]:
+    names = DELETED_NAMESPACES.read(environ)
+    for name in names:
+        parts = name.split("/")
+        try:
+            if len(parts) not in (2, 3):
+                raise InvalidArgument("namespace", "expected tenant/namespace")
+            for part in parts:
+                check_named_entity(part, "namespace")
+        except InvalidArgument as e:
+            raise ConfigError(DELETED_NAMESPACES.name, f"{name!r}: {e}") from e
+    return frozenset(names)

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from services.metadata.ledger_metadata import (
     decode_ledger_metadata,
 )
 from services.metadata.paths import LedgerLocations, parse_layout
+from services.verifier.clusters import ClusterScope
 from services.verifier.matching import has_pulsar_metadata, metadata_differences
 from services.verifier.model import (
     BookKeeperEvidence,
@@ -75,6 +77,11 @@ class ShadowLookup(Protocol):
         """ML paths of the shadows of `ml_name`."""
         ...
 
+    def fresh_since(self, ms: int) -> bool:
+        """Whether the index comes from a scan that started at or after `ms` (epoch ms); if
+        not, a scan is asked for."""
+        ...
+
 
 @dataclass(frozen=True)
 class DecisionPolicy:
@@ -84,6 +91,12 @@ class DecisionPolicy:
     """RECONCILER PDLIs: the ledger (or object) must be at least this old at verification."""
     open_ledger_age: timedelta = timedelta(days=3)
     """An OPEN ledger older than this is not in creation (the reconciler's age window)."""
+    schema_min_age: timedelta = timedelta(minutes=2)
+    """A schema ledger younger than this is RETRY: Pulsar closes it before its locator names
+    it (`BookkeeperSchemaStorage`), so a young unreferenced one may be in creation."""
+    shadow_margin: timedelta = timedelta(seconds=10)
+    """Clock allowance between the marker, ZooKeeper and the verifier when asking for a
+    shadow scan that started after the ledger left its owner's list."""
 
 
 class _Undecided(Exception):
@@ -110,6 +123,7 @@ class DecisionEngine:
         observe: Observer = lambda verdict, target, pdli: None,
         clock: Callable[[], float] = time.time,
         signatures: SignatureGate | None = None,
+        scope: ClusterScope | None = None,
     ) -> None:
         self._store = store
         self._owners = owners
@@ -120,6 +134,7 @@ class DecisionEngine:
         self._observe = observe
         self._clock = clock
         self._signatures = signatures
+        self._scope = scope
 
     async def verify(self, pdli: _pb.PendingDeleteLedgerInfo) -> Verdict:
         """The verdict for one PDLI; never raises except on cancellation."""
@@ -197,6 +212,10 @@ class DecisionEngine:
     async def _decide(
         self, target: Target, ledgers: Mapping[str, Znode | Exception | None] | None
     ) -> Verdict:
+        if self._scope is not None:
+            foreign = self._scope.check_cluster(target)
+            if foreign is not None:
+                return foreign
         ledger: tuple[str, Znode | None] | None = None
         if target.tier is Tier.BOOKKEEPER:
             # Read the ledger first: the owner looked up next is then at least this new.
@@ -212,13 +231,21 @@ class DecisionEngine:
                 f"{target.owner_path} is a shadow topic of {owner.shadow_source}: it owns no "
                 "ledgers, its source does",
             )
-        in_use = _in_use(target, owner) or await self._in_shadow(target)
+        in_use = _in_use(target, owner) or await self._in_shadow(target, owner)
         if in_use is not None:
             return in_use
+        others: tuple[Owner, ...] = ()
+        if self._scope is not None:
+            elsewhere = await self._scope.elsewhere(
+                target, owner, topic_here=lambda: self._topic_exists(target, owner)
+            )
+            if elsewhere.verdict is not None:
+                return elsewhere.verdict
+            others = elsewhere.owners
         believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
-        verdict = await self._match(target, owner, ledger, believed)
+        verdict = await self._match(target, owner, ledger, believed, others)
         if verdict.skip_reason is SkipReason.MISMATCH and not believed:
-            verdict = await self._recheck_believed(target, owner, ledger, verdict)
+            verdict = await self._recheck_believed(target, owner, ledger, verdict, others)
         return verdict
 
     async def _locate(
@@ -267,6 +294,7 @@ class DecisionEngine:
         owner: Owner,
         ledger: tuple[str, Znode | None] | None,
         verdict: Verdict,
+        others: tuple[Owner, ...],
     ) -> Verdict:
         """Before a MISMATCH, make sure no replica could answer otherwise: re-read the set."""
         if target.source is Source.RECONCILER:
@@ -274,10 +302,15 @@ class DecisionEngine:
         await self._believed.refresh()
         if target.believed_key not in self._believed:
             return verdict
-        return await self._match(target, owner, ledger, True)
+        return await self._match(target, owner, ledger, True, others)
 
     async def _match(
-        self, target: Target, owner: Owner, ledger: tuple[str, Znode | None] | None, believed: bool
+        self,
+        target: Target,
+        owner: Owner,
+        ledger: tuple[str, Znode | None] | None,
+        believed: bool,
+        others: tuple[Owner, ...] = (),
     ) -> Verdict:
         now_ms = int(self._clock() * 1000)
         min_age = self._min_age_ms(target)
@@ -294,20 +327,19 @@ class DecisionEngine:
             return mismatch
         ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
         if metadata.state is not LedgerState.CLOSED:
-            undecided = open_ledger_verdict(
-                target,
-                owner,
-                state=metadata.state,
-                topic_exists=await self._topic_exists(target, owner),
-                age_ms=now_ms - ctime,
-                max_age_ms=int(self._policy.open_ledger_age.total_seconds() * 1000),
-                believed=believed,
+            undecided = await self._open_rule(
+                target, owner, metadata.state, now_ms - ctime, believed, others
             )
             if undecided is not None:
                 return undecided
         if min_age is not None and now_ms - ctime < min_age:
             # Undecided, not settled: retried, then dead-lettered if it stays young.
             return retry("too_young", "ledger younger than the reconciler age window")
+        schema_age = _ms(self._policy.schema_min_age)
+        if target.component is Component.SCHEMA and now_ms - ctime < schema_age:
+            # putSchema creates, writes and closes the ledger, then writes the locator: a
+            # CLOSED schema ledger its locator does not name yet may be that window.
+            return retry("schema_too_young", "schema ledger younger than the schema age window")
         # Only a CLOSED ledger's length is final; an open one's is unknown, never guessed.
         length = metadata.length if metadata.state is LedgerState.CLOSED else None
         evidence = BookKeeperEvidence(path=path, version=node.version, length_bytes=length)
@@ -348,6 +380,37 @@ class DecisionEngine:
             )
         return None
 
+    async def _open_rule(
+        self,
+        target: Target,
+        owner: Owner,
+        state: LedgerState,
+        age_ms: int,
+        believed: bool,
+        others: tuple[Owner, ...],
+    ) -> Verdict | None:
+        """The OPEN rule against our owner, then against each neighbour's owner of the same
+        name (a geo-replicated topic): a ledger in creation there is one too. Nothing of ours
+        proves a neighbour's unlink, so theirs is judged unsigned and unbelieved."""
+        max_age = _ms(self._policy.open_ledger_age)
+        undecided = open_ledger_verdict(
+            target,
+            owner,
+            state=state,
+            topic_exists=await self._topic_exists(target, owner),
+            age_ms=age_ms,
+            max_age_ms=max_age,
+            believed=believed,
+        )
+        theirs = dataclasses.replace(target, signed=False)
+        for other in others:
+            if undecided is not None:
+                break
+            undecided = open_ledger_verdict(
+                theirs, other, state=state, topic_exists=True, age_ms=age_ms, max_age_ms=max_age
+            )
+        return undecided
+
     def _min_age_ms(self, target: Target) -> int | None:
         if target.source is not Source.RECONCILER:
             return None
@@ -360,11 +423,20 @@ class DecisionEngine:
             return (await self._owners.get(target.ml_path, decode_ml)).exists
         return owner.exists
 
-    async def _in_shadow(self, target: Target) -> Verdict | None:
+    async def _in_shadow(self, target: Target, owner: Owner) -> Verdict | None:
         if self._shadows is None or target.component is not Component.MANAGED_LEDGER:
             return None
         if not self._shadows.ready:
             return retry("shadow_index_not_ready", "the shadow-topic index is still loading")
+        # A shadow created after the last scan copies its source's list as it was then: the
+        # view must come from a scan that started after the ledger left the source's list,
+        # which is no later than the intent or the owner's last write, whichever is later.
+        left = max(target.marked_at_ms, owner.mtime_ms)
+        if not self._shadows.fresh_since(left + _ms(self._policy.shadow_margin)):
+            return retry(
+                "shadow_view_stale",
+                "no shadow-topic scan has started since the ledger left its owner's list",
+            )
         assert target.ml_name is not None
         for path in self._shadows.shadows_of(target.ml_name):
             shadow = await self._owners.get(path, decode_ml)
@@ -373,6 +445,10 @@ class DecisionEngine:
                 # later (ShadowManagedLedgerImpl), so "listed" here means "not yet".
                 return retry("shadow_listed", f"shadow {path} still lists the ledger")
         return None
+
+
+def _ms(duration: timedelta) -> int:
+    return int(duration.total_seconds() * 1000)
 
 
 def _parse(pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:

@@ -64,6 +64,8 @@ class Target:
     fence_token: int | None = None
     source: Source = Source.BROKER
     cluster: str = ""
+    marked_at_ms: int = 0
+    """When the marker recorded the intent (its clock), ms since the epoch; 0 when unset."""
     believed_key: int = 0
     """Identity of this (ledger, tier, owner) in the believed set (see `believed.identity_key`)."""
     signed: bool = False
@@ -85,6 +87,8 @@ class SkipReason(enum.Enum):
     """Unsigned or badly signed where signatures are required."""
     UNSUPPORTED = "unsupported"
     """Well-formed, but nothing this verifier can decide or act on."""
+    FOREIGN = "foreign"
+    """The artifact may be another cluster's (shared BookKeeper): never deleted here."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,8 @@ class Owner:
     """Referenced ledger ids; for an ML, each with its offload context (None if none)."""
     shadow_source: str | None = None
     """For a shadow ML: the source topic named by its `PULSAR.SHADOW_SOURCE` property."""
+    mtime_ms: int = 0
+    """When the owner znode was last written (server clock); 0 when absent or unknown."""
 
 
 Decoder = Callable[[str, Znode], Owner]
@@ -67,7 +69,7 @@ def decode_ml(path: str, node: Znode) -> Owner:
             ref = OffloadRef(offload_uuid(ctx), ctx.complete, ctx.bookkeeperDeleted)
         refs[ledger.ledgerId] = ref
     shadow = next((p.value for p in info.properties if p.key == SHADOW_SOURCE), None)
-    return Owner(path, True, node.version, refs, shadow)
+    return Owner(path, True, node.version, refs, shadow, node.mtime_ms)
 
 
 def decode_cursor(path: str, node: Znode) -> Owner:
@@ -75,14 +77,14 @@ def decode_cursor(path: str, node: Znode) -> Owner:
     refs: dict[int, OffloadRef | None] = {}
     if info.cursorsLedgerId >= 0:
         refs[info.cursorsLedgerId] = None
-    return Owner(path, True, node.version, refs)
+    return Owner(path, True, node.version, refs, mtime_ms=node.mtime_ms)
 
 
 def decode_schema(path: str, node: Znode) -> Owner:
     locator = decode_schema_locator(node.data, path=path)
     refs: dict[int, OffloadRef | None] = {entry.position.ledgerId: None for entry in locator.index}
     refs[locator.info.position.ledgerId] = None
-    return Owner(path, True, node.version, refs)
+    return Owner(path, True, node.version, refs, mtime_ms=node.mtime_ms)
 
 
 DECODERS: Mapping[Component, Decoder] = {

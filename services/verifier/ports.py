@@ -25,6 +25,8 @@ class Znode:
     ctime_ms: int
     cversion: int = 0
     """Changes to the children: the number the next sequential child gets (`read_many`)."""
+    mtime_ms: int = 0
+    """When the znode was last written (the ZooKeeper server's clock); 0 when unknown."""
 
 
 class ZnodeStore(Protocol):

@@ -34,6 +34,7 @@ _SKIPS = {
     SkipReason.INVALID: _pb.INVALID,
     SkipReason.FORGED: _pb.FORGED,
     SkipReason.UNSUPPORTED: _pb.UNSUPPORTED,
+    SkipReason.FOREIGN: _pb.FOREIGN,
 }
 
 

@@ -60,14 +60,14 @@ class MetadataZnodeStore:
                     self._arm(path, watch, fired)
         except NoNode:
             return None
-        return Znode(node.data, node.version, node.ctime_ms, node.cversion)
+        return Znode(node.data, node.version, node.ctime_ms, node.cversion, node.mtime_ms)
 
     async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
         """One `get_many` (multiRead) for all paths; absence and errors stay per path."""
         with _outage():
             results = await self._store.get_many(paths)
         return [
-            Znode(got.data, got.version, got.ctime_ms, got.cversion)
+            Znode(got.data, got.version, got.ctime_ms, got.cversion, got.mtime_ms)
             if isinstance(got, Versioned)
             else _tagged(got)
             if isinstance(got, StoreUnavailable)

@@ -68,6 +68,7 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
         fence_token=fence,
         source=source,
         cluster=pdli.cluster,
+        marked_at_ms=max(pdli.marked_at_ms, 0),
         believed_key=key,
     )
 

@@ -86,6 +86,7 @@ def test_trusted_keys_and_require_signed(tmp_path: Path) -> None:
         {
             "TOMBSTONE_VERIFIER_TRUSTED_KEYS": f"m1={public}",
             "TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true",
+            "TOMBSTONE_VERIFIER_CLUSTER_NAME": "east",
         }
     )
     assert (config.trusted_keys.key_ids, config.require_signed) == (("m1",), True)

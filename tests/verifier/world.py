@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.metadata.ledger_metadata import LedgerMetadata, LedgerState, encode_ledger_metadata
+from services.metadata.namespaces import encode_policies, policies_path
 from services.metadata.offload import data_object_key, index_object_key, uuid_to_bits
 from services.metadata.paths import LAYOUT_ZNODE, LedgerLayout, LedgerPaths, layout_text
 from services.metadata.pulsar_formats import (
@@ -78,6 +79,15 @@ class World:
         await self.store.create(f"{root}/{LAYOUT_ZNODE}", layout_text(layout), make_parents=True)
         if await self.store.exists("/managed-ledgers") is None:
             await self.store.create("/managed-ledgers")
+        await self.namespace("public/default")
+
+    async def namespace(self, name: str, replication_clusters: Sequence[str] = (CLUSTER,)) -> None:
+        """The namespace's policies (`PulsarClusterMetadataSetup` creates `public/default`;
+        `NamespacesBase.internalCreateNamespace` any other)."""
+        path = policies_path(name)
+        if await self.store.exists(path) is None:
+            data = encode_policies(list(replication_clusters))
+            await self.store.create(path, data, make_parents=True)
 
     async def ledger(
         self,

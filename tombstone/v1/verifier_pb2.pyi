@@ -56,6 +56,11 @@ class _SkipReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SkipReason
     """Well-formed but not something this verifier can decide or act on (a
     driver it does not support, a tier with no configured location).
     """
+    FOREIGN: _SkipReason.ValueType  # 7
+    """The artifact may belong to another Pulsar cluster sharing the BookKeeper
+    (its owner exists there, or its namespace is not this cluster's, or the
+    PDLI names another cluster): never deleted here.
+    """
 
 class SkipReason(_SkipReason, metaclass=_SkipReasonEnumTypeWrapper): ...
 
@@ -69,6 +74,11 @@ FORGED: SkipReason.ValueType  # 5
 UNSUPPORTED: SkipReason.ValueType  # 6
 """Well-formed but not something this verifier can decide or act on (a
 driver it does not support, a tier with no configured location).
+"""
+FOREIGN: SkipReason.ValueType  # 7
+"""The artifact may belong to another Pulsar cluster sharing the BookKeeper
+(its owner exists there, or its namespace is not this cluster's, or the
+PDLI names another cluster): never deleted here.
 """
 Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
 

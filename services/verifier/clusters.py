@@ -1,0 +1,189 @@
+"""Whose owner? (DESIGN §3 S2, §4 step 2): other Pulsar clusters that share our BookKeeper.
+
+Several clusters can share one ledgers root (`initialize-cluster-metadata
+--existing-bk-metadata-service-uri`, Pulsar >= 2.6), each with its own metadata store. Ledger
+ids are unique within the root, but owner names are not: another cluster's ledgers name MLs,
+cursors and schemas that do not exist in ours, and a geo-replicated namespace has the same
+topic names in each cluster. So "our owner does not reference it" proves nothing on its own:
+
+- a PDLI naming another cluster is never acted on, on any tier (`check_cluster`);
+- a declared neighbour (`TOMBSTONE_SHARED_CLUSTERS`) that references the ledger, or that has
+  the owner we lack, makes the ledger its own (`elsewhere`);
+- an owner absent here counts as absent only when its namespace exists here (its policies are
+  in our configuration store) or the operator named the namespace as deleted: otherwise the
+  owner may live in a cluster nobody declared;
+- an intent not read from the owner (reconciler, operator) for a namespace that replicates to
+  a cluster nobody declared is not acted on: that cluster has the same topic names, so its
+  ledgers match our owner's metadata.
+
+Each of these is SKIP FOREIGN: dead-lettered with its reason, never acknowledged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from services.metadata.namespaces import (
+    decode_policies,
+    namespace_of_ml,
+    namespace_of_schema,
+    policies_path,
+)
+from services.verifier.model import Component, SkipReason, Source, Target, Verdict, skip
+from services.verifier.owners import DECODERS, Owner, OwnerCache, decode_ml
+from services.verifier.ports import ZnodeStore
+
+# Intents the marker built from the owner's list it had just read in our own metadata store.
+_READ_FROM_OWNER = frozenset({Source.BROKER, Source.OBSERVED})
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A declared cluster sharing the ledgers root: its name and its owners, read through a
+    watched cache on its own metadata store."""
+
+    name: str
+    owners: OwnerCache
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """What the other clusters say of a ledger our owner does not reference."""
+
+    verdict: Verdict | None
+    """SKIP FOREIGN when the ledger is, or may be, another cluster's; else None."""
+    owners: tuple[Owner, ...] = ()
+    """The neighbours' owners of the same name that exist (for the OPEN rule)."""
+
+
+def namespace_of(target: Target) -> str:
+    if target.component is Component.SCHEMA:
+        assert target.schema_id is not None
+        return namespace_of_schema(target.schema_id)
+    assert target.ml_name is not None
+    return namespace_of_ml(target.ml_name)
+
+
+class ClusterScope:
+    """Our cluster among those that share the ledgers root."""
+
+    def __init__(
+        self,
+        *,
+        cluster: str | None,
+        configuration: ZnodeStore,
+        neighbours: Sequence[Neighbour] = (),
+        deleted_namespaces: frozenset[str] = frozenset(),
+    ) -> None:
+        self.cluster = cluster
+        self._configuration = configuration
+        self.neighbours = tuple(neighbours)
+        self._declared = frozenset(n.name for n in self.neighbours)
+        self._deleted = deleted_namespaces
+
+    def check_cluster(self, target: Target) -> Verdict | None:
+        """SKIP FOREIGN for a PDLI of another cluster (ledger ids overlap across clusters'
+        PDLIs once they share a root), on every tier."""
+        if self.cluster is None or target.cluster == self.cluster:
+            return None
+        named = repr(target.cluster) if target.cluster else "no cluster"
+        return skip(
+            SkipReason.FOREIGN,
+            "other_cluster",
+            f"the PDLI names {named}, this is cluster {self.cluster!r}: never acted on here",
+        )
+
+    async def elsewhere(
+        self,
+        target: Target,
+        owner: Owner,
+        *,
+        topic_here: Callable[[], Awaitable[bool]],
+    ) -> Elsewhere:
+        """After our owner was read and found not referencing the ledger (never before)."""
+        existing: list[Owner] = []
+        for neighbour in self.neighbours:
+            theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
+            if theirs.exists and target.ledger_id in theirs.refs:
+                ref = theirs.refs[target.ledger_id]
+                if target.offload is None or (ref is not None and ref.uuid == target.offload.uuid):
+                    return Elsewhere(
+                        _foreign(
+                            "referenced_by_cluster",
+                            f"cluster {neighbour.name!r} references ledger {target.ledger_id} "
+                            f"at {target.owner_path} (version {theirs.version})",
+                        )
+                    )
+            if theirs.exists:
+                existing.append(theirs)
+                if not owner.exists:
+                    return Elsewhere(
+                        _foreign(
+                            "owner_in_cluster",
+                            f"{target.owner_path} is absent here and exists in cluster "
+                            f"{neighbour.name!r}: the ledger is that cluster's",
+                        )
+                    )
+            elif await self._topic_there(neighbour, target) and not await topic_here():
+                return Elsewhere(
+                    _foreign(
+                        "owner_in_cluster",
+                        f"topic {target.ml_name} is absent here and exists in cluster "
+                        f"{neighbour.name!r}: the ledger is that cluster's",
+                    )
+                )
+        if not owner.exists:
+            unknown = await self._namespace_unknown(target)
+            if unknown is not None:
+                return Elsewhere(unknown)
+        elif target.source not in _READ_FROM_OWNER:
+            replicated = await self._replicated_undeclared(target)
+            if replicated is not None:
+                return Elsewhere(replicated)
+        return Elsewhere(None, tuple(existing))
+
+    async def _topic_there(self, neighbour: Neighbour, target: Target) -> bool:
+        """For a cursor: whether the cursor's topic exists in the neighbour (a new cursor's
+        ledger exists before its cursor znode does)."""
+        if target.component is not Component.CURSOR or target.ml_path is None:
+            return False
+        return (await neighbour.owners.get(target.ml_path, decode_ml)).exists
+
+    async def _namespace_unknown(self, target: Target) -> Verdict | None:
+        namespace = namespace_of(target)
+        if namespace in self._deleted:
+            return None
+        path = policies_path(namespace)
+        node = await self._configuration.read(path)
+        if node is not None:
+            return None
+        return _foreign(
+            "namespace_unknown",
+            f"{target.owner_path} is absent and namespace {namespace} has no policies here "
+            f"({path}): the owner may be another cluster's sharing this BookKeeper (declare "
+            "it, or name the namespace as deleted)",
+        )
+
+    async def _replicated_undeclared(self, target: Target) -> Verdict | None:
+        namespace = namespace_of(target)
+        path = policies_path(namespace)
+        node = await self._configuration.read(path)
+        if node is None:
+            return None  # the owner exists here: the namespace does too (being deleted)
+        clusters = set(decode_policies(node.data, path=path).replication_clusters)
+        undeclared = clusters - self._declared - {self.cluster or ""}
+        if self.cluster is None and len(undeclared) <= 1:
+            return None  # one cluster, which must be ours
+        if not undeclared:
+            return None
+        return _foreign(
+            "replicated_undeclared",
+            f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not declared "
+            "as sharing this BookKeeper: a ledger of the same topic there would match this "
+            "owner, and this intent was not read from the owner",
+        )
+
+
+def _foreign(code: str, reason: str) -> Verdict:
+    return skip(SkipReason.FOREIGN, code, reason)
