@@ -86,6 +86,7 @@ def build(
             for name, store in (neighbours or {}).items()
         ],
         deleted_namespaces=config.deleted_namespaces,
+        unshared_clusters=config.unshared_clusters,
     )
     engine = DecisionEngine(
         store=counted,

@@ -12,9 +12,12 @@ topic names in each cluster. So "our owner does not reference it" proves nothing
 - an owner absent here counts as absent only when its namespace exists here (its policies are
   in our configuration store) or the operator named the namespace as deleted: otherwise the
   owner may live in a cluster nobody declared;
-- an intent not read from the owner (reconciler, operator) for a namespace that replicates to
-  a cluster nobody declared is not acted on: that cluster has the same topic names, so its
-  ledgers match our owner's metadata.
+- an intent that does not prove our owner listed the ledger (a reconciler's or an operator's,
+  or an unsigned one: anyone who can produce to the topic can write it) is not acted on in a
+  namespace that replicates to a cluster nobody declared, unless the operator says that
+  cluster has a BookKeeper of its own: it has the same topic names, so its ledgers match our
+  owner's metadata. A signed intent whose owner unlinked the ledger, or the marker's believed
+  report, proves the ledger ours (our marker or follower read it in our owner's list).
 
 Each of these is SKIP FOREIGN: dead-lettered with its reason, never acknowledged.
 """
@@ -30,12 +33,9 @@ from services.metadata.namespaces import (
     namespace_of_schema,
     policies_path,
 )
-from services.verifier.model import Component, SkipReason, Source, Target, Verdict, skip
+from services.verifier.model import Component, SkipReason, Target, Verdict, skip
 from services.verifier.owners import DECODERS, Owner, OwnerCache, decode_ml
 from services.verifier.ports import ZnodeStore
-
-# Intents the marker built from the owner's list it had just read in our own metadata store.
-_READ_FROM_OWNER = frozenset({Source.BROKER, Source.OBSERVED})
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,12 @@ class ClusterScope:
         configuration: ZnodeStore,
         neighbours: Sequence[Neighbour] = (),
         deleted_namespaces: frozenset[str] = frozenset(),
+        unshared_clusters: frozenset[str] = frozenset(),
     ) -> None:
         self.cluster = cluster
         self._configuration = configuration
         self.neighbours = tuple(neighbours)
-        self._declared = frozenset(n.name for n in self.neighbours)
+        self._known = frozenset(n.name for n in self.neighbours) | unshared_clusters
         self._deleted = deleted_namespaces
 
     def check_cluster(self, target: Target) -> Verdict | None:
@@ -99,9 +100,13 @@ class ClusterScope:
         target: Target,
         owner: Owner,
         *,
+        proven: bool,
         topic_here: Callable[[], Awaitable[bool]],
     ) -> Elsewhere:
-        """After our owner was read and found not referencing the ledger (never before)."""
+        """After our owner was read and found not referencing the ledger (never before).
+
+        `proven`: the intent proves our owner listed the ledger (`ownership.proves_unlink`,
+        or the marker's believed report)."""
         existing: list[Owner] = []
         for neighbour in self.neighbours:
             theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
@@ -137,7 +142,7 @@ class ClusterScope:
             unknown = await self._namespace_unknown(target)
             if unknown is not None:
                 return Elsewhere(unknown)
-        elif target.source not in _READ_FROM_OWNER:
+        elif not proven:
             replicated = await self._replicated_undeclared(target)
             if replicated is not None:
                 return Elsewhere(replicated)
@@ -172,7 +177,7 @@ class ClusterScope:
         if node is None:
             return None  # the owner exists here: the namespace does too (being deleted)
         clusters = set(decode_policies(node.data, path=path).replication_clusters)
-        undeclared = clusters - self._declared - {self.cluster or ""}
+        undeclared = clusters - self._known - {self.cluster or ""}
         if self.cluster is None and len(undeclared) <= 1:
             return None  # one cluster, which must be ours
         if not undeclared:
@@ -180,8 +185,8 @@ class ClusterScope:
         return _foreign(
             "replicated_undeclared",
             f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not declared "
-            "as sharing this BookKeeper: a ledger of the same topic there would match this "
-            "owner, and this intent was not read from the owner",
+            "as sharing this BookKeeper nor as having its own: a ledger of the same topic there "
+            "would match this owner, and nothing proves this intent was read from it",
         )
 
 

@@ -95,6 +95,13 @@ DELETED_NAMESPACES: Setting[tuple[str, ...]] = setting(
     "Namespaces (tenant/ns) the operator names as deleted from this cluster: an owner absent "
     "from one counts as absent although the namespace has no policies here any more.",
 )
+UNSHARED_CLUSTERS: Setting[tuple[str, ...]] = setting(
+    "VERIFIER_UNSHARED_CLUSTERS",
+    parse_list,
+    (),
+    "Clusters that namespaces replicate to and that have a BookKeeper of their own: intents "
+    "in those namespaces need no proof that the ledger is ours.",
+)
 SCHEMA_MIN_AGE = setting(
     "VERIFIER_SCHEMA_MIN_AGE",
     parse_duration,
@@ -225,6 +232,8 @@ class VerifierConfig:
     """Where namespace policies are read; None: the metadata store."""
     deleted_namespaces: frozenset[str] = frozenset()
     """Namespaces named as deleted here: an absent owner in one counts as absent."""
+    unshared_clusters: frozenset[str] = frozenset()
+    """Replication clusters with a BookKeeper of their own."""
     schema_min_age: timedelta = timedelta(minutes=2)
     """A younger schema ledger is RETRY (it may be between its close and its locator)."""
     shadow_scan_min_gap: timedelta = timedelta(seconds=10)
@@ -261,6 +270,10 @@ class VerifierConfig:
             raise ConfigError(TRUSTED_KEYS.name, f"{REQUIRE_SIGNED.name} is on but no key is given")
         cluster = CLUSTER.read(environ)
         shared = _shared_clusters(environ, cluster, require_signed)
+        unshared = frozenset(UNSHARED_CLUSTERS.read(environ))
+        both = sorted(unshared & {other.name for other in shared})
+        if both:
+            raise ConfigError(UNSHARED_CLUSTERS.name, f"{', '.join(both)} also declared as sharing")
         configuration = CONFIGURATION_STORE.read(environ)
         if configuration is not None and configuration.kind != ZOOKEEPER:
             raise ConfigError(CONFIGURATION_STORE.name, "only ZooKeeper stores are read so far")
@@ -293,6 +306,7 @@ class VerifierConfig:
             shared_clusters=shared,
             configuration_store=configuration,
             deleted_namespaces=_namespaces(environ),
+            unshared_clusters=unshared,
             schema_min_age=SCHEMA_MIN_AGE.read(environ),
             shadow_scan_min_gap=SHADOW_MIN_GAP.read(environ),
             shadow_clock_allowance=SHADOW_ALLOWANCE.read(environ),

@@ -234,15 +234,18 @@ class DecisionEngine:
         in_use = _in_use(target, owner) or await self._in_shadow(target, owner)
         if in_use is not None:
             return in_use
+        believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
         others: tuple[Owner, ...] = ()
         if self._scope is not None:
             elsewhere = await self._scope.elsewhere(
-                target, owner, topic_here=lambda: self._topic_exists(target, owner)
+                target,
+                owner,
+                proven=believed or proves_unlink(target, owner),
+                topic_here=lambda: self._topic_exists(target, owner),
             )
             if elsewhere.verdict is not None:
                 return elsewhere.verdict
             others = elsewhere.owners
-        believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
         verdict = await self._match(target, owner, ledger, believed, others)
         if verdict.skip_reason is SkipReason.MISMATCH and not believed:
             verdict = await self._recheck_believed(target, owner, ledger, verdict, others)

@@ -94,3 +94,36 @@ def test_trusted_keys_and_require_signed(tmp_path: Path) -> None:
         VerifierConfig.from_env({"TOMBSTONE_VERIFIER_REQUIRE_SIGNED": "true"})
     with pytest.raises(ConfigError, match="TOMBSTONE_VERIFIER_TRUSTED_KEYS"):
         VerifierConfig.from_env({"TOMBSTONE_VERIFIER_TRUSTED_KEYS": str(tmp_path / "m1.key")})
+
+
+def test_shared_clusters_and_namespaces_settings() -> None:
+    """Declared neighbours need our own cluster name and another name than ours; Oxia stores
+    are refused until they are read; deleted namespaces must be tenant/ns names."""
+    env = {
+        "TOMBSTONE_VERIFIER_CLUSTER_NAME": "west",
+        "TOMBSTONE_SHARED_CLUSTERS": "east=zk:zk-e1:2181,zk-e2:2181/pulsar",
+        "TOMBSTONE_VERIFIER_DELETED_NAMESPACES": "t/old,t/c1/legacy",
+        "TOMBSTONE_VERIFIER_UNSHARED_CLUSTERS": "south",
+    }
+    config = VerifierConfig.from_env(env)
+    (east,) = config.shared_clusters
+    assert (east.name, east.store.servers, east.store.root) == (
+        "east",
+        "zk-e1:2181,zk-e2:2181",
+        "/pulsar",
+    )
+    assert config.deleted_namespaces == {"t/old", "t/c1/legacy"}
+    assert config.unshared_clusters == {"south"}
+    for bad, variable in [
+        ({"TOMBSTONE_VERIFIER_CLUSTER_NAME": ""}, "TOMBSTONE_VERIFIER_CLUSTER_NAME"),
+        ({"TOMBSTONE_SHARED_CLUSTERS": "west=zk:h:2181"}, "TOMBSTONE_SHARED_CLUSTERS"),
+        ({"TOMBSTONE_SHARED_CLUSTERS": "east=oxia://h:6648"}, "TOMBSTONE_SHARED_CLUSTERS"),
+        ({"TOMBSTONE_SHARED_CLUSTERS": "east=http://h:2181"}, "TOMBSTONE_SHARED_CLUSTERS"),
+        ({"TOMBSTONE_SHARED_CLUSTERS": "east"}, "TOMBSTONE_SHARED_CLUSTERS"),
+        ({"TOMBSTONE_VERIFIER_DELETED_NAMESPACES": "t/../x"}, "DELETED_NAMESPACES"),
+        ({"TOMBSTONE_VERIFIER_DELETED_NAMESPACES": "justone"}, "DELETED_NAMESPACES"),
+        ({"TOMBSTONE_VERIFIER_UNSHARED_CLUSTERS": "east"}, "UNSHARED_CLUSTERS"),
+        ({"TOMBSTONE_CONFIGURATION_STORE": "oxia://h:6648/x"}, "CONFIGURATION_STORE"),
+    ]:
+        with pytest.raises(ConfigError, match=variable):
+            VerifierConfig.from_env({**env, **bad})
