@@ -1,14 +1,20 @@
 """A server bound beyond loopback needs authentication, or an explicit
-`TOMBSTONE_AUTH_ENABLED=false`."""
+`TOMBSTONE_AUTH_ENABLED=false` that is then warned about at start and exported as
+`tombstone_auth_disabled_exposed`."""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from services.core.config import AuthConfig, GrpcServerConfig, is_loopback
 from services.core.errors import ConfigError, ExposedWithoutAuth
+from services.core.grpc_server import ServiceRunner
+from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier
 
 LOOPBACK = ["127.0.0.1", "127.1.2.3", "127.255.255.254", "::1", "[::1]", "localhost", "LocalHost"]
 EXPOSED = [
@@ -137,3 +143,51 @@ def test_a_configuration_built_in_code_follows_the_same_rule() -> None:
         GrpcServerConfig(host="0.0.0.0")
     config = GrpcServerConfig(host="0.0.0.0", auth=AuthConfig(explicit=True))
     assert config.unauthenticated_exposure is True
+
+
+def gauge(runner: ServiceRunner) -> float:
+    [sample] = [
+        s
+        for m in runner.metrics.registry.collect()
+        if m.name == "tombstone_auth_disabled_exposed"
+        for s in m.samples
+    ]
+    return sample.value
+
+
+async def start(config: GrpcServerConfig) -> tuple[ServiceRunner, list[MutableMapping[str, Any]]]:
+    runner = ServiceRunner(
+        name="fake", grpc=config, method_roles=METHOD_ROLES, handle_signals=False
+    )
+    add_fake_verifier(runner)
+    with capture_logs() as logs:
+        await runner.start()
+    return runner, logs
+
+
+async def test_explicitly_off_on_an_exposed_address_warns_at_start_and_sets_the_gauge() -> None:
+    config = GrpcServerConfig(host="0.0.0.0", port=0, auth=AuthConfig(explicit=True))
+    runner, logs = await start(config)
+    try:
+        warnings = [log for log in logs if log["event"] == "auth_disabled_on_exposed_address"]
+        expected = [
+            {
+                "event": "auth_disabled_on_exposed_address",
+                "log_level": "warning",
+                "service": "fake",
+                "host": "0.0.0.0",
+                "port": runner.port,
+            }
+        ]
+        assert (warnings, gauge(runner)) == (expected, 1.0)
+    finally:
+        await runner.shutdown()
+
+
+async def test_loopback_without_auth_neither_warns_nor_sets_the_gauge() -> None:
+    runner, logs = await start(GrpcServerConfig(port=0))
+    try:
+        events = [log["event"] for log in logs]
+        assert ("auth_disabled_on_exposed_address" in events, gauge(runner)) == (False, 0.0)
+    finally:
+        await runner.shutdown()
