@@ -8,6 +8,7 @@ This module (through `from_env`) is the only code that reads the environment. A 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from services.core._env import (
     unknown_variables,
 )
 from services.core._tokens import Principal, parse_tokens
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, ExposedWithoutAuth
 from services.core.shared_clusters import (
     SharedCluster,
     StoreUrl,
@@ -55,6 +56,7 @@ __all__ = [
     "ZooKeeperConfig",
     "client_settings",
     "describe_env",
+    "is_loopback",
     "parse_bool",
     "parse_choice",
     "parse_duration",
@@ -107,7 +109,9 @@ AUTH_ENABLED = setting(
     "AUTH_ENABLED",
     parse_optional_bool,
     None,
-    "Require tokens. Default: on exactly when a token table is configured.",
+    "Require tokens. Default: on exactly when a token table is configured. Serving a "
+    "non-loopback TOMBSTONE_GRPC_HOST without tokens (or required client certificates) "
+    "needs an explicit false.",
 )
 AUTH_TOKENS: Setting[dict[str, Principal]] = setting(
     "AUTH_TOKENS",
@@ -148,19 +152,21 @@ class AuthConfig:
     """When off, every call is allowed (local development only)."""
     tokens: Mapping[str, Principal] = field(default_factory=dict, repr=False)
     """Token -> who holds it and their roles. Hidden from repr: tokens are secrets."""
+    explicit: bool = False
+    """`enabled` was set by `TOMBSTONE_AUTH_ENABLED` rather than inferred from the tokens: only
+    an explicit off lets a server listen beyond loopback without authentication."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> AuthConfig:
         tokens = {**AUTH_TOKENS_FILE.read(environ), **AUTH_TOKENS.read(environ)}
-        enabled = AUTH_ENABLED.read(environ)
-        if enabled is None:
-            enabled = bool(tokens)
+        chosen = AUTH_ENABLED.read(environ)
+        enabled = bool(tokens) if chosen is None else chosen
         if enabled and not tokens:
             raise ConfigError(
                 AUTH_ENABLED.name,
                 f"auth is on but neither {AUTH_TOKENS.name} nor {AUTH_TOKENS_FILE.name} is set",
             )
-        return cls(enabled=enabled, tokens=tokens)
+        return cls(enabled=enabled, tokens=tokens, explicit=chosen is not None)
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,38 @@ class GrpcServerConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     """Token authentication."""
 
+    def __post_init__(self) -> None:
+        # Checked here rather than in from_env so that no server, however its configuration
+        # was built, can serve MarkLedgers and the deleter's admin API to anyone who can
+        # reach the port.
+        if self.exposed and not self.authenticates and not self.auth.explicit:
+            raise ExposedWithoutAuth(
+                AUTH_ENABLED.name,
+                f"the gRPC server would listen on {self.host} ({GRPC_HOST.name}), which is not "
+                f"loopback, with no authentication; set {AUTH_TOKENS.name} or "
+                f"{AUTH_TOKENS_FILE.name}, bind 127.0.0.1, or set {AUTH_ENABLED.name}=false "
+                "explicitly",
+            )
+
+    @property
+    def exposed(self) -> bool:
+        """The bind address is not loopback: other machines may reach the server."""
+        return not is_loopback(self.host)
+
+    @property
+    def authenticates(self) -> bool:
+        """Callers prove who they are: a token, or a client certificate signed by the client
+        CA (TLS that requires one). A required certificate authenticates the caller but
+        carries no role: every certified caller may call every method."""
+        return self.auth.enabled or (self.tls is not None and self.tls.require_client_cert)
+
+    @property
+    def unauthenticated_exposure(self) -> bool:
+        """Listening beyond loopback with no authentication, by the operator's explicit
+        choice (`TOMBSTONE_AUTH_ENABLED=false`): allowed, but warned about and exported as
+        `tombstone_auth_disabled_exposed`."""
+        return self.exposed and not self.authenticates
+
     @classmethod
     def from_env(cls, environ: Environ = os.environ, *, default_port: int) -> GrpcServerConfig:
         port = GRPC_PORT.read(environ)
@@ -191,6 +229,25 @@ class GrpcServerConfig:
             tls=_tls_from_env(environ),
             auth=AuthConfig.from_env(environ),
         )
+
+
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+_LOOPBACK_V6 = ipaddress.IPv6Address("::1")
+
+
+def is_loopback(host: str) -> bool:
+    """`host` is 127.0.0.0/8, ::1 (bracketed or not) or `localhost`. Nothing is resolved: any
+    other name, a wildcard (0.0.0.0, ::) or something unparsable counts as reachable from
+    other machines, since a name may resolve differently tomorrow."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return address in _LOOPBACK_V4
+    return address == _LOOPBACK_V6
 
 
 def _tls_from_env(environ: Environ) -> TlsServerConfig | None:

@@ -78,3 +78,10 @@ class ConfigError(TombstoneError, ValueError):
         super().__init__(f"{variable}: {problem}")
         self.variable = variable
         self.problem = problem
+
+
+class ExposedWithoutAuth(ConfigError):
+    """The gRPC server would listen on an address other machines can reach with nothing
+    authenticating callers. Each setting is well-formed: the combination is refused, so a
+    service started this way ends like one refused by the cluster (exit code 2), not like a
+    typo (exit code 1)."""

@@ -71,6 +71,11 @@ class ServiceRunner:
         self.metrics = Metrics()
         """The service's metrics; create its own metrics with `runner.metrics.counter(...)`."""
         self.metrics.build_info(name)
+        self.metrics.gauge(
+            "auth_disabled_exposed",
+            "1 when the gRPC server listens beyond loopback with no authentication "
+            "(TOMBSTONE_AUTH_ENABLED=false); 0 otherwise.",
+        ).set(1 if grpc.unauthenticated_exposure else 0)
         self.resources = contextlib.AsyncExitStack()
         """Clients entered here are closed in reverse at the end of shutdown."""
         self.port: int | None = None
@@ -170,6 +175,13 @@ class ServiceRunner:
         self._server = server
         self._register_services(server)
         self.port = _bind(server, self._config)
+        if self._config.unauthenticated_exposure:
+            _log.warning(
+                "auth_disabled_on_exposed_address",
+                service=self.name,
+                host=self._config.host,
+                port=self.port,
+            )
         await server.start()
         for service in ["", *self._service_names]:
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)

@@ -6,9 +6,13 @@ Exit codes of `tombstone <service> serve` (and `python -m services.<service>`):
 | --- | --- |
 | 0 | stopped by SIGTERM/SIGINT after draining |
 | 1 | a setting is malformed or unsafe beside a running peer (`ConfigError`) |
-| 2 | refused to start: the cluster's metadata is not what the service needs |
+| 2 | refused to start: the cluster's metadata, or an unauthenticated exposed address |
 | 3 | a dependency (ZooKeeper, the Pulsar broker) cannot be reached |
 | 130 | interrupted (SIGINT) before the service was up |
+
+Code 2 covers `StartupRefused` (the ledgers root or `LAYOUT` is not what the service needs)
+and `ExposedWithoutAuth` (the gRPC address is not loopback and nothing authenticates callers):
+every setting is well-formed, but starting would be wrong.
 
 Unknown `TOMBSTONE_*` variables (likely typos) are warned about first, one line each.
 """
@@ -24,7 +28,7 @@ from urllib.parse import urlsplit
 
 from services.core.config import PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
-from services.core.errors import ConfigError, Unavailable
+from services.core.errors import ConfigError, ExposedWithoutAuth, Unavailable
 
 EXIT_CONFIG = 1
 EXIT_REFUSED = 2
@@ -43,10 +47,10 @@ def run_service(service: str, run: Callable[[], None]) -> None:
     warn_unknown_variables(os.environ)
     try:
         run()
+    except (StartupRefused, ExposedWithoutAuth) as e:
+        _fail(EXIT_REFUSED, f"{service}: refusing to start: {e}")
     except ConfigError as e:
         _fail(EXIT_CONFIG, f"{service}: refusing to start: {e}")
-    except StartupRefused as e:
-        _fail(EXIT_REFUSED, f"{service}: refusing to start: {e}")
     except Unavailable as e:
         _fail(EXIT_UNAVAILABLE, f"{service}: dependency unavailable: {e}")
     except KeyboardInterrupt:
