@@ -18,7 +18,9 @@ Refused combinations (each pairs a marker with a verifier or a deleter):
 - a verifier allows a bucket a deleter may not delete in (every DELETE there dead-letters);
 - the marker's retry window is not shorter than a deleter's whole retry budget (the shortest
   time from first attempt to dead letter): a PDLI could be dead-lettered while the marker
-  still counts on it instead of re-sending.
+  still counts on it instead of re-sending;
+- the marker writes a cluster name into its PDLIs that is not a verifier's cluster: the
+  verifier never acts on another cluster's PDLI, so every intent would be dead-lettered.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class Published:
     """marker: TOMBSTONE_MARKER_RETRY_WINDOW."""
     retry_budget_s: float | None = None
     """deleter: the shortest time from a PDLI's first attempt to its dead letter."""
+    cluster: str | None = None
+    """marker: the cluster it writes into PDLIs; verifier: its own (None: not configured)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
@@ -86,6 +90,7 @@ class Published:
             allowed_buckets=None if buckets is None else tuple(buckets),
             retry_window_s=raw.get("retry_window_s"),
             retry_budget_s=raw.get("retry_budget_s"),
+            cluster=raw.get("cluster"),
             extra=dict(raw.get("extra") or {}),
         )
 
@@ -142,6 +147,12 @@ def _marker_verifier(marker: Published, verifier: Published) -> list[str]:
         problems.append(
             f"{who}: the marker's default offload bucket {marker.default_bucket!r} is not in "
             "the verifier's TOMBSTONE_S3_ALLOWED_BUCKETS"
+        )
+    if verifier.cluster and marker.cluster is not None and marker.cluster != verifier.cluster:
+        problems.append(
+            f"{who}: the marker writes cluster {marker.cluster!r} into PDLIs, the verifier is "
+            f"cluster {verifier.cluster!r} and acts on no other cluster's (set "
+            "TOMBSTONE_MARKER_CLUSTER and TOMBSTONE_VERIFIER_CLUSTER_NAME alike)"
         )
     if (
         marker.default_bucket

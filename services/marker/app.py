@@ -60,6 +60,7 @@ def published_settings(config: MarkerConfig) -> Published:
         offload_tier=config.offload_tier,
         default_bucket=config.offload_defaults.bucket,
         retry_window_s=config.retry_window.total_seconds(),
+        cluster=config.cluster,
     )
 
 

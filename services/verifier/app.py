@@ -134,6 +134,7 @@ def published_settings(config: VerifierConfig) -> Published:
         instance=f"verifier-{socket.gethostname()}-{os.getpid()}",
         default_bucket=config.offload.default_bucket,
         allowed_buckets=tuple(sorted(config.offload.allowed_buckets)),
+        cluster=config.cluster_name,
     )
 
 

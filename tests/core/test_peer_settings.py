@@ -67,6 +67,11 @@ def test_a_consistent_deployment_has_no_conflict() -> None:
             Published("deleter", "d3", allowed_buckets=("a",)),
             "2.1",
         ),
+        (
+            Published("verifier", "v2", allowed_buckets=("offload",), cluster="west"),
+            Published("marker", "m2", cluster=""),
+            "acts on no other cluster's",
+        ),
     ],
     ids=[
         "offload-tier-without-buckets",
@@ -75,6 +80,7 @@ def test_a_consistent_deployment_has_no_conflict() -> None:
         "deleter-lacks-a-bucket",
         "retry-window-beyond-budget",
         "verifier-default-not-allowed",
+        "cluster-names-differ",
     ],
 )
 def test_leaking_combinations_are_named(mine: Published, peer: Published, says: str) -> None:
