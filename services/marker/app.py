@@ -19,9 +19,10 @@ from services.marker.follower.metrics import FollowerMetrics
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
+from services.marker.neighbours import Neighbours
 from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
-from services.metadata.connect import connect_store
+from services.metadata.connect import at, connect_store
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
@@ -81,6 +82,7 @@ async def build_marker(
     *,
     store: OwnerStore,
     publisher: IntentPublisher,
+    neighbours: Neighbours | None = None,
 ) -> Marker:
     """The domain object with its journal and (optional) verifier reports on `stack`."""
     believer = None
@@ -97,6 +99,7 @@ async def build_marker(
         believer=believer,
         metrics=metrics,
         signer=config.signer,
+        neighbours=neighbours,
     )
 
 
@@ -151,7 +154,16 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
             open_intent_publisher(config.pulsar, producer_settings(config))
         )
         metrics = MarkerMetrics(runner.metrics)
-        marker = await build_marker(stack, config, metrics, store=store, publisher=publisher)
+        neighbours = Neighbours(
+            {
+                cluster.name: await stack.enter_async_context(connect_store(at(zk, cluster.store)))
+                for cluster in config.shared_clusters
+            },
+            config.encoding,
+        )
+        marker = await build_marker(
+            stack, config, metrics, store=store, publisher=publisher, neighbours=neighbours
+        )
         servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
         if config.follow:

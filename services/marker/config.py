@@ -20,6 +20,7 @@ from services.core._env import (
     parse_str,
 )
 from services.core.config import (
+    SHARED_CLUSTERS,
     ClientConfig,
     Environ,
     GrpcServerConfig,
@@ -32,6 +33,7 @@ from services.core.config import (
     setting,
 )
 from services.core.errors import ConfigError
+from services.core.shared_clusters import ZOOKEEPER, SharedCluster
 from services.core.signing import IntentSigner, check_key_id
 from services.core.signing_keys import build_signer, parse_signing_keys
 from services.marker.owners import EncodingOptions
@@ -192,6 +194,8 @@ class MarkerConfig:
     """Run the follower (DESIGN §6b) beside the Marker API."""
     follow_checkpoint_interval: timedelta = timedelta(seconds=60)
     """How often the active follower checkpoints its index."""
+    shared_clusters: tuple[SharedCluster, ...] = ()
+    """Other clusters sharing the ledgers root: reconciler requests are checked against them."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -226,6 +230,7 @@ class MarkerConfig:
             follow_checkpoint_interval=_positive(
                 FOLLOW_CHECKPOINT_INTERVAL.name, FOLLOW_CHECKPOINT_INTERVAL.read(environ)
             ),
+            shared_clusters=_shared(environ),
         )
 
 
@@ -247,3 +252,17 @@ def _positive(name: str, value: timedelta) -> timedelta:
 
 def _path(raw: str | None) -> Path | None:
     return Path(raw) if raw else None
+
+
+def _shared(environ: Environ) -> tuple[SharedCluster, ...]:
+    """The declared neighbours; each must be a ZooKeeper store and not this cluster."""
+    shared = SHARED_CLUSTERS.read(environ)
+    cluster = CLUSTER.read(environ)
+    for other in shared:
+        if other.name == cluster:
+            raise ConfigError(SHARED_CLUSTERS.name, f"{other.name!r} is this cluster's own name")
+        if other.store.kind != ZOOKEEPER:
+            raise ConfigError(
+                SHARED_CLUSTERS.name, f"{other.name}: only ZooKeeper stores are read so far"
+            )
+    return shared

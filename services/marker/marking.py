@@ -26,6 +26,7 @@ from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
 from services.marker.metrics import MarkerMetrics, tier_label
+from services.marker.neighbours import Neighbours
 from services.marker.own_writes import OwnWrites
 from services.marker.owners import EncodingOptions, OwnerSnapshot, parse_snapshot
 from services.marker.planning import (
@@ -125,8 +126,10 @@ class Marker:
         metrics: MarkerMetrics | None = None,
         signer: IntentSigner | None = None,
         own_writes: OwnWrites | None = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         self._store = store
+        self._neighbours = neighbours or Neighbours({})
         self.own_writes = own_writes or OwnWrites()
         """The unlinks this marker wrote (the follower does not send their intents again)."""
         self._signer = signer
@@ -168,6 +171,8 @@ class Marker:
     async def _mark_locked(self, request: MarkRequest) -> MarkResult:
         snapshot, version = await self._read(request)
         plan = plan_marking(request, snapshot, version, offload_tier=self._settings.offload_tier)
+        if request.reconciler and self._neighbours:
+            await self._neighbours.restrict(request, plan, owner_here=snapshot is not None)
         token = fence_token(request, version)
         sent, handle = await self._send(request, plan, version, token)
         if not request.reconciler:

@@ -67,6 +67,10 @@ class _NotMarkedReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NotMa
     """The owner references the ledger but it cannot be unlinked as asked (e.g. the
     latest schema version without all the other versions).
     """
+    OWNED_ELSEWHERE: _NotMarkedReason.ValueType  # 6
+    """Another Pulsar cluster sharing the BookKeeper owns it (a reconciler
+    request whose owner exists only in a declared neighbour).
+    """
 
 class NotMarkedReason(_NotMarkedReason, metaclass=_NotMarkedReasonEnumTypeWrapper): ...
 
@@ -82,6 +86,10 @@ WRITE_FAILED: NotMarkedReason.ValueType  # 4
 CANNOT_UNLINK: NotMarkedReason.ValueType  # 5
 """The owner references the ledger but it cannot be unlinked as asked (e.g. the
 latest schema version without all the other versions).
+"""
+OWNED_ELSEWHERE: NotMarkedReason.ValueType  # 6
+"""Another Pulsar cluster sharing the BookKeeper owns it (a reconciler
+request whose owner exists only in a declared neighbour).
 """
 Global___NotMarkedReason: _TypeAlias = NotMarkedReason  # noqa: Y015
 
