@@ -112,13 +112,13 @@ SCHEMA_MIN_AGE = setting(
 SHADOW_MIN_GAP = setting(
     "VERIFIER_SHADOW_SCAN_MIN_GAP",
     parse_duration,
-    timedelta(seconds=10),
+    timedelta(seconds=5),
     "Shortest time between the starts of two shadow scans asked for by new intents.",
 )
 SHADOW_ALLOWANCE = setting(
     "VERIFIER_SHADOW_CLOCK_ALLOWANCE",
     parse_duration,
-    timedelta(seconds=10),
+    timedelta(seconds=2),
     "Clock difference allowed between marker, ZooKeeper and verifier when judging whether a "
     "shadow scan started after a ledger left its owner's list.",
 )
@@ -236,9 +236,9 @@ class VerifierConfig:
     """Replication clusters with a BookKeeper of their own."""
     schema_min_age: timedelta = timedelta(minutes=2)
     """A younger schema ledger is RETRY (it may be between its close and its locator)."""
-    shadow_scan_min_gap: timedelta = timedelta(seconds=10)
+    shadow_scan_min_gap: timedelta = timedelta(seconds=5)
     """Shortest gap between the starts of shadow scans asked for by new intents."""
-    shadow_clock_allowance: timedelta = timedelta(seconds=10)
+    shadow_clock_allowance: timedelta = timedelta(seconds=2)
     """Clock allowance when asking for a shadow scan newer than an unlink."""
 
     @property

@@ -94,7 +94,7 @@ class DecisionPolicy:
     schema_min_age: timedelta = timedelta(minutes=2)
     """A schema ledger younger than this is RETRY: Pulsar closes it before its locator names
     it (`BookkeeperSchemaStorage`), so a young unreferenced one may be in creation."""
-    shadow_margin: timedelta = timedelta(seconds=10)
+    shadow_margin: timedelta = timedelta(seconds=2)
     """Clock allowance between the marker, ZooKeeper and the verifier when asking for a
     shadow scan that started after the ledger left its owner's list."""
 

@@ -125,7 +125,7 @@ class ShadowIndex:
         if gap > 0:
             await asyncio.sleep(gap)
 
-    async def run(self, interval: timedelta, min_gap: timedelta = timedelta(seconds=10)) -> None:
+    async def run(self, interval: timedelta, min_gap: timedelta = timedelta(seconds=5)) -> None:
         """Background loop: scan now, then every `interval` or sooner when asked (retrying
         sooner after a failure)."""
         while True:

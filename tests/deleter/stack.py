@@ -117,6 +117,10 @@ async def running_verifier(
             allowed_filesystem_bases=filesystem_bases,
         ),
         reconciler_min_age=timedelta(0),
+        # One machine, one clock; scans asked for by fresh intents come quickly, so a test's
+        # drain does not wait on the production gap (the rule itself is exercised as is).
+        shadow_clock_allowance=timedelta(0),
+        shadow_scan_min_gap=timedelta(milliseconds=200),
     )
     config = replace(config, **overrides)
     async with open_verifier(config) as (runner, parts):
