@@ -231,9 +231,15 @@ class DecisionEngine:
                 f"{target.owner_path} is a shadow topic of {owner.shadow_source}: it owns no "
                 "ledgers, its source does",
             )
-        in_use = _in_use(target, owner) or await self._in_shadow(target, owner)
+        in_use = _in_use(target, owner)
         if in_use is not None:
             return in_use
+        if ledger is not None and ledger[1] is None:
+            # Absent at every path: nothing is left to delete, whoever else names it.
+            return await self._match(target, owner, ledger, False)
+        in_shadow = await self._in_shadow(target, owner)
+        if in_shadow is not None:
+            return in_shadow
         believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
         others: tuple[Owner, ...] = ()
         if self._scope is not None:

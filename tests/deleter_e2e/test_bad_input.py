@@ -18,6 +18,7 @@ from services.systopic import IntentPublisher, ProducerSettings, encode_intent
 from services.systopic._pulsar import open_intent_publisher
 from services.systopic.ports import OutgoingMessage, SendResult
 from tests.deleter.stack import (
+    CLUSTER,
     deleter_config,
     drained,
     mark_trims,
@@ -129,6 +130,7 @@ def forged(model: ClusterModel) -> list[OutgoingMessage]:
             "component": _pd.MANAGED_LEDGER,
             "managed_ledger_name": owner,
             "fence_token": 0,
+            "cluster": CLUSTER,
         }
         return _pd.PendingDeleteLedgerInfo(**{**base, **fields})  # type: ignore[arg-type]
 
@@ -147,6 +149,7 @@ def forged(model: ClusterModel) -> list[OutgoingMessage]:
         pdli(999_999, ml.name),
         pdli(info.ledger_id, m.name, ledger_type=_pd.OFFLOAD_LEDGER, offload_context=context),
         pdli(ml.ledger_ids[0], ml.name, ledger_type=_pd.LEDGER_TYPE_UNSPECIFIED),
+        pdli(999_998, ml.name, cluster="another-cluster"),
     ]
     return [encode_intent(p) for p in pdlis]
 
@@ -157,7 +160,8 @@ async def test_forged_pdlis_delete_nothing(
     """PDLIs published straight to the topic for listed or missing ledgers delete nothing:
     every ledger and object is still there. Those still referenced (IN_USE) or absent
     (NOT_FOUND) are settled; the one naming another owner (MISMATCH) and the one without a
-    ledger type (INVALID) settle nothing and are in the DLQ with that reason."""
+    ledger type (INVALID) and the one naming another cluster (FOREIGN) settle nothing and are in
+    the DLQ with that reason."""
     model, before, verifier = cluster
     await publish(broker, forged(model))
     async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
@@ -165,7 +169,7 @@ async def test_forged_pdlis_delete_nothing(
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     assert in_bk == await ledgers_in_zookeeper(zk, in_bk)
     assert before == objects_in_s3(s3)
-    assert status.dead_letters_by_reason == {"mismatch": 1, "invalid": 1}
+    assert status.dead_letters_by_reason == {"mismatch": 1, "invalid": 1, "foreign": 1}
 
 
 async def test_garbage_is_dead_lettered_and_the_deleter_keeps_running(

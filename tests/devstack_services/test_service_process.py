@@ -183,7 +183,8 @@ def test_signing_envs_turn_signed_intents_on() -> None:
 
     marker_env, verifier_env = signing_envs()
     signer = MarkerConfig.from_env(marker_env).signer
-    verifier = VerifierConfig.from_env(verifier_env)
+    # A verifier that requires signatures names its cluster (PDLIs of others are refused).
+    verifier = VerifierConfig.from_env({**verifier_env, "TOMBSTONE_VERIFIER_CLUSTER_NAME": "c"})
     assert signer is not None
     pdli = _pd.PendingDeleteLedgerInfo(ledger_id=1, ledger_type=_pd.LEDGER)
     signer.sign(pdli)
