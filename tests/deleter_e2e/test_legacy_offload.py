@@ -29,6 +29,7 @@ from services.core.config import GrpcServerConfig, OffloadDefaults, ZooKeeperCon
 from services.core.signing import IntentSigner, TrustedKeys
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
+from services.metadata.namespaces import encode_policies, namespace_of_ml, policies_path
 from services.metadata.offload import uuid_to_bits
 from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.pulsar_names import managed_ledger_path
@@ -88,7 +89,8 @@ async def verifier_with(
 async def write_owner(zk: ZooKeeperServer, *, driver: dict[str, str] | None) -> None:
     """The ML lists ledger 1 (offloaded, its BookKeeper copy already gone: no ledger znode
     under a ledgers root whose LAYOUT exists) and ledger 2 (its current ledger).
-    `driver` None writes the context as Pulsar 2.1 did."""
+    `driver` None writes the context as Pulsar 2.1 did. The namespace's policies are there, as
+    `NamespacesBase.internalCreateNamespace` leaves them before any topic exists."""
     info = ManagedLedgerInfo()
     old = info.ledgerInfo.add(ledgerId=1, entries=10, size=1000, timestamp=1_600_000_000_000)
     ctx = old.offloadContext
@@ -101,6 +103,8 @@ async def write_owner(zk: ZooKeeperServer, *, driver: dict[str, str] | None) -> 
     info.ledgerInfo.add(ledgerId=2, timestamp=0)
     async with ZkMetadataStore.connect(zk.address) as store:
         await store.create("/ledgers/LAYOUT", LAYOUT, make_parents=True)
+        policies = policies_path(namespace_of_ml(ML))
+        await store.create(policies, encode_policies([CLUSTER]), make_parents=True)
         await store.create(
             managed_ledger_path(ML), encode_managed_ledger_info(info), make_parents=True
         )
