@@ -89,8 +89,7 @@ class ClusterScope:
         if self.cluster is None or target.cluster == self.cluster:
             return None
         named = repr(target.cluster) if target.cluster else "no cluster"
-        return skip(
-            SkipReason.FOREIGN,
+        return _foreign(
             "other_cluster",
             f"the PDLI names {named}, this is cluster {self.cluster!r}: never acted on here",
         )
@@ -191,4 +190,6 @@ class ClusterScope:
 
 
 def _foreign(code: str, reason: str) -> Verdict:
-    return skip(SkipReason.FOREIGN, code, reason)
+    """The code leads the reason (as `unavailable_<dependency>` does for RETRY), so the dead
+    letter's reason names which case it is."""
+    return skip(SkipReason.FOREIGN, code, f"{code}: {reason}")
