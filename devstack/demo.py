@@ -1,14 +1,18 @@
 """`tombstone demo` (`make run`): the local stack end to end, then a clean stop.
 
 It starts ZooKeeper and S3, seeds a simulated cluster with some orphans and, by default
-(`--profile legacy`), every legacy artifact real Pulsar versions leave behind, and prints what
-it created; then (unless --seed-only) it starts the devstack broker, the verifier, the marker
-(with its follower) and the deleter, trims half the topics through the marker the way brokers'
-retention would with the protocol, trims the other half (and switches and unsubscribes their
-cursors) the way unmodified brokers do, some of their own deletes failing, follows the deleter
-until everything is settled, and checks the outcome of both (S1 and L1); then it runs the
-reconciler on what is left (a dry run, then a submit the services carry out). Each stage is one
-method of `Demo`, entered on one exit stack, so servers always stop in reverse order.
+(`--profile legacy`), every legacy artifact real Pulsar versions leave behind, plants a
+neighbour Pulsar cluster sharing its BookKeeper (`devstack.neighbour`; not declared to the
+services, whose verifier must detect it), and prints what it created; then (unless
+--seed-only) it starts the devstack broker, the verifier, the marker (with its follower) and
+the deleter, trims half the topics through the marker the way brokers' retention would with
+the protocol, trims the other half (and switches and unsubscribes their cursors) the way
+unmodified brokers do, some of their own deletes failing, sends the neighbour's ledgers to the
+marker as a careless reconciler would, follows the deleter until everything is settled, and
+checks the outcome of all (S1 and L1; the neighbour's ledgers kept, its intents dead-lettered
+as foreign); then it runs the reconciler on what is left (a dry run, then a submit the
+services carry out). Each stage is one method of `Demo`, entered on one exit stack, so servers
+always stop in reverse order.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import click
 
 from devstack.demo_pipeline import Summary, trim_and_delete
+from devstack.neighbour import PlantedNeighbour, plant_next_to
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spec_options
@@ -54,6 +59,7 @@ class Demo:
         self.zookeeper: ZooKeeperServer | None = None
         self.s3: S3Server | None = None
         self.model: ClusterModel | None = None
+        self.neighbour: PlantedNeighbour | None = None
 
     def start_zookeeper(self) -> ZooKeeperServer:
         self.zookeeper = self.stack.enter_context(ZooKeeperServer())
@@ -80,6 +86,18 @@ class Demo:
         self.echo(f"Seeded in {self.seeded_at - started:.1f}s")
         return self.model
 
+    async def plant_neighbour(self) -> PlantedNeighbour:
+        """The neighbour cluster, after our seed (its ids follow ours in the shared generator).
+        It counts as seeded data: `seeded_at` moves to after it, so the reconciler stage's wait
+        for the age window covers the neighbour's ledgers too, and a proposal of them is the
+        reconciler's choice, not an accident of their age."""
+        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.model is not None, "seed first"
+        self.neighbour = await plant_next_to(self.model, self.zookeeper.address)
+        self.seeded_at = time.monotonic()
+        self.echo(self.neighbour.describe())
+        return self.neighbour
+
     def report(self) -> None:
         assert self.model is not None
         self.echo(render(self.model))
@@ -100,6 +118,7 @@ class Demo:
             delete_failure_share=self.delete_failure_share,
             reconcile_out=self.reconcile_out,
             seeded_at=self.seeded_at,
+            neighbour=self.neighbour,
         )
 
     def close(self) -> None:
@@ -121,6 +140,7 @@ async def run_demo(
         demo.start_zookeeper()
         demo.start_s3()
         model = await demo.seed()
+        await demo.plant_neighbour()
         demo.report()
         summary = await demo.trim_and_delete() if pipeline else None
         return model, summary
@@ -158,12 +178,14 @@ def demo(
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
-    default), trim half of it through the marker and half as unmodified brokers do (their
-    unlinks recorded by the marker's follower), delete through the verifier and the deleter
-    pool, check nothing referenced was deleted and nothing unlinked remains outside the
-    DLQ. Then the reconciler runs on what is left, the planted orphans: a dry run, a submit
-    to the demo's marker, and a check that the services deleted every candidate; the
-    reports' paths are printed."""
+    default) and a neighbour cluster sharing its BookKeeper, trim half of it through the
+    marker and half as unmodified brokers do (their unlinks recorded by the marker's
+    follower), delete through the verifier and the deleter pool, check nothing referenced
+    was deleted and nothing unlinked remains outside the DLQ, and that the neighbour's
+    ledgers, sent to the marker too, are kept and their intents dead-lettered as foreign.
+    Then the reconciler runs on what is left, the planted orphans: a dry run, a submit to the
+    demo's marker, and a check that the services deleted every candidate; the reports' paths
+    are printed."""
     spec = spec_from_options({name: options[name] for name in SPEC_OPTION_NAMES})
     # The ZooKeeper client reports every closed connection as a warning; on the console those
     # lines look like failures, so only its errors are shown.

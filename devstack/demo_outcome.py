@@ -8,7 +8,10 @@ outcomes: deleted (gone from its tier), dead-lettered with the DLQ's reason code
 - L1: every unlinked (ledger, tier) is deleted or dead-lettered with a reason; kept is a
   leak, unless another owner (a shadow topic) still lists the ledger.
 - S1: everything the protocol did not unlink is still there (planted orphans are the
-  reconciler's, so the protocol must leave them too).
+  reconciler's, so the protocol must leave them too), and so is every ledger of the neighbour
+  cluster sharing our BookKeeper (`devstack.neighbour`).
+- The neighbour, undeclared to the services, is detected: each intent sent for its ledgers
+  ends in the DLQ as `foreign` (`namespace_unknown`: its namespace has no policies here).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from devstack.neighbour import PlantedNeighbour
 from devstack.simulator.model import ClusterModel, OrphanKind
 from devstack.simulator.readback import ReadBack
 from devstack.simulator.trim import TrimmedLedger
@@ -24,6 +28,16 @@ from services.metadata.paths import LedgerLayout
 
 BOOKKEEPER = "bookkeeper"
 OFFLOAD = "offload"
+FOREIGN = "foreign"
+#: The verifier's FOREIGN codes (services/verifier/clusters.py) by a phrase of their reason.
+#: The code itself does not travel in `VerifyResponse`; the dead letter keeps the reason.
+FOREIGN_CODES = (
+    ("has no policies here", "namespace_unknown"),
+    ("references ledger", "referenced_by_cluster"),
+    ("exists in cluster", "owner_in_cluster"),
+    ("replicates to", "replicated_undeclared"),
+    ("never acted on here", "other_cluster"),
+)
 
 #: Legacy artifacts by planted kind and tier.
 _LEGACY = {
@@ -112,9 +126,15 @@ def problems(
     unlinked: list[Unlinked],
     now: ReadBack,
     dead_letters: Mapping[tuple[int, str], str],
+    *,
+    neighbour: PlantedNeighbour | None = None,
+    reasons: Mapping[tuple[int, str], str] | None = None,
 ) -> list[str]:
-    """S1 and L1 violations (see the module docstring); empty when the run was correct."""
-    found = []
+    """S1 and L1 violations (see the module docstring); empty when the run was correct.
+
+    With `neighbour`: its ledgers must all still exist, and each must have ended in the DLQ
+    as `foreign` (`namespace_unknown`; `reasons` holds the dead letters' reason texts)."""
+    found = [] if neighbour is None else neighbour_problems(neighbour, now, dead_letters, reasons)
     for item in unlinked:
         result = outcome(item, now, dead_letters)
         if item.still_referenced and result == "deleted":
@@ -163,3 +183,66 @@ def artifact_lines(
         orphans = ", ".join(f"{kind} {n}" for kind, n in sorted(left.items()))
         lines.append(f"  planted orphans left for the reconciler: kept ({orphans})")
     return lines
+
+
+def foreign_code(reason: str) -> str:
+    """The verifier's FOREIGN code a dead letter's reason text names, else `unknown`."""
+    return next((code for phrase, code in FOREIGN_CODES if phrase in reason), "unknown")
+
+
+def neighbour_outcome(
+    ledger_id: int,
+    dead_letters: Mapping[tuple[int, str], str],
+    reasons: Mapping[tuple[int, str], str] | None,
+) -> str:
+    """`dead-lettered(foreign/<code>)`, `dead-lettered(<reason code>)` or `not dead-lettered`."""
+    code = dead_letters.get((ledger_id, BOOKKEEPER))
+    if code is None:
+        return "not dead-lettered"
+    if code == FOREIGN:
+        code += "/" + foreign_code((reasons or {}).get((ledger_id, BOOKKEEPER), ""))
+    return f"dead-lettered({code})"
+
+
+def neighbour_deleted(neighbour: PlantedNeighbour, now: ReadBack) -> list[str]:
+    """S1: every ledger znode of the neighbour is still in the shared root."""
+    return [
+        f"S1: neighbour {neighbour.cluster!r} ledger {led.ledger_id} ({led.role.value}) was deleted"
+        for led in neighbour.ledgers
+        if led.ledger_id not in now.ledgers
+    ]
+
+
+def neighbour_problems(
+    neighbour: PlantedNeighbour,
+    now: ReadBack,
+    dead_letters: Mapping[tuple[int, str], str],
+    reasons: Mapping[tuple[int, str], str] | None = None,
+) -> list[str]:
+    """S1 for another cluster's ledgers, and the verifier's detection of an undeclared one."""
+    found = neighbour_deleted(neighbour, now)
+    expected = f"dead-lettered({FOREIGN}/namespace_unknown)"
+    for led in neighbour.ledgers:
+        got = neighbour_outcome(led.ledger_id, dead_letters, reasons)
+        if got != expected:
+            found.append(
+                f"neighbour {neighbour.cluster!r} ledger {led.ledger_id}: its intent ended "
+                f"{got}, not {expected}"
+            )
+    return found
+
+
+def neighbour_line(
+    neighbour: PlantedNeighbour,
+    now: ReadBack,
+    dead_letters: Mapping[tuple[int, str], str],
+    reasons: Mapping[tuple[int, str], str] | None = None,
+) -> str:
+    """How many of the neighbour's ledgers are still there, and how its intents ended."""
+    kept = sum(1 for led in neighbour.ledgers if led.ledger_id in now.ledgers)
+    ended = Counter(neighbour_outcome(i, dead_letters, reasons) for i in neighbour.ledger_ids)
+    outcomes = ", ".join(f"{result} {n}" for result, n in sorted(ended.items()))
+    return (
+        f"neighbour {neighbour.cluster!r} (undeclared, metadata in {neighbour.chroot}): "
+        f"{kept} of {len(neighbour.ledgers)} ledgers kept; its intents: {outcomes}"
+    )

@@ -4,7 +4,9 @@ unlinked through the marker (left OPEN, as Pulsar leaves them), the other half t
 switched and unsubscribed the way unmodified brokers do it, a share of their own deletes
 failing (`demo_brokers`); progress until the deleter has settled everything; the dead
 letters read back; a summary per artifact kind and the S1/L1 check over both
-(`demo_outcome`).
+(`demo_outcome`). When a neighbour cluster shares the BookKeeper (`devstack.neighbour`), its
+ledgers are sent to the marker as a careless reconciler would send them, and the check
+covers them too: kept, their intents dead-lettered as `foreign`.
 
 `devstack/demo.py` calls `trim_and_delete(...)` after seeding the cluster. On its own:
 
@@ -29,6 +31,7 @@ from grpc import aio
 
 from devstack import demo_brokers, demo_outcome, demo_reconcile
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
+from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT, ReconcileTarget
@@ -74,6 +77,8 @@ class Summary:
     """S1/L1 violations found by the final check; empty when the run was correct."""
     broker_style: str | None = None
     """The broker-style line (`demo_brokers.summary_line`), when brokers unlinked too."""
+    neighbour: str | None = None
+    """The neighbour cluster's line (`demo_outcome.neighbour_line`), when one was planted."""
     reconciler: demo_reconcile.ReconcileSummary | None = None
     """What the reconciler stage proposed, submitted and saw deleted, when it ran."""
 
@@ -91,6 +96,7 @@ class Summary:
                 f"dead-lettered: {fmt(self.dead_lettered)}",
                 *(per_artifact if self.artifacts else []),
                 *([self.broker_style] if self.broker_style else []),
+                *([self.neighbour] if self.neighbour else []),
                 f"time: {self.seconds:.1f}s",
                 "check: "
                 + (
@@ -275,6 +281,11 @@ async def _mark(
 
 async def dead_letters(deleter_port: int) -> dict[tuple[int, str], str]:
     """(ledger id, tier) → reason code of every PDLI in the dead-letter topic."""
+    return {key: code for key, (code, _) in (await dead_letter_reasons(deleter_port)).items()}
+
+
+async def dead_letter_reasons(deleter_port: int) -> dict[tuple[int, str], tuple[str, str]]:
+    """(ledger id, tier) → (reason code, reason text) of every PDLI in the dead-letter topic."""
     async with aio.insecure_channel(f"127.0.0.1:{deleter_port}") as channel:
         stub = _dl_grpc.DeleterAdminStub(channel)
         listed = await stub.ListDeadLetters(_dl.ListDeadLettersRequest(limit=10000), timeout=60)
@@ -282,8 +293,49 @@ async def dead_letters(deleter_port: int) -> dict[tuple[int, str], str]:
     for letter in listed.dead_letters:
         if letter.HasField("pdli") and letter.pdli.HasField("ledger_id"):
             tier = OFFLOAD if letter.pdli.ledger_type == _pd.OFFLOAD_LEDGER else BOOKKEEPER
-            out[(letter.pdli.ledger_id, tier)] = letter.reason_code
+            out[(letter.pdli.ledger_id, tier)] = (letter.reason_code, letter.reason)
     return out
+
+
+async def mark_neighbour(neighbour: PlantedNeighbour, marker_port: int, echo: Echo) -> None:
+    """Every ledger of the (undeclared) neighbour, sent to our marker as RECONCILER requests,
+    as a reconciler that does not know the neighbour (or an older one) would: each is
+    unreferenced by any owner of ours. The marker has no neighbour declared to refuse them
+    with, so it sends the intents; the verifier must dead-letter them as FOREIGN."""
+    data = neighbour.ids(Role.ORPHAN, Role.CLOSED, Role.CURRENT)
+    requests = [
+        _mk.MarkLedgersRequest(
+            component=_pd.MANAGED_LEDGER, managed_ledger_name=neighbour.ml_name, ledger_ids=data
+        ),
+        _mk.MarkLedgersRequest(
+            component=_pd.MANAGED_CURSOR,
+            managed_ledger_name=neighbour.ml_name,
+            cursor_name=neighbour.cursor,
+            ledger_ids=neighbour.ids(Role.CURSOR),
+        ),
+        _mk.MarkLedgersRequest(
+            component=_pd.SCHEMA_STORAGE,
+            schema_id=neighbour.schema_id,
+            ledger_ids=neighbour.ids(Role.SCHEMA),
+        ),
+    ]
+    marked = sent = 0
+    refused: list[str] = []
+    async with aio.insecure_channel(f"127.0.0.1:{marker_port}") as channel:
+        stub = _mk_grpc.MarkerStub(channel)
+        for request in requests:
+            request.source = _pd.RECONCILER
+            response = await stub.MarkLedgers(request, timeout=60)
+            marked += len(response.marked)
+            sent += response.pdlis_sent
+            refused += [
+                f"{n.ledger_id} {_mk.NotMarkedReason.Name(n.reason)}" for n in response.not_marked
+            ]
+    echo(
+        f"neighbour {neighbour.cluster!r}: its {len(neighbour.ledgers)} ledgers sent to our "
+        f"marker as a reconciler would: {marked} marked ({sent} PDLIs)"
+        + (f", refused: {', '.join(refused)}" if refused else "")
+    )
 
 
 def _counters(port: int) -> dict[str, dict[str, int]]:
@@ -330,6 +382,7 @@ async def trim_and_delete(
     settle_timeout: float = 30,
     reconcile_out: Path | None = None,
     seeded_at: float | None = None,
+    neighbour: PlantedNeighbour | None = None,
 ) -> Summary:
     """Run the stage against an already seeded cluster; returns its summary.
 
@@ -337,7 +390,8 @@ async def trim_and_delete(
     wait for the follower's intents about them to be settled. With `reconcile_out`, the
     reconciler then runs on what is left (`demo_reconcile`), its runs written there, while
     the services still run to delete what it submits; `seeded_at` (time.monotonic()) is when
-    the seed was written."""
+    the seed was written. With `neighbour` (planted in the same ZooKeeper, undeclared to the
+    services), its ledgers are sent to the marker too, and the checks cover them."""
     summary = Summary()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
@@ -363,6 +417,8 @@ async def trim_and_delete(
                 f"unlinked like unmodified brokers: {brokers.unlinked} ledger tiers, "
                 f"{len(brokers.left_behind)} left behind by their failed deletes"
             )
+            if neighbour is not None:
+                await mark_neighbour(neighbour, marker.port, echo)
             await follow(deleter.port, metrics_port, echo, timeout)
 
             async def reader() -> tuple[ReadBack, dict[tuple[int, str], str]]:
@@ -375,14 +431,20 @@ async def trim_and_delete(
             summary.deleted = counts["deleted"]
             summary.skipped = counts["skipped"]
             summary.dead_lettered = counts["dead_lettered"]
-            letters = await dead_letters(deleter.port)
+            details = await dead_letter_reasons(deleter.port)
+            letters = {key: code for key, (code, _) in details.items()}
+            reasons = {key: reason for key, (_, reason) in details.items()}
             # The check reads the stores while the services are idle (drained), before the
             # reconciler stage deletes the planted orphans the check expects to be kept.
             now = await read_back(model, zookeeper, s3)
             summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
-            summary.problems = demo_outcome.problems(model, summary.unlinked, now, letters)
+            summary.problems = demo_outcome.problems(
+                model, summary.unlinked, now, letters, neighbour=neighbour, reasons=reasons
+            )
             summary.problems += demo_brokers.new_ledger_problems(brokers, now)
             summary.broker_style = demo_brokers.summary_line(brokers, items, now, letters)
+            if neighbour is not None:
+                summary.neighbour = demo_outcome.neighbour_line(neighbour, now, letters, reasons)
             summary.seconds = time.monotonic() - started
             echo(summary.render())
             if reconcile_out is not None:
@@ -399,6 +461,7 @@ async def trim_and_delete(
                     stage,
                     echo,
                     seeded_at=started if seeded_at is None else seeded_at,
+                    neighbour=neighbour,
                 )
                 summary.problems += summary.reconciler.problems
                 echo(summary.reconciler.render())

@@ -4,8 +4,10 @@ services still run.
 After the services' part has settled, what is left unreferenced in ZooKeeper and S3 is what
 the seed planted for the reconciler. A dry run proposes it; a submit (non-interactive) sends
 the candidates to the demo's marker, whose verifier and deleter pool delete them; the stage
-then checks each candidate is gone. Both runs are the CLI an operator runs (the command
-`devstack simulate` prints, `devstack.reconcile_command`), in a child process.
+then checks each candidate is gone. Ledgers of a neighbour cluster sharing the BookKeeper
+(`devstack.neighbour`) must be neither proposed nor deleted. Both runs are the CLI an
+operator runs (the command `devstack simulate` prints, `devstack.reconcile_command`), in a
+child process.
 
 The reconciler is called in one place, `reconcile()`: its flags live there.
 """
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devstack.demo_outcome import neighbour_deleted
+from devstack.neighbour import PlantedNeighbour
 from devstack.reconcile_command import SEEDED_MIN_AGE, ReconcileTarget, reconcile_args
 from devstack.reconcile_command import reconcile_env as s3_env
 from devstack.simulator.model import ClusterModel
@@ -148,12 +152,15 @@ async def reconcile_stage(
     echo: Echo,
     *,
     seeded_at: float,
+    neighbour: PlantedNeighbour | None = None,
 ) -> ReconcileSummary:
     """Dry run, then submit, then check every submitted candidate was deleted.
 
     `seeded_at` (time.monotonic()) is when the seed was written: the runs' short age window
     (`SEEDED_MIN_AGE`) proposes planted data only once it is that old, so the stage waits
-    for that first."""
+    for that first. With `neighbour`, proposing any of its ledgers is a problem (they are
+    another cluster's, in a namespace that does not exist here), and so is any of them gone
+    after the submit."""
     summary = ReconcileSummary()
     wait = SEEDED_MIN_AGE.total_seconds() + 1 - (time.monotonic() - seeded_at)
     if wait > 0:
@@ -166,6 +173,7 @@ async def reconcile_stage(
     dry = await reconcile(target, out / "dry-run", services.env)
     _show(dry, echo)
     summary.proposed = len(dry.candidates)
+    summary.problems += _neighbour_proposed(neighbour, dry.candidates, "dry run")
     if dry.report is not None:
         summary.reports.append(dry.report)
     if dry.returncode != 0:
@@ -182,15 +190,38 @@ async def reconcile_stage(
         summary.problems.append(f"the submit exited with {sub.returncode}")
         return summary
     summary.submitted = len(sub.candidates)
+    summary.problems += _neighbour_proposed(neighbour, sub.candidates, "submit")
     await services.settle()
     now = await services.read_back()
     kept = [c for c in sub.candidates if not candidate_gone(c, now)]
     summary.deleted = summary.submitted - len(kept)
+    # A neighbour's candidate kept is the services' defence working; proposing it is already
+    # reported above.
+    theirs = neighbour.ledger_ids if neighbour is not None else frozenset()
     summary.problems += [
-        f"candidate {c['ledger_type']} {c['ledger_id']} still there" for c in kept[:10]
-    ]
+        f"candidate {c['ledger_type']} {c['ledger_id']} still there"
+        for c in kept
+        if int(c["ledger_id"]) not in theirs
+    ][:10]
+    if neighbour is not None:
+        summary.problems += neighbour_deleted(neighbour, now)
     summary.problems += _planted_left(model, sub.candidates)
     return summary
+
+
+def _neighbour_proposed(
+    neighbour: PlantedNeighbour | None, candidates: list[dict[str, Any]], run: str
+) -> list[str]:
+    """The neighbour's ledgers among a run's candidates, as one problem line."""
+    if neighbour is None:
+        return []
+    ids = sorted({int(c["ledger_id"]) for c in candidates} & neighbour.ledger_ids)
+    if not ids:
+        return []
+    return [
+        f"the {run} proposed {len(ids)} ledgers of neighbour {neighbour.cluster!r} "
+        f"({', '.join(map(str, ids))}): their namespace does not exist here"
+    ]
 
 
 def _planted_left(model: ClusterModel, candidates: list[dict[str, Any]]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from devstack import demo_outcome
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
+from devstack.neighbour import NeighbourLedger, PlantedNeighbour, Role
 from devstack.simulator import legacy_spec
 from devstack.simulator.generate import build_model
 from devstack.simulator.model import OrphanKind
@@ -87,3 +88,72 @@ def test_cursor_ledgers_are_labelled_open() -> None:
     )
     item = demo_outcome.cursor_ledger(MODEL, ledger_id)
     assert item.artifact.startswith("cursor ledger left OPEN (asyncDeleteCursorLedger) @ ")
+
+
+def _neighbour() -> PlantedNeighbour:
+    """A neighbour whose ledgers follow the model's ids, as the demo plants it."""
+    first = max(MODEL.ledgers) + 1
+    roles = (Role.ORPHAN, Role.SCHEMA, Role.CLOSED, Role.CURSOR, Role.CURRENT)
+    return PlantedNeighbour(
+        cluster="east",
+        chroot="/neighbour",
+        servers="127.0.0.1:2181",
+        ledgers_root=MODEL.spec.ledgers_root,
+        ml_name="east-only/invoicing/persistent/invoices",
+        cursor="billing",
+        schema_id="east-only/invoicing/invoices",
+        ledgers=tuple(
+            NeighbourLedger(first + i, role, f"/ledgers/x/{first + i}")
+            for i, role in enumerate(roles)
+        ),
+    )
+
+
+_UNKNOWN = (
+    "foreign: /managed-ledgers/east-only/invoicing/persistent/invoices is absent and "
+    "namespace east-only/invoicing has no policies here (/admin/policies/east-only/invoicing)"
+)
+
+
+def test_neighbour_kept_and_dead_lettered_as_namespace_unknown_is_no_problem() -> None:
+    """Every neighbour ledger still there, each intent dead-lettered `foreign` with the
+    verifier's namespace_unknown reason: no problem, and the line says so. Its dead letters
+    are not the protocol's unlinks, so they are no L1 or S1 problem either."""
+    neighbour = _neighbour()
+    now = expected(MODEL)
+    letters: dict[tuple[int, str], str] = {}
+    reasons: dict[tuple[int, str], str] = {}
+    for led in neighbour.ledgers:
+        now.ledgers[led.ledger_id] = MODEL.ledgers[max(MODEL.ledgers)].metadata
+        letters[(led.ledger_id, BOOKKEEPER)] = demo_outcome.FOREIGN
+        reasons[(led.ledger_id, BOOKKEEPER)] = _UNKNOWN
+    found = demo_outcome.problems(MODEL, [], now, letters, neighbour=neighbour, reasons=reasons)
+    assert found == []
+    assert demo_outcome.neighbour_line(neighbour, now, letters, reasons) == (
+        "neighbour 'east' (undeclared, metadata in /neighbour): 5 of 5 ledgers kept; "
+        "its intents: dead-lettered(foreign/namespace_unknown) 5"
+    )
+
+
+def test_neighbour_ledger_deleted_is_s1_and_other_outcomes_are_problems() -> None:
+    """A neighbour ledger gone is S1; an intent acknowledged, or dead-lettered for another
+    reason, means the verifier did not detect the neighbour."""
+    neighbour = _neighbour()
+    orphan, schema, closed, *_ = (led.ledger_id for led in neighbour.ledgers)
+    now = expected(MODEL)
+    letters = {(led.ledger_id, BOOKKEEPER): "foreign" for led in neighbour.ledgers}
+    reasons = dict.fromkeys(letters, _UNKNOWN)
+    for led in neighbour.ledgers:
+        if led.ledger_id != orphan:
+            now.ledgers[led.ledger_id] = MODEL.ledgers[max(MODEL.ledgers)].metadata
+    del letters[(schema, BOOKKEEPER)]
+    letters[(closed, BOOKKEEPER)] = "retries_exhausted"
+    found = demo_outcome.problems(MODEL, [], now, letters, neighbour=neighbour, reasons=reasons)
+    assert found == [
+        f"S1: neighbour 'east' ledger {orphan} (orphan (trimmed, delete failed)) was deleted",
+        f"neighbour 'east' ledger {schema}: its intent ended not dead-lettered, "
+        "not dead-lettered(foreign/namespace_unknown)",
+        f"neighbour 'east' ledger {closed}: its intent ended "
+        "dead-lettered(retries_exhausted), not dead-lettered(foreign/namespace_unknown)",
+    ]
+    assert "4 of 5 ledgers kept" in demo_outcome.neighbour_line(neighbour, now, letters, reasons)

@@ -102,9 +102,12 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     half as unmodified brokers do (a share of their deletes failing, the marker's follower
     recording every unlink), lets the deleter pool settle every PDLI, prints one line per
     artifact kind and the broker-style line, finds S1 and L1 holding over both with nothing
-    leaked; then runs the reconciler on what is left (a dry run, then a submit): every
-    candidate it proposed is submitted and deleted by the services, both reports exist, and
-    it exits 0. The reconciler's two Spark runs are most of its time (docs/simulator.md)."""
+    leaked. A neighbour cluster planted in the shared ledgers root, undeclared, has its five
+    ledgers sent to the marker as a reconciler would: all are kept, each intent
+    dead-lettered as foreign (namespace_unknown). Then it runs the reconciler on what is left
+    (a dry run, then a submit): every candidate it proposed is submitted and deleted by the
+    services, none is the neighbour's, both reports exist, and it exits 0. The reconciler's
+    two Spark runs are most of its time (docs/simulator.md)."""
     out = tmp_path / "reconcile"
     proc = _tombstone("demo", "--reconcile-out", str(out))
     try:
@@ -115,6 +118,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     expected = (
         "ZooKeeper on",
         "Planted",
+        "Neighbour cluster 'east' planted (undeclared to the services)",
+        "its 5 ledgers sent to our marker as a reconciler would: 5 marked",
         "trimmed through the marker",
         "per artifact (unlinked ledger tiers):",
         "cursor ledger left OPEN",
@@ -139,6 +144,15 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         output,
         re.M,
     ), output
+    assert re.search(
+        r"^neighbour 'east' \(undeclared, metadata in /neighbour\): 5 of 5 ledgers kept; "
+        r"its intents: dead-lettered\(foreign/namespace_unknown\) 5$",
+        output,
+        re.M,
+    ), output
+    # Neither run of the reconciler proposed a neighbour ledger, and none was deleted.
+    assert "ledgers of neighbour 'east'" not in output, output
+    assert "S1: neighbour" not in output, output
     done = re.search(
         r"^reconciler: (\d+) candidates proposed by the dry run, (\d+) submitted, "
         r"(\d+) deleted by the services$",

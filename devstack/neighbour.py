@@ -1,0 +1,317 @@
+"""A neighbour Pulsar cluster sharing the demo cluster's BookKeeper, written as Pulsar writes it.
+
+`pulsar initialize-cluster-metadata --existing-bk-metadata-service-uri` (Pulsar >= 2.6) gives a
+second cluster its own metadata store and the first cluster's ledgers root. Here the
+neighbour's metadata store is a chroot of the same ZooKeeper (`/neighbour`): its managed
+ledgers, cursors, schema locators and `/admin` live under it, while its ledgers sit in OUR
+ledgers root, their ids taken from the one id generator both clusters' BookKeeper clients use.
+
+What is written, in the order a cluster's history would write it:
+
+1. `PulsarClusterMetadataSetup` (`initialize-cluster-metadata`): `/admin/clusters/<name>`
+   (`ClusterData`), the `public` tenant and its `public/default` namespace, `/managed-ledgers`
+   and `/namespace`. With an existing BookKeeper it creates no ledgers root.
+2. `TenantResources` / `NamespaceResources` (`pulsar-admin tenants create`, `namespaces
+   create`): a tenant and a namespace that exist only there, replicated to the neighbour alone.
+3. Ledgers, each id from the shared generator (`ZkLedgerIdGenerator`: a sequential `ID-`
+   child of `<root>/idgen` created and deleted; `LongZkLedgerIdGenerator` under
+   `idgen-long/HOB-0000000001` once ids are long) and its znode at the hybrid path
+   (`PulsarLedgerManager`, Pulsar >= 2.10), with Pulsar's custom metadata:
+   - an orphan: a CLOSED data ledger the topic's retention removed from its list whose
+     delete failed (`ManagedLedgerImpl.internalTrimLedgers`, `asyncDeleteLedger`): the
+     neighbour's own business, not ours;
+   - a schema ledger, closed before its locator names it
+     (`BookkeeperSchemaStorage.addNewSchemaEntryToStore`);
+   - a CLOSED data ledger, and the OPEN current one a rollover created
+     (`ManagedLedgerImpl.createLedgerAfterClosed`);
+   - a cursor ledger, OPEN, as `ManagedCursorImpl.createNewMetadataLedger` leaves it.
+4. The owners: the ML znode listing the CLOSED and the current ledger
+   (`ManagedLedgerImpl` via `MetaStoreImpl.asyncUpdateLedgerIds`), the cursor znode whose
+   `cursorsLedgerId` is the cursor ledger (`ManagedCursorImpl.persistPositionMetaStore`), and
+   the schema locator indexing the schema ledger (`BookkeeperSchemaStorage.putSchema`).
+
+Nothing of it may be deleted by our services: every one of its ledgers is either referenced
+by the neighbour or the neighbour's to clean up.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from devstack.simulator import znodes
+from devstack.simulator._factory import pulsar_metadata
+from devstack.simulator.model import (
+    ClusterModel,
+    Cursor,
+    LedgerInfo,
+    ManagedLedger,
+    Schema,
+    SchemaVersion,
+)
+from devstack.simulator.spec import FIRST_LONG_LEDGER_ID
+from devstack.simulator.writer import FIRST_HOB
+from services.metadata import (
+    ANY_VERSION,
+    BookKeeperLedgers,
+    DigestType,
+    LedgerLayout,
+    LedgerMetadata,
+    LedgerPaths,
+    LedgerState,
+    ManagedLedgers,
+    MetadataStore,
+    Schemas,
+    Segment,
+    ZkMetadataStore,
+    managed_ledger_name,
+    schema_id_of,
+)
+from services.metadata.namespaces import POLICIES_ROOT, encode_policies, policies_path
+
+CLUSTER = "east"
+CHROOT = "/neighbour"
+TENANT = "east-only"
+NAMESPACE = f"{TENANT}/invoicing"
+TOPIC = f"persistent://{NAMESPACE}/invoices"
+SUBSCRIPTION = "billing"
+# Entries of the closed ledgers; the cursor's mark-delete position is inside the closed one.
+_ENTRIES = 120
+_ENTRY_BYTES = 512
+
+
+class Role(enum.Enum):
+    """What a neighbour ledger is to the neighbour."""
+
+    ORPHAN = "orphan (trimmed, delete failed)"
+    SCHEMA = "schema ledger"
+    CLOSED = "closed data ledger"
+    CURRENT = "current data ledger (OPEN)"
+    CURSOR = "cursor ledger (OPEN)"
+
+
+@dataclass(frozen=True)
+class NeighbourLedger:
+    ledger_id: int
+    role: Role
+    path: str
+    """Its znode in the shared ledgers root."""
+
+
+@dataclass(frozen=True)
+class PlantedNeighbour:
+    """What `plant` wrote: enough to address the neighbour's ledgers and check them later."""
+
+    cluster: str
+    chroot: str
+    servers: str
+    ledgers_root: str
+    ml_name: str
+    cursor: str
+    schema_id: str
+    ledgers: tuple[NeighbourLedger, ...] = field(default_factory=tuple)
+
+    @property
+    def store_url(self) -> str:
+        """The neighbour's metadata store as `TOMBSTONE_SHARED_CLUSTERS` names it."""
+        return f"zk:{self.servers}{self.chroot}"
+
+    @property
+    def ledger_ids(self) -> frozenset[int]:
+        return frozenset(led.ledger_id for led in self.ledgers)
+
+    def ids(self, *roles: Role) -> list[int]:
+        return [led.ledger_id for led in self.ledgers if led.role in roles]
+
+    def describe(self) -> str:
+        """One line: what was planted, where."""
+        ids = ", ".join(f"{led.ledger_id} {led.role.value}" for led in self.ledgers)
+        return (
+            f"Neighbour cluster {self.cluster!r} planted (undeclared to the services): metadata "
+            f"in chroot {self.chroot} (namespace {NAMESPACE} exists only there), ledgers in "
+            f"the shared root {self.ledgers_root}: {ids}"
+        )
+
+
+async def plant_next_to(
+    model: ClusterModel,
+    servers: str,
+    *,
+    chroot: str = CHROOT,
+    cluster: str = CLUSTER,
+) -> PlantedNeighbour:
+    """Plant the neighbour in the ZooKeeper at `servers` whose root holds `model`'s cluster."""
+    async with ZkMetadataStore.connect(servers) as shared:
+        if await shared.exists(chroot) is None:
+            await shared.create(chroot)
+        async with ZkMetadataStore.connect(servers, chroot=chroot) as theirs:
+            return await plant(
+                shared,
+                theirs,
+                ledgers_root=model.spec.ledgers_root,
+                bookies=model.bookies,
+                ensemble_size=model.spec.ensemble_size,
+                long_ids=any(i >= FIRST_LONG_LEDGER_ID for i in model.ledgers),
+                cluster=cluster,
+                servers=servers,
+                chroot=chroot,
+            )
+
+
+async def plant(
+    shared: MetadataStore,
+    theirs: MetadataStore,
+    *,
+    ledgers_root: str,
+    bookies: tuple[str, ...],
+    ensemble_size: int,
+    long_ids: bool,
+    cluster: str = CLUSTER,
+    servers: str = "",
+    chroot: str = CHROOT,
+) -> PlantedNeighbour:
+    """Write the neighbour: `theirs` is its own metadata store, `shared` the store holding the
+    ledgers root both clusters use (already initialised by our cluster's BookKeeper)."""
+    await _cluster_metadata_setup(theirs, cluster)
+    await _tenant_and_namespace(theirs, cluster)
+    ml_name = managed_ledger_name(TOPIC)
+    schema_id = schema_id_of(TOPIC)
+    writer = _LedgerWriter(shared, ledgers_root, bookies, ensemble_size, long_ids)
+    # Creation order: the oldest data ledger (trimmed later), the schema the first producer
+    # registered, the closed ledger, the subscription's cursor ledger, the rollover's ledger.
+    data = pulsar_metadata(ml_name=ml_name)
+    # Listed by no owner: the neighbour's orphan, its own to clean up.
+    await writer.write(Role.ORPHAN, LedgerState.CLOSED, data)
+    schema = await writer.write(
+        Role.SCHEMA, LedgerState.CLOSED, pulsar_metadata(schema_id=schema_id)
+    )
+    closed = await writer.write(Role.CLOSED, LedgerState.CLOSED, data)
+    cursor_meta = pulsar_metadata(ml_name=ml_name, cursor=SUBSCRIPTION)
+    cursor = await writer.write(Role.CURSOR, LedgerState.OPEN, cursor_meta)
+    current = await writer.write(Role.CURRENT, LedgerState.OPEN, data)
+    now_ms = int(time.time() * 1000)
+    await _owners(theirs, ml_name, schema_id, closed, current, cursor, schema, now_ms)
+    return PlantedNeighbour(
+        cluster=cluster,
+        chroot=chroot,
+        servers=servers,
+        ledgers_root=ledgers_root,
+        ml_name=ml_name,
+        cursor=SUBSCRIPTION,
+        schema_id=schema_id,
+        ledgers=tuple(writer.written),
+    )
+
+
+async def _cluster_metadata_setup(store: MetadataStore, cluster: str) -> None:
+    """`PulsarClusterMetadataSetup` with `--existing-bk-metadata-service-uri`: the cluster's
+    registration, the default tenant and namespace, the roots brokers expect."""
+    data = {"serviceUrl": "http://east:8080", "brokerServiceUrl": "pulsar://east:6650"}
+    await _json(store, f"/admin/clusters/{cluster}", data)
+    await _json(store, f"{POLICIES_ROOT}/public", _tenant_info(cluster))
+    await store.create(policies_path("public/default"), encode_policies([cluster]))
+    for path in ("/managed-ledgers", "/namespace"):
+        await store.create(path)
+
+
+async def _tenant_and_namespace(store: MetadataStore, cluster: str) -> None:
+    """`TenantResources.createTenant` and `NamespaceResources.createPolicies`: the namespace
+    our cluster does not have, replicated to the neighbour alone."""
+    await _json(store, f"{POLICIES_ROOT}/{TENANT}", _tenant_info(cluster))
+    await store.create(policies_path(NAMESPACE), encode_policies([cluster]))
+
+
+def _tenant_info(cluster: str) -> dict[str, object]:
+    return {"adminRoles": [], "allowedClusters": [cluster]}
+
+
+async def _json(store: MetadataStore, path: str, doc: Mapping[str, object]) -> None:
+    await store.create(path, json.dumps(doc).encode(), make_parents=True)
+
+
+class _LedgerWriter:
+    """Allocates ids from the shared generator and writes ledger znodes in the shared root."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        root: str,
+        bookies: tuple[str, ...],
+        ensemble_size: int,
+        long_ids: bool,
+    ) -> None:
+        self.store = store
+        self.root = root
+        self.ensemble = tuple(bookies[: min(ensemble_size, len(bookies))])
+        self.long_ids = long_ids
+        # Pulsar >= 2.10 writes the hybrid path whatever `<root>/LAYOUT` names.
+        self.bk = BookKeeperLedgers(
+            store, paths=LedgerPaths(root=root, layout=LedgerLayout.HIERARCHICAL)
+        )
+        self.written: list[NeighbourLedger] = []
+
+    async def allocate(self) -> int:
+        """The next id of the generator our cluster's BookKeeper uses: one sequential child
+        created then deleted, as `ZkLedgerIdGenerator` (or `LongZkLedgerIdGenerator`) does.
+        Sharing the generator is what keeps ids unique across the clusters."""
+        parent = f"{self.root}/idgen-long/{FIRST_HOB}" if self.long_ids else f"{self.root}/idgen"
+        path, _ = await self.store.create_sequential(f"{parent}/ID-")
+        await self.store.delete(path, version=ANY_VERSION)
+        seq = int(path.rsplit("ID-", 1)[1])
+        return FIRST_LONG_LEDGER_ID + seq if self.long_ids else seq
+
+    async def write(self, role: Role, state: LedgerState, custom: dict[str, bytes]) -> int:
+        ledger_id = await self.allocate()
+        closed = state is LedgerState.CLOSED
+        entries = _ENTRIES if closed else 0
+        metadata = LedgerMetadata(
+            ledger_id=ledger_id,
+            ensemble_size=len(self.ensemble),
+            write_quorum=len(self.ensemble),
+            ack_quorum=len(self.ensemble),
+            state=state,
+            length=entries * _ENTRY_BYTES,
+            last_entry_id=entries - 1,
+            segments=(Segment(0, self.ensemble),),
+            digest_type=DigestType.CRC32C,
+            password=b"",
+            custom_metadata=custom,
+            # The creator token BookKeeper >= 4.9 stores (any non-zero long of the creator).
+            ctoken=random.Random(ledger_id).getrandbits(63) + 1,
+        )
+        await self.bk.create(metadata, container_parents=True)
+        self.written.append(NeighbourLedger(ledger_id, role, self.bk.paths.ledger_path(ledger_id)))
+        return ledger_id
+
+
+async def _owners(
+    store: MetadataStore,
+    ml_name: str,
+    schema_id: str,
+    closed: int,
+    current: int,
+    cursor_ledger: int,
+    schema_ledger: int,
+    now_ms: int,
+) -> None:
+    """The ML list, the cursor and the schema locator that reference the neighbour's ledgers."""
+    ml = ManagedLedger(
+        ml_name,
+        TOPIC,
+        (
+            LedgerInfo(closed, _ENTRIES, _ENTRIES * _ENTRY_BYTES, now_ms),
+            # The current ledger is listed with its id alone until it is closed.
+            LedgerInfo(current, None, None, 0),
+        ),
+    )
+    await ManagedLedgers(store).create(ml_name, znodes.ml_to_proto(ml))
+    cursor = Cursor(ml_name, SUBSCRIPTION, cursor_ledger, closed, _ENTRIES // 2, now_ms)
+    await ManagedLedgers(store).create_cursor(ml_name, SUBSCRIPTION, znodes.cursor_to_proto(cursor))
+    digest = hashlib.sha256(b'{"type":"record","name":"Invoice"}').digest()
+    schema = Schema(schema_id, (SchemaVersion(0, schema_ledger, 0, digest),))
+    await Schemas(store).create(schema_id, znodes.locator_to_proto(schema))
