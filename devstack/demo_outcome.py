@@ -29,14 +29,16 @@ from services.metadata.paths import LedgerLayout
 BOOKKEEPER = "bookkeeper"
 OFFLOAD = "offload"
 FOREIGN = "foreign"
-#: The verifier's FOREIGN codes (services/verifier/clusters.py) by a phrase of their reason.
-#: The code itself does not travel in `VerifyResponse`; the dead letter keeps the reason.
-FOREIGN_CODES = (
-    ("has no policies here", "namespace_unknown"),
-    ("references ledger", "referenced_by_cluster"),
-    ("exists in cluster", "owner_in_cluster"),
-    ("replicates to", "replicated_undeclared"),
-    ("never acted on here", "other_cluster"),
+#: The verifier's FOREIGN codes (services/verifier/clusters.py); a FOREIGN verdict's reason
+#: starts with its code, and the dead letter's reason is `foreign: <verdict reason>`.
+FOREIGN_CODES = frozenset(
+    {
+        "namespace_unknown",
+        "referenced_by_cluster",
+        "owner_in_cluster",
+        "replicated_undeclared",
+        "other_cluster",
+    }
 )
 
 #: Legacy artifacts by planted kind and tier.
@@ -186,8 +188,9 @@ def artifact_lines(
 
 
 def foreign_code(reason: str) -> str:
-    """The verifier's FOREIGN code a dead letter's reason text names, else `unknown`."""
-    return next((code for phrase, code in FOREIGN_CODES if phrase in reason), "unknown")
+    """The verifier's FOREIGN code a dead letter's reason leads with, else `unknown`."""
+    words = [part.strip() for part in reason.split(":", 2)[:2]]
+    return next((word for word in words if word in FOREIGN_CODES), "unknown")
 
 
 def neighbour_outcome(

@@ -110,7 +110,8 @@ def _neighbour() -> PlantedNeighbour:
 
 
 _UNKNOWN = (
-    "foreign: /managed-ledgers/east-only/invoicing/persistent/invoices is absent and "
+    "foreign: namespace_unknown: /managed-ledgers/east-only/invoicing/persistent/invoices is "
+    "absent and "
     "namespace east-only/invoicing has no policies here (/admin/policies/east-only/invoicing)"
 )
 
