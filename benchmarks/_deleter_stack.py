@@ -58,6 +58,7 @@ def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
 def create_topics(broker: PulsarBrokerProcess) -> None:
     for topic in (TOPIC, f"{TOPIC}-RETRY", f"{TOPIC}-DLQ"):
         broker.control.create_partitioned_topic(topic, PARTITIONS)
+        broker.control.set_retention(topic)
 
 
 def ledger(ledger_id: int) -> LedgerMetadata:

@@ -364,6 +364,7 @@ async def run(args: argparse.Namespace) -> None:
     rates = [int(r) for r in args.rates.split(",")]
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        broker.control.set_retention(SYSTEM_TOPIC)
         await populate(zookeeper.address, args.owners)
         config = PulsarConfig(service_url=broker.service_url, topic=SYSTEM_TOPIC, partitions=4)
         async with (

@@ -352,10 +352,11 @@ async def marker_figures(
 async def run(args: argparse.Namespace) -> None:
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
         for name in ("raw", "delayed", "pub", "aio"):
-            broker.control.create_partitioned_topic(
-                f"persistent://public/default/bench-{name}", PARTITIONS
-            )
+            bench_topic = f"persistent://public/default/bench-{name}"
+            broker.control.create_partitioned_topic(bench_topic, PARTITIONS)
+            broker.control.set_retention(bench_topic)
         broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        broker.control.set_retention(SYSTEM_TOPIC)
         client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
         runs = {"unsigned": await marker_figures(zookeeper, broker, args)}
         if args.sign:

@@ -344,6 +344,7 @@ async def trim_and_delete(
         echo(f"Pulsar (devstack broker) on {broker.service_url}")
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             broker.control.create_partitioned_topic(topic, PARTITIONS)
+            broker.control.set_retention(topic)
         services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(

@@ -93,6 +93,7 @@ async def chaos_stack() -> AsyncIterator[ChaosStack]:
         servers.callback(broker.close)
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+            await asyncio.to_thread(broker.control.set_retention, topic)
         async with ZkMetadataStore.connect(zk.address) as store:
             await format_ledgers_root(store)
         async with (

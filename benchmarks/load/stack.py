@@ -134,6 +134,7 @@ async def local_stack(*, follow: bool = False) -> AsyncIterator[LocalStack]:
         servers.callback(broker.stop)
         for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
             await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+            await asyncio.to_thread(broker.control.set_retention, topic)
         # The verifier and the deleter refuse to start without a ledgers root and LAYOUT.
         async with ZkMetadataStore.connect(zk.address) as store:
             await format_ledgers_root(store)

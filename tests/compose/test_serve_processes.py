@@ -25,6 +25,7 @@ async def test_serve_commands_start_and_stop_cleanly(
     each answer SERVING; SIGTERM in reverse order ends each with exit code 0."""
     for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
         broker.control.create_partitioned_topic(topic, PARTITIONS)
+        broker.control.set_retention(topic)
     async with ZkMetadataStore.connect(zk.address) as store:
         await format_ledgers_root(store)  # what a formatted cluster holds (LAYOUT and all)
     ports = {name: free_port() for name in TOMBSTONE_SERVICES}

@@ -77,6 +77,7 @@ def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
 def create_topics(broker: PulsarBrokerProcess) -> None:
     for topic in (SYSTEM, f"{SYSTEM}-RETRY", f"{SYSTEM}-DLQ"):
         broker.control.create_partitioned_topic(topic, PARTITIONS)
+        broker.control.set_retention(topic)
 
 
 def s3_config(s3: S3Server, endpoint: str | None = None) -> S3Config:

@@ -40,6 +40,7 @@ class Received:
 
 def create_system_topic(broker: PulsarBrokerProcess, partitions: int = PARTITIONS) -> None:
     broker.control.create_partitioned_topic(TOPIC, partitions)
+    broker.control.set_retention(TOPIC)
 
 
 def pulsar_config(broker: PulsarBrokerProcess, partitions: int = PARTITIONS) -> PulsarConfig:
