@@ -31,8 +31,7 @@ def test_setup_creates_everything_and_is_idempotent(broker: PulsarBrokerProcess)
     assert len(lines) == 12
     assert all(line.startswith("created: ") for line in lines), lines
     assert (
-        f"created: subscription tombstone-deleter on {SYSTEM} (earliest position; "
-        "all 4 partitions)"
+        f"created: subscription tombstone-deleter on {SYSTEM} (earliest position; all 4 partitions)"
     ) in lines
 
     second = _setup(broker)
@@ -71,9 +70,7 @@ def test_check_reports_a_dropped_subscription(broker: PulsarBrokerProcess) -> No
     check = _setup(broker, "--check")
     assert check.exit_code == 1
     missing = [line for line in check.output.splitlines() if line.startswith("missing")]
-    assert missing == [
-        f"missing: subscription tombstone-deleter on {SYSTEM} (partitions 2 of 4)"
-    ]
+    assert missing == [f"missing: subscription tombstone-deleter on {SYSTEM} (partitions 2 of 4)"]
     repaired = _setup(broker)
     assert repaired.exit_code == 0
     assert (
