@@ -21,11 +21,15 @@ Every step is idempotent; each reports one `Step`.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import enum
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 
 from services.core.config import ADMIN_URL, DLQ_SUBSCRIPTION, SUBSCRIPTION, PulsarConfig
 from services.systopic.admin import PulsarAdmin, partition_names
@@ -90,6 +94,22 @@ class SetupPlan:
             dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
             retention_minutes=retention_minutes,
             retention_size_mb=retention_size_mb,
+        )
+
+    @classmethod
+    def for_topic(cls, admin_url: str, topic: str, partitions: int) -> SetupPlan:
+        """The default subscriptions on `topic`, `topic-RETRY` and `topic-DLQ`."""
+        pulsar = PulsarConfig(
+            topic=topic,
+            retry_topic=f"{topic}-RETRY",
+            dlq_topic=f"{topic}-DLQ",
+            partitions=partitions,
+        )
+        return cls(
+            pulsar=pulsar,
+            admin_url=admin_url,
+            subscription=SUBSCRIPTION.default,
+            dlq_subscription=DLQ_SUBSCRIPTION.default,
         )
 
     def topics(self) -> list[tuple[str, str]]:
@@ -244,3 +264,23 @@ def _partitions_named(topic: str, lacking: list[str], total: int) -> str:
         return f"all {total} partitions"
     indexes = ", ".join(name.rsplit("-partition-", 1)[-1] for name in lacking)
     return f"partitions {indexes} of {total}"
+
+
+def prepare_topics(plan: SetupPlan) -> list[Step]:
+    """`tombstone setup` from synchronous code (test stacks, benchmarks, the demo), on a loop
+    of its own in a worker thread so that it also works under a running loop. Raises
+    `RuntimeError` naming the first item that is not in place."""
+
+    async def go() -> list[Step]:
+        async with aiohttp.ClientSession() as http:
+            admin = PulsarAdmin(http, plan.admin_url, token=plan.pulsar.auth_token)
+            runner = TopicSetup(admin, plan, check=False, report=lambda _step: None)
+            await runner.run()
+            return runner.steps
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        steps = pool.submit(asyncio.run, go()).result()
+    for step in steps:
+        if not step.ok:
+            raise RuntimeError(f"tombstone setup: {step.line()}")
+    return steps
