@@ -75,7 +75,7 @@ def _deleter_receives(
         consumer = client.subscribe(
             TOPIC, "tombstone-deleter", consumer_type=pulsar.ConsumerType.Shared
         )
-        got = []
+        got: list[_pd.PendingDeleteLedgerInfo] = []
         while True:
             try:
                 message = consumer.receive(timeout_millis=10_000 if len(got) < expected else 500)
