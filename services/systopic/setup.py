@@ -168,8 +168,17 @@ class TopicSetup:
     async def run(self) -> bool:
         """True when every item is (now) as it should be."""
         for topic, subscription in self._plan.topics():
-            if not (await self._partitions(topic)).ok:
-                continue  # the rest of this topic hangs on a topic setup will not touch
+            step = await self._partitions(topic)
+            if step.outcome == Outcome.MISSING:
+                # --check: what hangs on the topic is missing with it, one line each.
+                for item in (
+                    f"subscription {subscription} on {topic}",
+                    f"retention of {topic}",
+                    f"inactive-topic policy of {topic}",
+                ):
+                    self._step(Outcome.MISSING, item, "no topic")
+            if not step.ok:
+                continue  # nothing more to do on a topic that is missing or not ours to change
             await self._subscription(topic, subscription)
             await self._retention(topic)
             await self._inactive(topic)

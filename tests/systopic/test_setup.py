@@ -54,11 +54,19 @@ def test_setup_creates_everything_and_is_idempotent(broker: PulsarBrokerProcess)
 
 
 def test_check_reports_each_missing_item(broker: PulsarBrokerProcess) -> None:
-    """On an empty broker --check creates nothing and names the three topics as missing."""
+    """On an empty broker --check creates nothing and names every item as missing."""
     result = _setup(broker, "--check")
     assert result.exit_code == 1
+    subscriptions = ("tombstone-deleter", "tombstone-deleter", "tombstone-dlq")
     assert result.output.splitlines() == [
-        f"missing: topic {topic} (4 partitions)" for topic in TOPICS
+        line
+        for topic, subscription in zip(TOPICS, subscriptions, strict=True)
+        for line in (
+            f"missing: topic {topic} (4 partitions)",
+            f"missing: subscription {subscription} on {topic} (no topic)",
+            f"missing: retention of {topic} (no topic)",
+            f"missing: inactive-topic policy of {topic} (no topic)",
+        )
     ]
     assert broker.control.get_partitions(SYSTEM) == 0
 
