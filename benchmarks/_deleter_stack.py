@@ -31,6 +31,7 @@ from services.metadata import (
 from services.metadata.layout import format_ledgers_root
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
 from services.systopic.ports import OutgoingMessage
+from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 TOPIC = "persistent://pulsar/system/__ledger_deletion"
@@ -56,8 +57,7 @@ def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
 
 
 def create_topics(broker: PulsarBrokerProcess) -> None:
-    for topic in (TOPIC, f"{TOPIC}-RETRY", f"{TOPIC}-DLQ"):
-        broker.control.create_partitioned_topic(topic, PARTITIONS)
+    prepare_topics(SetupPlan.for_topic(broker.admin_url, TOPIC, PARTITIONS))
 
 
 def ledger(ledger_id: int) -> LedgerMetadata:

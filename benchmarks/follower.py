@@ -54,6 +54,7 @@ from services.systopic import (
     SendResult,
     open_intent_publisher,
 )
+from services.systopic.setup import SetupPlan, prepare_topics
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
@@ -363,7 +364,7 @@ def index_memory(mls: int) -> dict[str, float]:
 async def run(args: argparse.Namespace) -> None:
     rates = [int(r) for r in args.rates.split(",")]
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
-        broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+        prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
         await populate(zookeeper.address, args.owners)
         config = PulsarConfig(service_url=broker.service_url, topic=SYSTEM_TOPIC, partitions=4)
         async with (

@@ -46,6 +46,7 @@ from services.marker.planning import MarkRequest, Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
+from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -245,6 +246,7 @@ async def start_marker(
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
         "TOMBSTONE_MARKER_ID": "marker-bench",
         "TOMBSTONE_MARKER_JOURNAL_DIR": str(workdir),
         "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
@@ -352,10 +354,10 @@ async def marker_figures(
 async def run(args: argparse.Namespace) -> None:
     with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
         for name in ("raw", "delayed", "pub", "aio"):
-            broker.control.create_partitioned_topic(
-                f"persistent://public/default/bench-{name}", PARTITIONS
-            )
-        broker.control.create_partitioned_topic(SYSTEM_TOPIC, PARTITIONS)
+            bench_topic = f"persistent://public/default/bench-{name}"
+            broker.control.create_partitioned_topic(bench_topic, PARTITIONS)
+            broker.control.set_retention(bench_topic)
+        prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
         client = await client_figures(broker.service_url, args.owners * args.ledgers, args)
         runs = {"unsigned": await marker_figures(zookeeper, broker, args)}
         if args.sign:

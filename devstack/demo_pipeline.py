@@ -47,6 +47,7 @@ from devstack.simulator.spec import ClusterSpec, legacy_spec
 from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
+from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 from tombstone.v1 import marker_pb2 as _mk
@@ -156,6 +157,7 @@ def _common_env(
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
         **s3.service_env(),
     }
 
@@ -396,8 +398,7 @@ async def trim_and_delete(
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
         echo(f"Pulsar (devstack broker) on {broker.service_url}")
-        for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
-            broker.control.create_partitioned_topic(topic, PARTITIONS)
+        prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
         services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "health": "services.healthcheck:health",
     "keys": "services.core.keys_cli:keys",
     "reconcile": "services.scan.cli:reconcile",
+    "setup": "services.systopic.setup_cli:setup",
 }
 
 

@@ -24,6 +24,7 @@ from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.layout import format_ledgers_root
 from services.metadata.zk_store import ZkMetadataStore
+from services.systopic.setup import SetupPlan, prepare_topics
 
 DELETERS = ("deleter-a", "deleter-b")
 SERVICES = ("verifier", "marker", *DELETERS)
@@ -91,8 +92,8 @@ async def chaos_stack() -> AsyncIterator[ChaosStack]:
         broker = PulsarBrokerProcess(data_dir=log_dir / "broker-data")
         await asyncio.to_thread(broker.start)
         servers.callback(broker.close)
-        for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
-            await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+        plan = SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS)
+        await asyncio.to_thread(prepare_topics, plan)
         async with ZkMetadataStore.connect(zk.address) as store:
             await format_ledgers_root(store)
         async with (

@@ -17,6 +17,7 @@ from devstack.services import ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.layout import format_ledgers_root
 from services.metadata.zk_store import ZkMetadataStore
+from services.systopic.setup import SetupPlan, prepare_topics
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 4
@@ -85,6 +86,7 @@ def service_envs(
     pulsar = {
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
     }
     return {
         "verifier": {
@@ -132,8 +134,8 @@ async def local_stack(*, follow: bool = False) -> AsyncIterator[LocalStack]:
         broker = PulsarBrokerProcess()
         await asyncio.to_thread(broker.start)
         servers.callback(broker.stop)
-        for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
-            await asyncio.to_thread(broker.control.create_partitioned_topic, topic, PARTITIONS)
+        plan = SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS)
+        await asyncio.to_thread(prepare_topics, plan)
         # The verifier and the deleter refuse to start without a ledgers root and LAYOUT.
         async with ZkMetadataStore.connect(zk.address) as store:
             await format_ledgers_root(store)

@@ -8,9 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .broker import Broker, Conflict, UnknownNamespace
+from .broker import (
+    INACTIVE_TOPIC_POLICIES,
+    RETENTION,
+    Broker,
+    Conflict,
+    PreconditionFailed,
+    UnknownNamespace,
+)
 from .names import InvalidTopicName, TopicName
 from .stats import partitioned_stats, topic_stats
+from .subscription import SHARED
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -43,6 +51,8 @@ async def _errors(request: web.Request, handler: Route) -> web.StreamResponse:
         return _error(404, str(exc))
     except Conflict as exc:
         return _error(409, str(exc))
+    except PreconditionFailed as exc:
+        return _error(412, str(exc))
     except (ValueError, TypeError, InvalidTopicName) as exc:
         return _error(400, str(exc))
 
@@ -104,6 +114,141 @@ async def get_partitioned_stats(request: web.Request) -> web.Response:
         part = name.partition(i)
         per[part.full] = topic_stats(broker.topic(part))
     return web.json_response(partitioned_stats(count, per))
+
+
+def _targets(broker: Broker, name: TopicName) -> list[TopicName]:
+    """The partitions of a partitioned topic, or the topic itself; 404 if it does not exist."""
+    broker.check_namespace(name)
+    count = broker.partitions_of(name)
+    if count > 0:
+        return [name.partition(i) for i in range(count)]
+    if not broker.topic_exists(name):
+        raise KeyError(f"Topic {name.full} not found")
+    return [name]
+
+
+async def list_subscriptions(request: web.Request) -> web.Response:
+    """`getSubscriptions`: a partitioned topic answers the union over its partitions."""
+    broker = _broker(request)
+    names: set[str] = set()
+    for target in _targets(broker, _topic_name(request)):
+        topic = broker.topics.get(target.full)
+        if topic is not None:
+            names.update(n for n, sub in topic.subscriptions.items() if sub.durable)
+    return web.json_response(sorted(names))
+
+
+def _reset_position(body: Any, entries: int) -> int | None:
+    """Where `ResetCursorData` puts a new subscription: None for latest (no body)."""
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        raise ValueError("expected a ResetCursorData object")
+    ledger, entry = int(body.get("ledgerId", -1)), int(body.get("entryId", -1))
+    if (ledger, entry) == (-1, -1):
+        return 0
+    if ledger == entry == (1 << 63) - 1:
+        return entries
+    raise ValueError("only the earliest and latest positions are supported here")
+
+
+async def create_subscription(request: web.Request) -> web.Response:
+    """`createSubscription`: durable, at `ResetCursorData`'s position (default latest), on
+    every partition that lacks it; 409 when it exists everywhere already."""
+    broker = _broker(request)
+    name = _topic_name(request)
+    sub_name = request.match_info["subscription"]
+    text = (await request.text()).strip()
+    body = json.loads(text) if text else None
+    broker.check_namespace(name)
+    targets = _targets(broker, name) if broker.topic_exists(name) else [name]
+    created = 0
+    for target in targets:
+        topic = broker.topic(target)
+        if sub_name in topic.subscriptions:
+            continue
+        start = _reset_position(body, len(topic.entries))
+        topic.subscription(sub_name, SHARED, durable=True, start=start)
+        created += 1
+    if created == 0:
+        raise Conflict("Subscription already exists for topic")
+    return web.Response(status=204)
+
+
+async def delete_subscription(request: web.Request) -> web.Response:
+    """`deleteSubscription` without `force`: refused (412) while consumers are connected."""
+    broker = _broker(request)
+    sub_name = request.match_info["subscription"]
+    found = False
+    for target in _targets(broker, _topic_name(request)):
+        topic = broker.topics.get(target.full)
+        sub = topic.subscriptions.get(sub_name) if topic is not None else None
+        if sub is None:
+            continue
+        if sub.consumers:
+            raise PreconditionFailed("Subscription has active connected consumers")
+        found = True
+    if not found:
+        raise KeyError("Subscription not found")
+    for target in _targets(broker, _topic_name(request)):
+        topic = broker.topics.get(target.full)
+        if topic is not None:
+            topic.delete_subscription(sub_name)
+    return web.Response(status=204)
+
+
+def _policy_getter(key: str) -> Route:
+    async def get_policy(request: web.Request) -> web.Response:
+        """A topic-level policy as set; 204 with no body when it is not set (Pulsar resumes
+        the request with null)."""
+        broker = _broker(request)
+        name = _topic_name(request)
+        if name.partition_index >= 0:
+            raise PreconditionFailed("Not allowed to set/get topic policy for a partition")
+        _targets(broker, name)
+        value = broker.topic_policy(name, key)
+        return web.Response(status=204) if value is None else web.json_response(value)
+
+    return get_policy
+
+
+def _retention(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValueError("expected a RetentionPolicies object")
+    minutes, size = body.get("retentionTimeInMinutes", 0), body.get("retentionSizeInMB", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= -1 for v in (minutes, size)):
+        raise ValueError("retentionTimeInMinutes and retentionSizeInMB must be integers >= -1")
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size}
+
+
+_DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+
+
+def _inactive_policies(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValueError("expected an InactiveTopicPolicies object")
+    mode = body.get("inactiveTopicDeleteMode", _DELETE_MODES[0])
+    seconds = body.get("maxInactiveDurationSeconds", 60)
+    delete = body.get("deleteWhileInactive", True)
+    if mode not in _DELETE_MODES:
+        raise ValueError(f"inactiveTopicDeleteMode must be one of {', '.join(_DELETE_MODES)}")
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not isinstance(delete, bool):
+        raise ValueError("maxInactiveDurationSeconds is an integer, deleteWhileInactive a bool")
+    return {
+        "inactiveTopicDeleteMode": mode,
+        "maxInactiveDurationSeconds": seconds,
+        "deleteWhileInactive": delete,
+    }
+
+
+def _policy_setter(key: str, parse: Callable[[Any], dict[str, Any]]) -> Route:
+    async def set_policy(request: web.Request) -> web.Response:
+        text = (await request.text()).strip()
+        value = parse(json.loads(text) if text else None)
+        _broker(request).set_topic_policy(_topic_name(request), key, value)
+        return web.Response(status=204)
+
+    return set_policy
 
 
 async def unload(request: web.Request) -> web.Response:
@@ -209,6 +354,16 @@ def make_app(server: BrokerServer) -> web.Application:
             web.get(TOPIC + "/stats", get_stats),
             web.get(TOPIC + "/partitioned-stats", get_partitioned_stats),
             web.put(TOPIC + "/unload", unload),
+            web.get(TOPIC + "/subscriptions", list_subscriptions),
+            web.put(TOPIC + "/subscription/{subscription}", create_subscription),
+            web.delete(TOPIC + "/subscription/{subscription}", delete_subscription),
+            web.get(TOPIC + "/retention", _policy_getter(RETENTION)),
+            web.post(TOPIC + "/retention", _policy_setter(RETENTION, _retention)),
+            web.get(TOPIC + "/inactiveTopicPolicies", _policy_getter(INACTIVE_TOPIC_POLICIES)),
+            web.post(
+                TOPIC + "/inactiveTopicPolicies",
+                _policy_setter(INACTIVE_TOPIC_POLICIES, _inactive_policies),
+            ),
             web.post("/admin/devstack/faults/{name}", fault),
             web.post("/admin/devstack/drop-connections", drop_connections),
             web.post("/admin/devstack/reset", reset),

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .faults import Faults
 from .names import TopicName
@@ -55,6 +55,14 @@ class UnknownNamespace(Exception):
     """A topic in a namespace the broker does not know (TopicNotFound / HTTP 404)."""
 
 
+class PreconditionFailed(Exception):
+    """An admin request Pulsar refuses with HTTP 412 (a policy on one partition...)."""
+
+
+RETENTION = "retention"
+INACTIVE_TOPIC_POLICIES = "inactiveTopicPolicies"
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -69,6 +77,13 @@ class Broker:
         self.partitioned: dict[str, int] = dict(meta.get("partitioned", {}))
         self.deduplication: dict[str, bool] = dict(meta.get("deduplication", {}))
         """Per-namespace overrides of `config.deduplication`."""
+        self.topic_policies: dict[str, dict[str, Any]] = {
+            name: dict(policies) for name, policies in meta.get("topic_policies", {}).items()
+        }
+        """Topic-level policies by topic (a partitioned topic's apply to its partitions)."""
+        self.trim_floors: dict[str, int] = dict(meta.get("trimmed", {}))
+        """Per topic, how many leading entries are gone (published with nothing keeping them)."""
+        self._meta_handle: asyncio.TimerHandle | None = None
         self._next_ledger_id = int(meta.get("next_ledger_id", 1))
         self._producer_names = 0
         self._dirty_subs: set[Subscription] = set()
@@ -88,8 +103,22 @@ class Broker:
                 "partitioned": self.partitioned,
                 "deduplication": self.deduplication,
                 "next_ledger_id": self._next_ledger_id,
+                "topic_policies": self.topic_policies,
+                "trimmed": self.trim_floors,
             }
         )
+
+    def _save_meta_soon(self) -> None:
+        """Coalesce the metadata writes of one burst (a floor moves with every SEND to a
+        topic that keeps nothing)."""
+        if self.config.data_dir is None or self._meta_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._meta_handle = loop.call_later(CURSOR_SAVE_DELAY, self._flush_meta)
+
+    def _flush_meta(self) -> None:
+        self._meta_handle = None
+        self._save_meta()
 
     def allocate_ledger_id(self) -> int:
         """A ledger id never used before by this data directory."""
@@ -137,6 +166,45 @@ class Broker:
             raise Conflict(f"topic {name.full} already exists")
         self.partitioned[name.full] = partitions
         self._save_meta()
+
+    def topic_exists(self, name: TopicName) -> bool:
+        """A topic, partitioned topic or partition of one that Pulsar would say exists."""
+        if name.full in self.topics or name.full in self.partitioned:
+            return True
+        index = name.partition_index
+        return 0 <= index < self.partitions_of(name.base)
+
+    # topic-level policies (Pulsar keeps them per topic; a partitioned topic's apply to every
+    # partition, and a policy cannot be set on one partition) -----------------------------
+
+    def topic_policy(self, name: TopicName, key: str) -> dict[str, Any] | None:
+        return self.topic_policies.get(name.base.full, {}).get(key)
+
+    def set_topic_policy(self, name: TopicName, key: str, value: dict[str, Any]) -> None:
+        if name.partition_index >= 0:
+            raise PreconditionFailed("Not allowed to set/get topic policy for a partition")
+        self.check_namespace(name)
+        if not self.topic_exists(name):
+            raise KeyError(f"Topic {name.full} not found")
+        self.topic_policies.setdefault(name.full, {})[key] = value
+        self._save_meta()
+
+    def retains(self, name: TopicName) -> bool:
+        """Whether a retention policy keeps this topic's entries with no subscription.
+
+        Pulsar's `RetentionPolicies`: -1 is infinite, 0 is none; any other time or size keeps
+        entries for a while, which here (nothing expires) means kept."""
+        policy = self.topic_policy(name, RETENTION)
+        if policy is None:
+            return False
+        minutes = int(policy.get("retentionTimeInMinutes", 0))
+        size = int(policy.get("retentionSizeInMB", 0))
+        return minutes != 0 or size != 0
+
+    def record_trim(self, topic: Topic) -> None:
+        """Record a topic's new trim floor (kept across restarts with a data directory)."""
+        self.trim_floors[topic.name.full] = topic.trimmed
+        self._save_meta_soon()
 
     def topic(self, name: TopicName) -> Topic:
         """The topic, loaded or created (auto-creation of non-partitioned topics)."""
@@ -219,6 +287,8 @@ class Broker:
         self.topics.clear()
         self.partitioned.clear()
         self.deduplication.clear()
+        self.topic_policies.clear()
+        self.trim_floors.clear()
         self.namespaces = set(self.config.namespaces)
         self.faults.clear()
         self._dirty_cursors.clear()
@@ -232,6 +302,9 @@ class Broker:
         """Persist everything and release the stores (the sockets are closed by the server)."""
         if self._save_handle is not None:
             self._save_handle.cancel()
+        if self._meta_handle is not None:
+            self._meta_handle.cancel()
+            self._meta_handle = None
         self.save_cursors()
         for topic in self.topics.values():
             topic.close()

@@ -137,6 +137,27 @@ class BrokerControl:
         """Close the topic's producers and consumers from the broker; they reconnect."""
         self._call("PUT", f"{_topic_path(topic)}/unload")
 
+    def subscriptions(self, topic: str) -> list[str]:
+        """Durable subscriptions (a partitioned topic: the union over its partitions)."""
+        return list(self._call("GET", f"{_topic_path(topic)}/subscriptions"))
+
+    def create_subscription(self, topic: str, subscription: str, *, earliest: bool = True) -> None:
+        """A durable subscription at the earliest position (else the latest)."""
+        body = {"ledgerId": -1, "entryId": -1} if earliest else None
+        self._call("PUT", f"{_topic_path(topic)}/subscription/{subscription}", body)
+
+    def delete_subscription(self, topic: str, subscription: str) -> None:
+        self._call("DELETE", f"{_topic_path(topic)}/subscription/{subscription}")
+
+    def set_retention(self, topic: str, *, minutes: int = -1, size_mb: int = -1) -> None:
+        """A topic-level retention policy (-1: infinite): entries are kept without a
+        subscription."""
+        body = {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
+        self._call("POST", f"{_topic_path(topic)}/retention", body)
+
+    def retention(self, topic: str) -> dict[str, Any] | None:
+        return self._call("GET", f"{_topic_path(topic)}/retention")  # type: ignore[no-any-return]
+
     def backlog(self, topic: str, subscription: str) -> int:
         """`msgBacklog` of one subscription (summed over partitions when partitioned)."""
         name = TopicName.parse(topic)

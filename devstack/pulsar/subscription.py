@@ -143,6 +143,7 @@ class Subscription:
         for consumer in list(self.consumers):
             self.consumers.remove(consumer)
             consumer.peer.close_consumer(consumer.consumer_id)
+        position = max(position, self.topic.trimmed)  # trimmed entries cannot come back
         self.cursor.reset(position)
         self.read_pos = position
         self.replay.clear()

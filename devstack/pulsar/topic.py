@@ -46,6 +46,9 @@ class Topic:
         self.schema: _pb.Schema | None = None
         self.topic_epoch = 0
         self.msg_in = 0
+        self.trimmed = min(broker.trim_floors.get(name.full, 0), len(self.entries))
+        """Entries below this index are gone: no new subscription, reader or seek reaches
+        them (see `keeps_entries`)."""
         for entry in self.entries:
             self._record_sequence(entry)
         for sub_name, snap in store.load_cursors().items():
@@ -109,7 +112,23 @@ class Topic:
         self._record_sequence(entry)
         for sub in self.subscriptions.values():
             self.schedule_dispatch(sub)
+        if not self.keeps_entries():
+            self._trim()
         return entry.ledger_id, entry.entry_id
+
+    def keeps_entries(self) -> bool:
+        """What holds a stored entry on Pulsar: a durable subscription's cursor (its
+        backlog) or a retention policy. Without either, the managed ledger may trim the
+        entry at any moment, so a subscription created later, even at the earliest position,
+        has no way to get it; modelled as trimmed at once (docs/devstack-broker.md)."""
+        if self.broker.retains(self.name):
+            return True
+        return any(sub.durable for sub in self.subscriptions.values())
+
+    def _trim(self) -> None:
+        if self.trimmed != len(self.entries):
+            self.trimmed = len(self.entries)
+            self.broker.record_trim(self)
 
     def _record_sequence(self, entry: Entry) -> None:
         if entry.last_chunk:
@@ -124,7 +143,7 @@ class Topic:
         """The named subscription, created at `start` (default: the end) when new."""
         sub = self.subscriptions.get(name)
         if sub is None:
-            position = len(self.entries) if start is None else start
+            position = len(self.entries) if start is None else max(start, self.trimmed)
             sub = Subscription(self, name, sub_type, durable=durable, cursor=Cursor(position))
             self.subscriptions[name] = sub
             self.cursor_changed(sub)
@@ -136,6 +155,8 @@ class Topic:
             sub.close()
             if sub.durable:
                 self.store.delete_cursor(name)
+            if not self.keeps_entries():
+                self._trim()  # the last cursor held the backlog; nothing does now
 
     def position_of(self, ledger_id: int, entry_id: int) -> int:
         """Index of the first entry at or after (ledger, entry)."""

@@ -372,8 +372,28 @@ PULSAR_TOKEN = setting(
 PULSAR_TOPIC = setting("PULSAR_TOPIC", parse_str, SYSTEM_TOPIC, "Ledger deletion system topic.")
 PULSAR_RETRY = setting("PULSAR_RETRY_TOPIC", parse_str, f"{SYSTEM_TOPIC}-RETRY", "Retry topic.")
 PULSAR_DLQ = setting("PULSAR_DLQ_TOPIC", parse_str, f"{SYSTEM_TOPIC}-DLQ", "Dead-letter topic.")
+DEFAULT_PARTITIONS = 4
+"""What `tombstone setup` creates and the services expect unless told otherwise (the
+deletion parallelism; compose and the README say the same)."""
 PULSAR_PARTITIONS = setting(
-    "PULSAR_TOPIC_PARTITIONS", parse_int(0, 1024), 0, "Partitions of the system topic; 0 = none."
+    "PULSAR_TOPIC_PARTITIONS",
+    parse_int(0, 1024),
+    DEFAULT_PARTITIONS,
+    "Partitions of the system, retry and dead-letter topics; 0 = not partitioned.",
+)
+# The deleters' subscriptions and the admin API: declared here because `tombstone setup`
+# creates the subscriptions and the marker checks the first one before it publishes.
+SUBSCRIPTION = setting(
+    "DELETER_SUBSCRIPTION", parse_str, "tombstone-deleter", "Shared subscription of the pool."
+)
+DLQ_SUBSCRIPTION = setting(
+    "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
+)
+ADMIN_URL = setting(
+    "DELETER_PULSAR_ADMIN_URL",
+    parse_str,
+    "http://127.0.0.1:8080",
+    "Pulsar admin HTTP API (backlogs; the marker's subscription check; `tombstone setup`).",
 )
 PULSAR_OPERATION = setting(
     "PULSAR_OPERATION_TIMEOUT", parse_duration, timedelta(seconds=30), "Pulsar call timeout."
@@ -394,8 +414,8 @@ class PulsarConfig:
     """Where PDLIs wait before another attempt."""
     dlq_topic: str = f"{SYSTEM_TOPIC}-DLQ"
     """Where PDLIs go after the last attempt."""
-    partitions: int = 0
-    """Partitions of the system topic; 0 means not partitioned."""
+    partitions: int = DEFAULT_PARTITIONS
+    """Partitions of the system, retry and dead-letter topics; 0 means not partitioned."""
     operation_timeout: timedelta = timedelta(seconds=30)
     """Deadline of one Pulsar call."""
 

@@ -19,7 +19,6 @@ from services.core.grpc_server import ServiceRunner
 from services.core.peer_settings import PeerSettings, Published, retry_budget
 from services.core.s3_client import s3_signal
 from services.core.service_main import check_reachable
-from services.deleter._pulsar_admin import PulsarTopicStats
 from services.deleter._verifier import GrpcVerdictSource
 from services.deleter.admin import DeleterAdmin, Topics
 from services.deleter.backends.bookie_http import BookieHttpDeleter
@@ -46,6 +45,7 @@ from services.systopic._consumer import (
     open_message_source,
 )
 from services.systopic._pulsar import open_intent_publisher
+from services.systopic.admin import PulsarAdmin
 from services.systopic.ports import IntentPublisher, ProducerSettings
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 
@@ -178,7 +178,7 @@ async def build(
     pool = DeleterPool(handler, sources, settings=settings, metrics=metrics, outage=outage)
     admin = DeleterAdmin(
         topics=_topics(config),
-        stats=PulsarTopicStats(http, config.admin_url),
+        stats=PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token),
         pool_status=pool.status,
         open_scan=lambda: _open_scan(config),
         replay_sink=replay_sink,

@@ -18,6 +18,9 @@ from services.core._env import (
 )
 from services.core.adaptive import LimitSettings
 from services.core.config import (
+    ADMIN_URL,
+    DLQ_SUBSCRIPTION,
+    SUBSCRIPTION,
     ClientConfig,
     Environ,
     GrpcServerConfig,
@@ -40,9 +43,6 @@ DEFAULT_METRICS_PORT = 9103
 DEFAULT_VERIFIER = "127.0.0.1:50052"  # the verifier's own default port
 
 DELETER_ID = setting("DELETER_ID", parse_str, "", "Instance name (default deleter-<hostname>).")
-SUBSCRIPTION = setting(
-    "DELETER_SUBSCRIPTION", parse_str, "tombstone-deleter", "Shared subscription of the pool."
-)
 RECEIVER_QUEUE = setting(
     "DELETER_RECEIVER_QUEUE_SIZE", parse_int(1, 100_000), 1000, "Messages prefetched per topic."
 )
@@ -147,15 +147,6 @@ DRAIN_TIMEOUT = setting(
     parse_duration,
     timedelta(seconds=8),
     "On SIGTERM, how long started deletes may finish (keep below the gRPC grace period).",
-)
-ADMIN_URL = setting(
-    "DELETER_PULSAR_ADMIN_URL",
-    parse_str,
-    "http://127.0.0.1:8080",
-    "Pulsar admin HTTP API (backlogs).",
-)
-DLQ_SUBSCRIPTION = setting(
-    "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
 )
 STATUS_INTERVAL = setting(
     "DELETER_STATUS_INTERVAL",

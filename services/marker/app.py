@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
+import aiohttp
 import structlog
 
 from services.core.client import open_channel
@@ -24,6 +25,8 @@ from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
 from services.metadata.connect import at, connect_store
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
+from services.systopic.admin import PulsarAdmin
+from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 _log = structlog.get_logger(__name__)
@@ -103,11 +106,45 @@ async def build_marker(
     )
 
 
+def watch_settings(config: MarkerConfig) -> WatchSettings:
+    return WatchSettings(
+        topic=config.pulsar.topic,
+        subscription=config.deleter_subscription,
+        partitions=config.pulsar.partitions,
+        interval=config.subscription_check_interval,
+        unknown_grace=config.subscription_unknown_grace,
+    )
+
+
+async def open_watch(
+    stack: AsyncExitStack, config: MarkerConfig, metrics: MarkerMetrics
+) -> SubscriptionWatch:
+    """The deleters' subscription watch, checked once before anything can publish."""
+    http = await stack.enter_async_context(aiohttp.ClientSession())
+    admin = PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token)
+    watch = SubscriptionWatch(admin, watch_settings(config), gauge=metrics.subscription_missing)
+    await watch.check()
+    return watch
+
+
+async def follow_watch(watch: SubscriptionWatch, runner: ServiceRunner) -> None:
+    """Health NOT_SERVING while nothing may be published, SERVING again once it may."""
+    seen = watch.version
+    while True:
+        await runner.set_serving(watch.ready)
+        seen = await watch.wait_change(seen)
+
+
 async def start_follower(
-    runner: ServiceRunner, config: MarkerConfig, publisher: IntentPublisher, marker: Marker
+    runner: ServiceRunner,
+    config: MarkerConfig,
+    publisher: IntentPublisher,
+    marker: Marker,
+    watch: SubscriptionWatch | None = None,
 ) -> Follower:
     """The follower on its own ZooKeeper session (its watch, leader znode and checkpoint live
-    and die with it), publishing through the marker's publisher, signed by its signer."""
+    and die with it), publishing through the marker's publisher, signed by its signer; while
+    `watch` says the deleters' subscription is missing it holds its changes unpublished."""
     store = await runner.resources.enter_async_context(connect_store(config.zookeeper))
     follower = Follower(
         store=store,
@@ -116,6 +153,7 @@ async def start_follower(
         metrics=FollowerMetrics(runner.metrics),
         signer=config.signer,
         own_writes=marker.own_writes,
+        gate=watch,
     )
     runner.add_background("follower", lambda: follower.run(runner.stopping))
     return follower
@@ -150,10 +188,13 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         # A broker that refuses connections ends the start now, not after the client's timeout.
         await check_reachable(pulsar=config.pulsar)
-        publisher = await stack.enter_async_context(
+        producer = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, producer_settings(config))
         )
         metrics = MarkerMetrics(runner.metrics)
+        watch = await open_watch(stack, config, metrics)
+        runner.add_background("subscription_watch", lambda: watch.run(runner.stopping))
+        publisher = GatedPublisher(producer, watch)
         neighbours = Neighbours(
             {
                 cluster.name: await stack.enter_async_context(connect_store(at(zk, cluster.store)))
@@ -164,10 +205,12 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         marker = await build_marker(
             stack, config, metrics, store=store, publisher=publisher, neighbours=neighbours
         )
-        servicer = MarkerServicer(marker, max_batch=config.max_batch, metrics=metrics)
+        servicer = MarkerServicer(
+            marker, max_batch=config.max_batch, metrics=metrics, unready=watch.unready_reason
+        )
         runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
         if config.follow:
-            await start_follower(runner, config, publisher, marker)
+            await start_follower(runner, config, publisher, marker, watch)
         signer = config.signer
         if signer is None:
             _log.warning("pdlis_unsigned", hint="set TOMBSTONE_MARKER_SIGNING_KEYS")
@@ -178,4 +221,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
             signing_key_id=signer.key_id if signer is not None else None,
             follow=config.follow,
         )
+        await runner.start()
+        await runner.set_serving(watch.ready)
+        runner.add_background("health", lambda: follow_watch(watch, runner))
         await runner.run()

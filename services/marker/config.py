@@ -20,7 +20,9 @@ from services.core._env import (
     parse_str,
 )
 from services.core.config import (
+    ADMIN_URL,
     SHARED_CLUSTERS,
+    SUBSCRIPTION,
     ClientConfig,
     Environ,
     GrpcServerConfig,
@@ -147,6 +149,20 @@ FOLLOW_CHECKPOINT_INTERVAL = setting(
     timedelta(seconds=60),
     "How often the active follower writes its index to /tombstone/follower/checkpoint.",
 )
+SUBSCRIPTION_CHECK_INTERVAL = setting(
+    "MARKER_SUBSCRIPTION_CHECK_INTERVAL",
+    parse_duration,
+    timedelta(seconds=30),
+    "How often the marker checks (admin API) that the deleters' subscription exists on every "
+    "partition of the system topic; nothing is published while it is missing.",
+)
+SUBSCRIPTION_UNKNOWN_GRACE = setting(
+    "MARKER_SUBSCRIPTION_UNKNOWN_GRACE",
+    parse_duration,
+    timedelta(minutes=2),
+    "While the admin API does not answer, how long the last known answer about the deleters' "
+    "subscription stands; after that it counts as missing.",
+)
 _VERIFIER = client_settings("VERIFIER", DEFAULT_VERIFIER)
 # What `tombstone mark` uses to reach this service (declared so describe_env() lists it).
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
@@ -196,6 +212,12 @@ class MarkerConfig:
     """How often the active follower checkpoints its index."""
     shared_clusters: tuple[SharedCluster, ...] = ()
     """Other clusters sharing the ledgers root: reconciler requests are checked against them."""
+    admin_url: str = "http://127.0.0.1:8080"
+    """Pulsar's admin API, where the deleters' subscription is checked."""
+    deleter_subscription: str = "tombstone-deleter"
+    """The subscription that must exist on every partition before anything is published."""
+    subscription_check_interval: timedelta = timedelta(seconds=30)
+    subscription_unknown_grace: timedelta = timedelta(minutes=2)
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> MarkerConfig:
@@ -231,6 +253,12 @@ class MarkerConfig:
                 FOLLOW_CHECKPOINT_INTERVAL.name, FOLLOW_CHECKPOINT_INTERVAL.read(environ)
             ),
             shared_clusters=_shared(environ),
+            admin_url=ADMIN_URL.read(environ),
+            deleter_subscription=SUBSCRIPTION.read(environ),
+            subscription_check_interval=_positive(
+                SUBSCRIPTION_CHECK_INTERVAL.name, SUBSCRIPTION_CHECK_INTERVAL.read(environ)
+            ),
+            subscription_unknown_grace=SUBSCRIPTION_UNKNOWN_GRACE.read(environ),
         )
 
 

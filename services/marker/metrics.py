@@ -41,6 +41,11 @@ class MarkerMetrics:
             "marker_believe_failures",
             "Believe reports to the verifier that failed or were dropped.",
         )
+        self.subscription_missing = m.gauge(
+            "marker_deleter_subscription_missing",
+            "1 while the deleters' subscription is missing on a partition of the system topic "
+            "(or cannot be confirmed): nothing is published; 0 otherwise.",
+        )
         self.mark_latency = m.histogram(
             "marker_mark_seconds", "Duration of Mark calls.", buckets=_LATENCY_BUCKETS
         )

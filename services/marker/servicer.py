@@ -7,10 +7,11 @@ Errors are raised as `TombstoneError`s; the core error interceptor maps them to 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from grpc import aio
 
-from services.core.errors import InvalidArgument
+from services.core.errors import InvalidArgument, Unavailable
 from services.core.validation import require, require_no_duplicates, require_nonempty
 from services.marker.marking import Marker, MarkResult
 from services.marker.metrics import MarkerMetrics
@@ -150,11 +151,18 @@ def to_response(result: MarkResult) -> _mk.MarkLedgersResponse:
 
 class MarkerServicer(_mk_grpc.MarkerServicer):
     def __init__(
-        self, marker: Marker, *, max_batch: int, metrics: MarkerMetrics | None = None
+        self,
+        marker: Marker,
+        *,
+        max_batch: int,
+        metrics: MarkerMetrics | None = None,
+        unready: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """`unready` says why nothing may be published now (None: it may)."""
         self._marker = marker
         self._max_batch = max_batch
         self._metrics = metrics
+        self._unready = unready
 
     async def MarkLedgers(
         self, request: _mk.MarkLedgersRequest, context: aio.ServicerContext
@@ -165,4 +173,10 @@ class MarkerServicer(_mk_grpc.MarkerServicer):
             if self._metrics is not None:
                 self._metrics.mark_calls.labels("invalid").inc()
             raise
+        reason = self._unready()
+        if reason is not None:
+            # Nothing was read or written: the caller keeps its ledgers and tries again later.
+            if self._metrics is not None:
+                self._metrics.mark_calls.labels("unavailable").inc()
+            raise Unavailable(reason)
         return to_response(await self._marker.mark(mark_request))

@@ -22,7 +22,8 @@ import pulsar
 import structlog
 
 from services.core.config import PulsarConfig
-from services.core.errors import FailedPrecondition, Unavailable
+from services.core.errors import Unavailable
+from services.metadata.layout import StartupRefused
 from services.systopic._lanes import PartitionLane
 from services.systopic.ports import OutgoingMessage, ProducerSettings, SendResult
 from services.systopic.window import InflightWindow
@@ -164,16 +165,18 @@ def _client(config: PulsarConfig) -> pulsar.Client:
 
 def _partition_topics(client: pulsar.Client, topic: str, expected: int) -> list[str]:
     """The topics to produce to (the partitions, or the topic itself); refuses to start
-    against a topic whose partition count is not the configured one."""
+    (`StartupRefused`, exit 2) against a topic whose partition count is not the configured
+    one: the producers would route by a count the consumers do not have, or publish to a
+    topic nobody made ready (an absent topic reads as 0 partitions)."""
     try:
         names = list(client.get_topic_partitions(topic))
     except pulsar.PulsarException as exc:
         raise Unavailable(f"cannot read the partitions of {topic}: {exc}") from exc
     found = len(names) if len(names) > 1 or names != [topic] else 0
     if found != expected:
-        raise FailedPrecondition(
-            f"{topic} has {found} partitions but {expected} are configured "
-            "(create the partitioned topic first, or fix TOMBSTONE_PULSAR_TOPIC_PARTITIONS)"
+        raise StartupRefused(
+            f"{topic} has {found} partitions but TOMBSTONE_PULSAR_TOPIC_PARTITIONS is "
+            f"{expected} (run `tombstone setup`, or fix the setting)"
         )
     return names
 

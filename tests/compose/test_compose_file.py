@@ -18,8 +18,9 @@ import pytest
 import yaml
 from compose_spec import PyOptions
 
-from services.core.config import describe_env, unknown_variables
+from services.core.config import DEFAULT_PARTITIONS, PulsarConfig, describe_env, unknown_variables
 from services.core.signing_keys import generate_key_pair, write_key_pair
+from services.systopic.setup import SetupPlan
 from tests.compose.stack_files import (
     COMPOSE_FILE,
     PROMETHEUS,
@@ -40,7 +41,7 @@ def test_compose_file_is_valid_against_the_specification() -> None:
     """compose.yaml parses and validates; its services are the stack's parts."""
     _validate(COMPOSE_FILE.read_text(encoding="utf-8"))
     expected = {
-        "zookeeper", "pulsar-init", "bookie", "broker", "pulsar-topics", "minio", "minio-init",
+        "zookeeper", "pulsar-init", "bookie", "broker", "tombstone-setup", "minio", "minio-init",
         "signing-keys", "marker", "verifier", "deleter", "prometheus",
     }  # fmt: skip
     assert expected == set(compose()["services"])
@@ -126,7 +127,11 @@ REQUIRED = {
     "TOMBSTONE_AUTH_TOKENS",
 }
 REQUIRED_BY_SERVICE = {
-    "marker": {"TOMBSTONE_PULSAR_SERVICE_URL", "TOMBSTONE_VERIFIER_ADDRESS"},
+    "marker": {
+        "TOMBSTONE_PULSAR_SERVICE_URL",
+        "TOMBSTONE_VERIFIER_ADDRESS",
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL",
+    },
     "verifier": {"TOMBSTONE_S3_ENDPOINT_URL", "TOMBSTONE_S3_ALLOWED_BUCKETS"},
     "deleter": {
         "TOMBSTONE_PULSAR_SERVICE_URL",
@@ -246,7 +251,7 @@ def test_pulsar_parts_share_one_version() -> None:
     services = compose()["services"]
     versions = {
         services[name]["image"].rsplit(":", 1)[1]
-        for name in ("zookeeper", "pulsar-init", "bookie", "broker", "pulsar-topics")
+        for name in ("zookeeper", "pulsar-init", "bookie", "broker")
     }
     assert {"4.0.6"} == versions
 
@@ -294,3 +299,24 @@ def test_prometheus_scrapes_each_service_metrics_port() -> None:
         for name in TOMBSTONE_SERVICES
     }
     assert expected == targets
+
+
+def test_setup_job_prepares_the_topics_before_marker_and_deleter() -> None:
+    """`tombstone-setup` runs `tombstone setup` from the Tombstone image with the same topics,
+    partition count and admin API as the marker and the deleter, which start only after it
+    completed: nothing is published before the deleters' subscription exists."""
+    services = compose()["services"]
+    job = services["tombstone-setup"]
+    assert (job["command"], job["restart"]) == (["setup"], "no")
+    assert job["image"] == services["marker"]["image"]
+    values = env_example()
+    environment = service_environment("tombstone-setup", values)
+    assert unknown_variables(environment) == []
+    plan = SetupPlan.from_env(environment)
+    for service in ("marker", "deleter"):
+        depends = services[service]["depends_on"]["tombstone-setup"]
+        assert depends["condition"] == "service_completed_successfully"
+        theirs = service_environment(service, values)
+        assert PulsarConfig.from_env(theirs) == plan.pulsar
+        assert theirs["TOMBSTONE_DELETER_PULSAR_ADMIN_URL"] == plan.admin_url
+    assert plan.pulsar.partitions == DEFAULT_PARTITIONS

@@ -15,6 +15,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.healthcheck import check_health
 from services.metadata.layout import format_ledgers_root
 from services.metadata.zk_store import ZkMetadataStore
+from services.systopic.setup import SetupPlan, prepare_topics
 from tests.compose.stack_files import TOMBSTONE_SERVICES, compose
 
 
@@ -23,8 +24,7 @@ async def test_serve_commands_start_and_stop_cleanly(
 ) -> None:
     """Verifier, marker and deleter, started in the Compose file's order with its commands,
     each answer SERVING; SIGTERM in reverse order ends each with exit code 0."""
-    for topic in (SYSTEM_TOPIC, f"{SYSTEM_TOPIC}-RETRY", f"{SYSTEM_TOPIC}-DLQ"):
-        broker.control.create_partitioned_topic(topic, PARTITIONS)
+    prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
     async with ZkMetadataStore.connect(zk.address) as store:
         await format_ledgers_root(store)  # what a formatted cluster holds (LAYOUT and all)
     ports = {name: free_port() for name in TOMBSTONE_SERVICES}

@@ -193,7 +193,7 @@ def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Co
 def test_every_service_option_has_help() -> None:
     """Every option of the services' commands says what it takes (units, formats)."""
     missing = []
-    for root in ("marker", "mark", "verifier", "deleter", "health", "keys"):
+    for root in ("marker", "mark", "verifier", "deleter", "health", "keys", "setup"):
         top = cli.get_command(click.Context(cli), root)
         assert top is not None
         for path, command in _commands(top, root):

@@ -35,6 +35,7 @@ from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
+from services.systopic.setup import SetupPlan, prepare_topics
 from services.verifier.app import open_verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.offload import OffloadPolicy
@@ -75,8 +76,7 @@ def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
 
 
 def create_topics(broker: PulsarBrokerProcess) -> None:
-    for topic in (SYSTEM, f"{SYSTEM}-RETRY", f"{SYSTEM}-DLQ"):
-        broker.control.create_partitioned_topic(topic, PARTITIONS)
+    prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM, PARTITIONS))
 
 
 def s3_config(s3: S3Server, endpoint: str | None = None) -> S3Config:

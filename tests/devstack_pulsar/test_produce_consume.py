@@ -66,7 +66,11 @@ def test_broker_names_producers_uniquely(client: pulsar.Client, topic: str) -> N
 
 
 def test_initial_position_earliest_sees_old_messages(client: pulsar.Client, topic: str) -> None:
-    """Earliest starts a new subscription at the first entry; Latest only sees new ones."""
+    """Earliest starts a new subscription at the first entry; Latest only sees new ones.
+
+    The "keeper" subscription holds "old" (without one it would not be kept:
+    test_retention.py)."""
+    client.subscribe(topic, "keeper")
     producer = client.create_producer(topic)
     producer.send(b"old")
     latest = client.subscribe(topic, "latest")

@@ -34,8 +34,17 @@ def test_system_topic_retry_with_delay_and_reader(
     assert broker.control.backlog(SYSTEM, "tombstone") == 0
 
 
-def test_reader_starts_at_a_message_id(client: pulsar.Client, topic: str) -> None:
+def _retained(broker: PulsarBrokerProcess, topic: str) -> None:
+    """A reader holds nothing: only a retention policy keeps what it is to read later."""
+    broker.control.create_topic(topic)
+    broker.control.set_retention(topic)
+
+
+def test_reader_starts_at_a_message_id(
+    broker: PulsarBrokerProcess, client: pulsar.Client, topic: str
+) -> None:
     """A reader (non-durable subscription) starting at an id reads what follows it."""
+    _retained(broker, topic)
     producer = client.create_producer(topic)
     ids = [producer.send(f"m{i}".encode()) for i in range(3)]
     reader = client.create_reader(topic, ids[0])
@@ -43,8 +52,11 @@ def test_reader_starts_at_a_message_id(client: pulsar.Client, topic: str) -> Non
     reader.close()
 
 
-def test_reader_seek_by_timestamp_keeps_its_subscription(client: pulsar.Client, topic: str) -> None:
+def test_reader_seek_by_timestamp_keeps_its_subscription(
+    broker: PulsarBrokerProcess, client: pulsar.Client, topic: str
+) -> None:
     """A reader seeking to a publish time reads from there (its subscription survives)."""
+    _retained(broker, topic)
     producer = client.create_producer(topic)
     producer.send(b"before")
     time.sleep(0.05)

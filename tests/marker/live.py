@@ -22,6 +22,7 @@ from services.marker.metrics import MarkerMetrics
 from services.marker.servicer import SERVICE_NAME, MarkerServicer
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import ProducerSettings, decode_intent, open_intent_publisher
+from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -39,7 +40,8 @@ class Received:
 
 
 def create_system_topic(broker: PulsarBrokerProcess, partitions: int = PARTITIONS) -> None:
-    broker.control.create_partitioned_topic(TOPIC, partitions)
+    """What `tombstone setup` leaves: the topics, the deleters' subscriptions, retention."""
+    prepare_topics(SetupPlan.for_topic(broker.admin_url, TOPIC, partitions))
 
 
 def pulsar_config(broker: PulsarBrokerProcess, partitions: int = PARTITIONS) -> PulsarConfig:

@@ -39,6 +39,7 @@ def marker_env(
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
+        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
         "TOMBSTONE_MARKER_ID": "marker-crash",
         "TOMBSTONE_MARKER_JOURNAL_DIR": str(journal),
         "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",

@@ -130,3 +130,29 @@ async def test_invalid_requests_are_counted() -> None:
         "tombstone_marker_mark_calls_total", {"outcome": "invalid"}
     )
     assert sample == 1.0
+
+
+async def test_while_unready_a_valid_request_is_unavailable_and_an_invalid_one_is_invalid() -> None:
+    """With publishing held, a well-formed request gets UNAVAILABLE with the reason and
+    reaches no marker; a malformed one is still INVALID_ARGUMENT (validation comes first)."""
+    from services.core.errors import Unavailable
+    from services.core.metrics import Metrics
+    from services.marker.metrics import MarkerMetrics
+    from services.marker.servicer import MarkerServicer
+
+    registry = Metrics()
+    reason = "the deleters' subscription tombstone-deleter is missing; run `tombstone setup`"
+    servicer = MarkerServicer(
+        None,  # type: ignore[arg-type]
+        max_batch=10,
+        metrics=MarkerMetrics(registry),
+        unready=lambda: reason,
+    )
+    with pytest.raises(InvalidArgument):
+        await servicer.MarkLedgers(_request(ledger_ids=[]), None)
+    with pytest.raises(Unavailable, match="run `tombstone setup`"):
+        await servicer.MarkLedgers(_request(ledger_ids=[1, 2]), None)
+    sample = registry.registry.get_sample_value(
+        "tombstone_marker_mark_calls_total", {"outcome": "unavailable"}
+    )
+    assert sample == 1.0

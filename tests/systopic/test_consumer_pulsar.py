@@ -17,7 +17,9 @@ DLQ = f"{TOPIC}-DLQ"
 
 
 def config(broker: PulsarBrokerProcess) -> PulsarConfig:
-    return PulsarConfig(service_url=broker.service_url, operation_timeout=timedelta(seconds=5))
+    return PulsarConfig(
+        service_url=broker.service_url, partitions=0, operation_timeout=timedelta(seconds=5)
+    )
 
 
 async def publish(broker: PulsarBrokerProcess, topic: str, *payloads: bytes) -> None:

@@ -41,6 +41,7 @@ async def _lane(
 ) -> AsyncIterator[PartitionLane]:
     """A lane over a producer on the (non-partitioned) test topic."""
     broker.control.create_topic(TOPIC)
+    broker.control.set_retention(TOPIC)
     client = pulsar.Client(broker.service_url, logger=_QUIET)
     producer = client.create_producer(
         TOPIC,

@@ -55,7 +55,10 @@ async def test_refused_sends_fail_with_a_reason(broker: PulsarBrokerProcess) -> 
 async def test_partition_count_mismatch_refuses_to_start(broker: PulsarBrokerProcess) -> None:
     """A system topic with another partition count than configured stops the start."""
     create_system_topic(broker, partitions=2)
-    with pytest.raises(FailedPrecondition, match=f"{TOPIC} has 2 partitions but 4"):
+    with pytest.raises(
+        FailedPrecondition,
+        match=f"{TOPIC} has 2 partitions but TOMBSTONE_PULSAR_TOPIC_PARTITIONS is 4",
+    ):
         async with open_intent_publisher(
             pulsar_config(broker, partitions=4), ProducerSettings(producer_name="x")
         ):

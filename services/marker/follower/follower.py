@@ -46,6 +46,7 @@ from services.metadata import (
     ZkMetadataStore,
 )
 from services.systopic import IntentEncoder, IntentPublisher, OutgoingMessage
+from services.systopic.subscription_watch import SubscriptionWatch
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 _log = structlog.get_logger(__name__)
@@ -89,8 +90,13 @@ class Follower:
         metrics: FollowerMetrics | None = None,
         signer: IntentSigner | None = None,
         own_writes: OwnWrites | None = None,
+        gate: SubscriptionWatch | None = None,
     ) -> None:
         self._store = store
+        self._gate = gate
+        """While it says the deleters' subscription is missing, changes are held: nothing is
+        published (it would not be kept) and the index does not move, so they are read and
+        diffed again once it is back."""
         self._publisher = publisher
         self._settings = settings
         self._metrics = metrics or FollowerMetrics()
@@ -252,19 +258,26 @@ class Follower:
         stop = asyncio.ensure_future(stopping.wait())
         try:
             while not lost.done() and not stopping.is_set():
-                if not self._dirty:
-                    self.idle.set()
+                held = self._held()
+                if not self._dirty or held:
+                    if not self._dirty:
+                        self.idle.set()
+                    if held:
+                        self._update_gauges()
                     self._wake.clear()
                     wake = asyncio.ensure_future(self._wake.wait())
                     timeout = max(0.0, next_checkpoint - time.monotonic())
                     waiting: list[asyncio.Future[Any]] = [wake, lost, stop]
+                    if held and self._gate is not None:
+                        waiting.append(asyncio.ensure_future(self._gate.wait_ready()))
                     await asyncio.wait(
                         waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                     )
-                    wake.cancel()
+                    for future in (wake, *waiting[3:]):
+                        future.cancel()
                 if lost.done() or stopping.is_set():
                     break
-                if self._dirty:
+                if self._dirty and not self._held():
                     await self._round()
                 if time.monotonic() >= next_checkpoint:
                     if not await self._try_checkpoint():
@@ -319,6 +332,8 @@ class Follower:
             outgoing.extend(change.messages)
         if outgoing and not self._active:
             return [change.path for change in changes]  # fenced: publish nothing
+        if outgoing and self._held():
+            return [change.path for change in changes]  # kept for when the gate opens
         try:
             results = await self._publisher.publish(outgoing) if outgoing else []
         except Exception as e:  # the port: an exception means nothing was accepted
@@ -409,7 +424,11 @@ class Follower:
         _log.info("follower_checkpoint", owners=pointer.owners, bytes=pointer.size)
         self._update_gauges()
 
+    def _held(self) -> bool:
+        return self._gate is not None and not self._gate.ready
+
     def _update_gauges(self) -> None:
+        self._metrics.held.set(len(self._dirty) if self._held() else 0)
         self._metrics.index_owners.set(len(self.index))
         self._metrics.index_references.set(self.index.ledger_count())
         if self._checkpoint_ms is not None:

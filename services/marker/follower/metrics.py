@@ -42,6 +42,10 @@ class FollowerMetrics:
         self.full_reads = m.counter(
             "marker_follow_full_reads", "Full re-reads of every owner, by reason.", ["reason"]
         )
+        self.held = m.gauge(
+            "marker_follow_held_owners",
+            "Changed owners whose PDLIs wait, unpublished, for the deleters' subscription.",
+        )
         self.index_owners = m.gauge("marker_follow_index_owners", "Owners in the index.")
         self.index_references = m.gauge(
             "marker_follow_index_references", "Ledger references held by the index."
