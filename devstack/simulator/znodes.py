@@ -154,3 +154,32 @@ def partitioned_znode(topic: PartitionedTopic) -> bytes:
 
 def partitions_from_znode(data: bytes) -> int:
     return int(json.loads(data)["partitions"])
+
+
+def policies_znode(replication_clusters: list[str]) -> bytes:
+    """A new namespace's `Policies` as Pulsar's Jackson mapper writes it (the fields a fresh
+    `NamespacesBase.internalCreateNamespace` sets; the rest are null and left out)."""
+    policies = {
+        "auth_policies": {
+            "namespace_auth": {},
+            "destination_auth": {},
+            "subscription_auth_roles": {},
+        },
+        "replication_clusters": replication_clusters,
+        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "backlog_quota_map": {},
+        "clusterDispatchRate": {},
+        "topicDispatchRate": {},
+        "subscriptionDispatchRate": {},
+        "replicatorDispatchRate": {},
+        "clusterSubscribeRate": {},
+        "publishMaxMessageRate": {},
+        "latency_stats_sample_rate": {},
+        "deleted": False,
+        "encryption_required": False,
+        "subscription_auth_mode": "None",
+        "is_allow_auto_update_schema": True,
+        "schema_validation_enforced": False,
+        "properties": {},
+    }
+    return json.dumps(policies, separators=(",", ":")).encode()
