@@ -295,7 +295,9 @@ def classify_ledgers(
     orphan = F.when(status.isNull(), _orphan_reason())
     kind = F.coalesce(
         status,
-        F.when(S.replicated_undeclared(), S.REPLICATED_UNDECLARED),
+        # Listed by one of our lists (ids are unique on one ledgers root): ours, whatever
+        # other cluster has the topic.
+        F.when(S.replicated_undeclared() & F.col("ref_bits").isNull(), S.REPLICATED_UNDECLARED),
         F.when(young, "too_young").otherwise(orphan),
     )
     pdli = F.lit(None).cast("string")
@@ -412,7 +414,9 @@ def classify_objects(
         .when(foreign, "other_cluster")
         .when(ownerless, "unknown_ownership")
         .when(held.isNotNull(), held)
-        .when(S.replicated_undeclared(), S.REPLICATED_UNDECLARED)
+        # An object naming our cluster is ours; one naming none (before 2.10, or not read
+        # with HEAD) may be the other cluster's upload of the same topic.
+        .when(S.replicated_undeclared() & F.col("cluster_name").isNull(), S.REPLICATED_UNDECLARED)
         .when(young, "too_young")
         .otherwise("offload_no_match")
     )

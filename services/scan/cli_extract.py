@@ -39,7 +39,8 @@ def extract_options(func: F) -> F:
             help="host:port[,host:port...][/chroot] (or zk:...) of Pulsar's configuration store "
             "(configurationMetadataStoreUrl) when it is not --zookeeper: the pre-flight looks "
             "for /admin/clusters/<--cluster> there and the extract reads the namespace "
-            "policies (/admin/policies) there (default: in --zookeeper under --chroot).",
+            "policies (/admin/policies) there (default: TOMBSTONE_CONFIGURATION_STORE, else "
+            "--zookeeper under --chroot).",
         ),
         shared_cluster_option,
         click.option(

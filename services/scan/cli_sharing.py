@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from services.core.config import SHARED_CLUSTERS
+from services.core.config import CONFIGURATION_STORE, SHARED_CLUSTERS
 from services.core.errors import TombstoneError
 from services.core.shared_clusters import OXIA, SharedCluster, StoreUrl, parse_shared_clusters
 from services.core.shared_clusters import parse_store_url as _parse_store_url
@@ -72,11 +72,18 @@ def shared_clusters(values: Sequence[str], cluster: str) -> tuple[SharedCluster,
 
 
 def configuration_store(raw: str | None) -> str | None:
-    """`--configuration-store` checked and normalized to `host:port[,...][/chroot]`."""
-    if raw is None:
-        return None
+    """`--configuration-store` (else TOMBSTONE_CONFIGURATION_STORE) checked and normalized to
+    `host:port[,...][/chroot]`; None: the metadata store holds the configuration too."""
     try:
-        store = _parse_store_url(raw)
+        if raw is None:
+            env = CONFIGURATION_STORE.read(os.environ)
+            if env is None:
+                return None
+            store = env
+        else:
+            store = _parse_store_url(raw)
+    except TombstoneError as exc:  # the environment's value (ConfigError names the variable)
+        raise UsageProblem(str(exc)) from None
     except ValueError as exc:
         raise UsageProblem(f"--configuration-store: {exc}") from None
     _refuse_oxia(store, "--configuration-store")

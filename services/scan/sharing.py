@@ -10,9 +10,10 @@ only when the owner is missing in *every* cluster and its namespace exists here:
 - `unknown_namespace`: its owner's namespace has no policies here (a neighbour's namespace,
   declared or not, or one the operator names as deleted with `--deleted-namespace`);
 - `replicated_undeclared`: it would be an orphan, but its namespace replicates to a cluster
-  not declared: that cluster's ledger of the same topic name matches our owner's metadata.
-None of them is ever proposed; the first two are not this cluster's data, so they stay out
-of the orphan share as `other_cluster` objects do.
+  not declared: that cluster's ledger of the same topic name matches our owner's metadata
+  (not for a ledger one of our lists names, nor an object naming our cluster: those are ours).
+None of them is ever proposed, and none counts in the orphan share (as `other_cluster`
+objects): they may be another cluster's data, and a run should not be refused for them.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from services.scan.schema import METADATA_CLUSTER
 NEIGHBOUR_OWNER = "neighbour_owner"
 UNKNOWN_NAMESPACE = "unknown_namespace"
 REPLICATED_UNDECLARED = "replicated_undeclared"
-#: Kinds that are another cluster's data (or may be): out of both sides of the orphan share.
-FOREIGN_KINDS = (NEIGHBOUR_OWNER, UNKNOWN_NAMESPACE)
-HELD_KINDS = (*FOREIGN_KINDS, REPLICATED_UNDECLARED)
+#: Kinds that are (or may be) another cluster's data: never proposed, out of both sides of
+#: the orphan share.
+HELD_KINDS = (NEIGHBOUR_OWNER, UNKNOWN_NAMESPACE, REPLICATED_UNDECLARED)
 
 
 @dataclass(frozen=True)

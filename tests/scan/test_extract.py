@@ -19,6 +19,7 @@ from devstack.simulator import (
     PathWriter,
     legacy_spec,
 )
+from devstack.simulator.generate import namespaces
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.paths import LedgerLayout
 from services.scan.extract import manifest_counts
@@ -102,6 +103,8 @@ def _assert_counts(scanned: sim.Scanned) -> None:
         "cursors": len(model.cursors),
         "schemas": len(model.schemas),
         "offload_objects": len(model.objects),
+        # One policies znode per namespace (`NamespaceResources`), all V2.
+        "namespaces": len(namespaces(model.spec)),
     }
     assert (expected_rows, {"ok": len(scanned.extract.manifest)}) == (
         counts["rows"],

@@ -75,3 +75,39 @@ def test_objects_and_v1_schemas(spark: SparkSession, declared: bool) -> None:
         710: ("schema_not_in_locator", True),
     }
     assert found == expected
+
+
+GEO = "geo/ns/persistent/t"  # ours, in a namespace replicated to an undeclared cluster
+U6 = "66666666-6666-6666-6666-666666666666"
+UA = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
+
+
+def test_replicated_namespace_holds_back_only_what_may_be_theirs(spark: SparkSession) -> None:
+    """`geo/ns` replicates to `north`, not declared: an unlisted ledger of our topic and an
+    upload naming no cluster are `replicated_undeclared`; a ledger our list names as
+    `bookkeeperDeleted` and an upload naming our cluster are ours, and proposed."""
+    rows = P.planted_rows()
+    rows["namespaces"] += [P.namespace("geo/ns", "north")]
+    rows["managed_ledgers"] += [P.ml(GEO, mtime=P.OLD)]
+    rows["ml_ledgers"] += [P.listed(GEO, 720, 0, **P.offloaded(U6, bk_deleted=True))]
+    rows["bk_ledgers"] += [P.data(720, GEO), P.data(721, GEO)]
+    rows["offload_objects"] += [
+        *P.pair(UA, 722, managed_ledger_name=GEO, cluster_name=P.CLUSTER),
+        *P.pair(UA, 723, managed_ledger_name=GEO, cluster_name=None),
+    ]
+    analysis = analyze(
+        extract_from_rows(spark, rows), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
+    )
+    ledgers = {
+        r["ledger_id"]: (r["kind"], r["orphan_reason"], r["deletable"])
+        for r in analysis.ledger_findings.filter("ledger_id in (720, 721)").collect()
+    }
+    objects = {
+        (r["ledger_id"], r["kind"], r["deletable"])
+        for r in analysis.object_findings.filter("ledger_id in (722, 723)").collect()
+    }
+    assert ledgers == {
+        720: ("bk_copy_after_offload", "bk_copy_after_offload", True),
+        721: ("replicated_undeclared", "not_in_list", False),
+    }
+    assert objects == {(722, "offload_no_match", True), (723, "replicated_undeclared", False)}
