@@ -116,7 +116,8 @@ async def test_zookeeper_stopped_mid_scan_fails_tasks_and_refuses(
     spark: SparkSession, zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
 ) -> None:
     """ZooKeeper stops after the driver listed the units: the ZooKeeper tasks report
-    `failed` with the error in the manifest, and the run refuses with zero candidates."""
+    `failed` with the error in the manifest (the namespace policies' task too: it reads the
+    same store), and the run refuses with zero candidates."""
     spec = ClusterSpec(seed=12, tenants=1, orphans=OrphanPlan(unlisted_data=1, deleted_topic=1))
     model = await sim.write(zk, s3, spec)
 
@@ -129,6 +130,6 @@ async def test_zookeeper_stopped_mid_scan_fails_tasks_and_refuses(
     failed = {r["kind"] for r in scanned.extract.problems if r["status"] == "failed"}
     summary = json.loads((scanned.analysis.out_dir / "summary.json").read_text())
     written = spark.read.parquet(str(scanned.analysis.out_dir / "candidates")).count()
-    assert failed == {"bk_ledgers", "managed_ledgers", "cursors", "schemas"}
+    assert failed == {"bk_ledgers", "managed_ledgers", "cursors", "schemas", "namespaces"}
     assert (summary["refused"], summary["candidates"]["count"], written) == (True, 0, 0)
     assert any("StoreUnavailable" in r for r in summary["refusal_reasons"])
