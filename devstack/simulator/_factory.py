@@ -64,11 +64,11 @@ class IdAllocator:
     With MIXED ids the first `switch_at` allocations are short.
     """
 
-    def __init__(self, layout: IdLayout, switch_at: int = 0) -> None:
+    def __init__(self, layout: IdLayout, switch_at: int = 0, start: int = 0) -> None:
         self.layout = layout
         self.switch_at = switch_at
         self.count = 0
-        self.short_count = 0
+        self.short_count = start
         self.long_count = 0
 
     def next(self) -> int:

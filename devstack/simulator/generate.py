@@ -63,7 +63,8 @@ class TopicPlan:
 def build_model(spec: ClusterSpec) -> ClusterModel:
     """The model of the cluster `spec` describes; the same spec gives an equal model."""
     if spec.id_layout is not IdLayout.MIXED:
-        return _assign_paths(_generate(spec, IdAllocator(spec.id_layout)).model)
+        ids = IdAllocator(spec.id_layout, start=spec.first_ledger_id)
+        return _assign_paths(_generate(spec, ids).model)
     # A first pass counts the ledgers so that MIXED ids switch to long ones at the right share.
     count = _generate(spec, IdAllocator(IdLayout.SHORT)).ids.count
     switch_at = round(count * (1.0 - spec.long_id_share))
@@ -97,10 +98,10 @@ def _generate(spec: ClusterSpec, ids: IdAllocator) -> Factory:
     return f
 
 
-def namespace_names(spec: ClusterSpec) -> list[tuple[str, str]]:
+def namespaces(spec: ClusterSpec) -> list[tuple[str, str]]:
     """(tenant, namespace) of every namespace; the first is `public/default`."""
     return [
-        ("public" if t == 0 else f"tenant-{t}", "default" if n == 0 else f"ns-{n}")
+        ("public" if t == 0 else f"{spec.tenant_prefix}-{t}", "default" if n == 0 else f"ns-{n}")
         for t in range(spec.tenants)
         for n in range(spec.namespaces_per_tenant)
     ]
@@ -110,7 +111,7 @@ def plan_topics(f: Factory) -> list[TopicPlan]:
     """Tenants, namespaces and topics; the first namespace is `public/default`."""
     spec, rng = f.spec, f.rng
     plans = []
-    for tenant, namespace in namespace_names(spec):
+    for tenant, namespace in namespaces(spec):
         for k in range(spec.topics_per_namespace):
             # Every fifth name needs URL-encoding in its ML name (`events%3A4`).
             local = f"events:{k}" if k % 5 == 4 else f"topic-{k}"

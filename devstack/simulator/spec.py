@@ -174,6 +174,15 @@ class ClusterSpec:
     service_endpoint: str = ""
     """The offloader's configured endpoint, written into driverMetadata."""
     filesystem_base: str = "file:///tmp/pulsar-offload"
+    tenant_prefix: str = "tenant"
+    """Tenants after `public` are `<prefix>-1`, `<prefix>-2`...: two clusters sharing one
+    BookKeeper get tenants of their own beside a common `public`."""
+    replicated_to: tuple[str, ...] = ()
+    """Other clusters the `public` tenant's namespaces replicate to (`replication_clusters`
+    of their policies, with this cluster); other tenants' namespaces stay local."""
+    first_ledger_id: int = 0
+    """The first short ledger id: a second cluster on a BookKeeper that already handed out
+    ids gets the next ones (one id generator per ledgers root)."""
 
     def __post_init__(self) -> None:
         for name in ("tenants", "namespaces_per_tenant", "topics_per_namespace", "bookies"):
@@ -223,6 +232,10 @@ class ClusterSpec:
             raise InvalidArgument("legacy", "legacy offloads are blob-store (S3) offloads")
         if self.compression_threshold < 0:
             raise InvalidArgument("compression_threshold", "must be >= 0")
+        if self.first_ledger_id < 0 or (
+            self.first_ledger_id and self.id_layout is not IdLayout.SHORT
+        ):
+            raise InvalidArgument("first_ledger_id", "a start >= 0, with short ids only")
 
 
 PROFILES = ("default", "legacy")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from devstack.simulator import blobs, znodes
-from devstack.simulator.generate import build_model, namespace_names
+from devstack.simulator.generate import build_model, namespaces
 from devstack.simulator.model import ClusterModel, Cursor, Ledger, ManagedLedger, Schema
 from devstack.simulator.s3 import ObjectStore
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID, ClusterSpec
@@ -32,7 +32,7 @@ from services.metadata import (
     Schemas,
     partitioned_topic_path,
 )
-from services.metadata.namespaces import POLICIES_ROOT, encode_policies, policies_path
+from services.metadata.namespaces import encode_policies
 from services.metadata.paths import LAYOUT_ZNODE, layout_text
 
 Progress = Callable[[str, int, int], None]
@@ -54,17 +54,24 @@ async def write_cluster(
     bucket: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
+    bookkeeper: MetadataStore | None = None,
 ) -> ClusterModel:
     """Build the model of `spec` and write it; return the model (with `young_since_ms`).
 
     The ZooKeeper tree must not hold a ledgers root yet (ids would collide). `s3_client` may
     be None only when the model has no objects. `bucket` overrides `spec.bucket`.
+    `bookkeeper`: another cluster's store holding the shared ledgers root (`write_model`).
     """
     if bucket is not None and bucket != spec.bucket:
         spec = replace(spec, bucket=bucket)
     model = build_model(spec)
     await write_model(
-        model, store=store, s3_client=s3_client, concurrency=concurrency, progress=progress
+        model,
+        store=store,
+        s3_client=s3_client,
+        concurrency=concurrency,
+        progress=progress,
+        bookkeeper=bookkeeper,
     )
     return model
 
@@ -76,11 +83,22 @@ async def write_model(
     s3_client: ObjectStore | None,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
+    bookkeeper: MetadataStore | None = None,
 ) -> None:
+    """`bookkeeper`: the store holding the ledgers root when it is another cluster's (Pulsar
+    clusters sharing one BookKeeper, `initialize-cluster-metadata
+    --existing-bk-metadata-service-uri`): the root must exist, and the ledgers go there while
+    the Pulsar metadata goes into `store`."""
     if model.objects and s3_client is None:
         raise FailedPrecondition("the model has offloaded objects but no S3 client was given")
-    writer = _Writer(model, store, concurrency, progress or (lambda _p, _d, _t: None))
-    await writer.bookkeeper_root()
+    writer = _Writer(
+        model, store, concurrency, progress or (lambda _p, _d, _t: None), bookkeeper or store
+    )
+    if bookkeeper is None:
+        await writer.bookkeeper_root()
+    elif await bookkeeper.exists(writer.root) is None:
+        raise FailedPrecondition(f"{writer.root} does not exist: the shared BookKeeper comes first")
+    await writer.pulsar_roots()
     await writer.ledgers(young=False)
     await writer.pulsar_metadata()
     if s3_client is not None and model.objects:
@@ -91,61 +109,60 @@ async def write_model(
 
 class _Writer:
     def __init__(
-        self, model: ClusterModel, store: MetadataStore, concurrency: int, progress: Progress
+        self,
+        model: ClusterModel,
+        store: MetadataStore,
+        concurrency: int,
+        progress: Progress,
+        bookkeeper: MetadataStore,
     ) -> None:
         self.model = model
         self.store = store
+        self.bk_store = bookkeeper
         self.concurrency = concurrency
         self.progress = progress
         self.root = model.spec.ledgers_root
         # One ledger manager per layout in play: each ledger sits where its writer put it.
         self.bk = {
-            layout: BookKeeperLedgers(store, paths=LedgerPaths(root=self.root, layout=layout))
+            layout: BookKeeperLedgers(bookkeeper, paths=LedgerPaths(root=self.root, layout=layout))
             for layout in LedgerLayout
         }
 
     async def bookkeeper_root(self) -> None:
         """The root and its special znodes, as BookKeeper's format and bookies leave them."""
-        if await self.store.exists(self.root) is not None:
+        bk = self.bk_store
+        if await bk.exists(self.root) is not None:
             raise FailedPrecondition(f"{self.root} already exists: simulate into an empty tree")
-        await self.store.create(self.root, b"", make_parents=True)
-        await self.store.create(f"{self.root}/{LAYOUT_ZNODE}", layout_text(self.model.spec.layout))
-        await self.store.create(f"{self.root}/INSTANCEID", self.model.instance_id.encode())
-        await self.store.create(f"{self.root}/available")
-        await self.store.create(f"{self.root}/available/readonly")
+        await bk.create(self.root, b"", make_parents=True)
+        await bk.create(f"{self.root}/{LAYOUT_ZNODE}", layout_text(self.model.spec.layout))
+        await bk.create(f"{self.root}/INSTANCEID", self.model.instance_id.encode())
+        await bk.create(f"{self.root}/available")
+        await bk.create(f"{self.root}/available/readonly")
         # Bookies register ephemerally; the simulator has no bookie sessions to hold them,
         # so their registrations are persistent stand-ins.
         for bookie in self.model.bookies:
-            await self.store.create(f"{self.root}/available/{bookie}")
-        await self.store.create(f"{self.root}/idgen")
+            await bk.create(f"{self.root}/available/{bookie}")
+        await bk.create(f"{self.root}/idgen")
         if any(ledger_id >= FIRST_LONG_LEDGER_ID for ledger_id in self.model.ledgers):
-            await self.store.create(f"{self.root}/idgen-long")
-            await self.store.create(f"{self.root}/idgen-long/{FIRST_HOB}")
+            await bk.create(f"{self.root}/idgen-long")
+            await bk.create(f"{self.root}/idgen-long/{FIRST_HOB}")
+
+    async def pulsar_roots(self) -> None:
+        """The Pulsar roots, the clusters' registrations and the namespaces' policies."""
         for path in ("/managed-ledgers", "/schemas", "/admin"):
             if await self.store.exists(path) is None:
                 await self.store.create(path)
-        await self.cluster_registration()
-        await self.namespace_policies()
+        spec = self.model.spec
+        for name in (spec.cluster_name, *spec.replicated_to):
+            await self.cluster_registration(name)
+        for tenant, namespace in namespaces(spec):
+            replicas = [spec.cluster_name, *(spec.replicated_to if tenant == "public" else ())]
+            await self.namespace_policies(tenant, namespace, sorted(replicas))
 
-    async def namespace_policies(self) -> None:
-        """Each tenant's `TenantInfo` and each namespace's `Policies` under `/admin/policies`
-        (`TenantResources`, `NamespaceResources`; `PulsarClusterMetadataSetup` creates
-        `public/default`), replicated to this cluster alone: the verifier counts an absent
-        owner as absent only in a namespace that exists here."""
-        cluster = self.model.spec.cluster_name
-        for tenant, namespace in namespace_names(self.model.spec):
-            tenant_path = f"{POLICIES_ROOT}/{tenant}"
-            if await self.store.exists(tenant_path) is None:
-                info = {"adminRoles": [], "allowedClusters": [cluster]}
-                await self.store.create(tenant_path, json.dumps(info).encode(), make_parents=True)
-            path = policies_path(f"{tenant}/{namespace}")
-            if await self.store.exists(path) is None:
-                await self.store.create(path, encode_policies([cluster]))
-
-    async def cluster_registration(self) -> None:
+    async def cluster_registration(self, name: str) -> None:
         """`/admin/clusters/<name>` with its `ClusterData`, as `pulsar initialize-cluster-metadata`
-        writes it: the reconciler's pre-flight looks `--cluster` up there."""
-        name = self.model.spec.cluster_name
+        (or `pulsar-admin clusters create` for a replication peer) writes it: the reconciler's
+        pre-flight looks `--cluster` up there."""
         path = f"/admin/clusters/{name}"
         if await self.store.exists(path) is None:
             data = {
@@ -153,6 +170,16 @@ class _Writer:
                 "brokerServiceUrl": "pulsar://localhost:6650",
             }
             await self.store.create(path, json.dumps(data).encode(), make_parents=True)
+
+    async def namespace_policies(self, tenant: str, namespace: str, replicas: list[str]) -> None:
+        """`/admin/policies/<tenant>` (`TenantInfo`) and `/admin/policies/<tenant>/<ns>`
+        (`Policies`), as `TenantResources.createTenantAsync` and
+        `NamespaceResources.createPoliciesAsync` write them (Jackson, field names as Pulsar's)."""
+        tenant_path = f"/admin/policies/{tenant}"
+        if await self.store.exists(tenant_path) is None:
+            info = {"adminRoles": [], "allowedClusters": replicas}
+            await self.store.create(tenant_path, json.dumps(info).encode(), make_parents=True)
+        await self.store.create(f"{tenant_path}/{namespace}", encode_policies(replicas))
 
     async def ledgers(self, *, young: bool) -> None:
         """Every ledger ever allocated, in id order: allocate the id, then write the znode."""
@@ -181,8 +208,8 @@ class _Writer:
         else:
             parent, seq = f"{self.root}/idgen", ledger_id
         node = f"{parent}/ID-{seq:010d}"
-        await self.store.create(node)
-        await self.store.delete(node, version=ANY_VERSION)
+        await self.bk_store.create(node)
+        await self.bk_store.delete(node, version=ANY_VERSION)
 
     async def pulsar_metadata(self) -> None:
         """ML znodes (0 bytes for new topics), cursors, schema locators, partitions."""

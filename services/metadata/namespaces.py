@@ -61,10 +61,9 @@ def decode_policies(data: bytes, *, path: str) -> NamespacePolicies:
 
 
 def encode_policies(replication_clusters: tuple[str, ...] | list[str]) -> bytes:
-    """`Policies` as Pulsar's configuration store holds it (Jackson JSON), with the fields a
-    new namespace gets (`NamespacesBase.internalCreateNamespace`: one bundle, replicated to
-    the clusters given)."""
-    doc = {
+    """A new namespace's `Policies` as Pulsar's Jackson mapper writes it (the fields a fresh
+    `NamespacesBase.internalCreateNamespace` sets; the rest are null and left out)."""
+    policies = {
         "auth_policies": {
             "namespace_auth": {},
             "destination_auth": {},
@@ -72,6 +71,19 @@ def encode_policies(replication_clusters: tuple[str, ...] | list[str]) -> bytes:
         },
         "replication_clusters": sorted(set(replication_clusters)),
         "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "backlog_quota_map": {},
+        "clusterDispatchRate": {},
+        "topicDispatchRate": {},
+        "subscriptionDispatchRate": {},
+        "replicatorDispatchRate": {},
+        "clusterSubscribeRate": {},
+        "publishMaxMessageRate": {},
+        "latency_stats_sample_rate": {},
         "deleted": False,
+        "encryption_required": False,
+        "subscription_auth_mode": "None",
+        "is_allow_auto_update_schema": True,
+        "schema_validation_enforced": False,
+        "properties": {},
     }
-    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    return json.dumps(policies, separators=(",", ":")).encode("utf-8")

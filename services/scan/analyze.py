@@ -22,6 +22,9 @@ Kinds of a ledger finding:
 Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
 owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
 `offload_no_match`.
+Before any orphan kind, `services.scan.sharing` sets apart what may be another cluster's on a
+shared BookKeeper: `neighbour_owner`, `unknown_namespace`, `replicated_undeclared` (never
+deletable).
 `services.scan.canonical` then turns deletable findings whose owner names are not canonical
 into `noncanonical_name` (never deletable).
 """
@@ -31,11 +34,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from services.scan import sharing as S
 from services.scan.names import (
     UNKNOWN_NAMESPACE,
     ml_name_of_topic,
     namespace_of_ml,
     namespace_of_schema,
+    namespace_of_schema_id,
 )
 
 DELETABLE_KINDS = (
@@ -225,6 +230,24 @@ def _orphan_reason() -> Column:
     )
 
 
+def _no_sharing(df: DataFrame) -> DataFrame:
+    """The sharing columns, empty: an analysis told nothing of other clusters."""
+    return (
+        df.withColumn("owner_namespace", F.lit(None).cast("string"))
+        .withColumn("neighbour_cluster", F.lit(None).cast("string"))
+        .withColumn("undeclared_replicas", F.lit(None).cast("array<string>"))
+        .withColumn("namespace_known", F.lit(None).cast("boolean"))
+    )
+
+
+def _sharing_columns(
+    df: DataFrame, owner_key: Column, owner_namespace: Column, sharing: S.SharingFrames | None
+) -> DataFrame:
+    return (
+        _no_sharing(df) if sharing is None else S.annotate(df, owner_key, owner_namespace, sharing)
+    )
+
+
 def classify_ledgers(
     bk_ledgers: DataFrame,
     references: DataFrame,
@@ -232,6 +255,7 @@ def classify_ledgers(
     *,
     now_ms: int,
     min_age_ms: int,
+    sharing: S.SharingFrames | None = None,
 ) -> DataFrame:
     """One finding per BookKeeper ledger (see the module docstring for the kinds).
 
@@ -256,14 +280,26 @@ def classify_ledgers(
         .withColumn("created_ms", F.greatest(created, "bk_deleted_mtime_ms"))
         .withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
     )
+    owner_namespace = F.when(F.col("role") == "schema", namespace_of_schema_id(F.col("schema_id")))
+    owner_namespace = owner_namespace.when(
+        F.col("role").isNotNull(), namespace_of_ml(F.col("owner_ml"))
+    )
+    ledgers = _sharing_columns(ledgers, F.col("owner_key"), owner_namespace, sharing)
     young = F.col("age_ms").isNull() | (F.col("age_ms") < min_age_ms)
     # The OPEN rule: state matters only inside the age window, where an OPEN ledger of an
     # existing owner may be a rollover or cursor switch whose reference is not written yet
     # (not an orphan, not counted as one). Older, it is judged like a closed ledger.
     opening = young & F.col("state").isin(*OPEN_STATES) & F.col("owner_exists")
-    status = F.coalesce(_status_kind(), F.when(opening, "in_use_open"))
+    foreign = _foreign(F.col("owner_exists"), sharing)
+    status = F.coalesce(_status_kind(), foreign, F.when(opening, "in_use_open"))
     orphan = F.when(status.isNull(), _orphan_reason())
-    kind = F.coalesce(status, F.when(young, "too_young").otherwise(orphan))
+    kind = F.coalesce(
+        status,
+        # Listed by one of our lists (ids are unique on one ledgers root): ours, whatever
+        # other cluster has the topic.
+        F.when(S.replicated_undeclared() & F.col("ref_bits").isNull(), S.REPLICATED_UNDECLARED),
+        F.when(young, "too_young").otherwise(orphan),
+    )
     pdli = F.lit(None).cast("string")
     for role, component in PDLI_COMPONENTS.items():
         pdli = F.when(F.col("role") == role, component).otherwise(pdli)
@@ -301,8 +337,20 @@ def classify_ledgers(
             "owner_exists",
             ref_names(F.col("ref_bits")).alias("refs"),
             "znode_version",
+            *SHARING_COLUMNS,
         )
     )
+
+
+#: What the findings say of sharing: the namespace the owner check used, the declared
+#: neighbour owning the ledger, the undeclared clusters its namespace replicates to.
+SHARING_COLUMNS = ("owner_namespace", "neighbour_cluster", "undeclared_replicas")
+
+
+def _foreign(owner_exists: Column, sharing: S.SharingFrames | None) -> Column:
+    if sharing is None:
+        return F.lit(None).cast("string")
+    return S.foreign_kind(owner_exists, sharing.sharing)
 
 
 def classify_objects(
@@ -312,6 +360,8 @@ def classify_objects(
     cluster: str,
     now_ms: int,
     min_age_ms: int,
+    owners: DataFrame | None = None,
+    sharing: S.SharingFrames | None = None,
 ) -> DataFrame:
     """One finding per offloaded object.
 
@@ -325,6 +375,10 @@ def classify_objects(
     no ML lists under any uuid has no owner to put in a PDLI, and the verifier would want a
     proof of ownership that a reconciler intent cannot give: `unknown_ownership`, reported
     and never proposed.
+
+    With `sharing` (and this cluster's `owners`, `reference_owners`), an unreferenced object
+    of a managed ledger that only a declared neighbour has, of a namespace unknown here, or of
+    one replicated to an undeclared cluster is set apart as for ledgers.
     """
     listed = (
         ml_ledgers.filter(F.col("offload_uuid").isNotNull())
@@ -335,6 +389,16 @@ def classify_objects(
         )
     )
     objects = offload_objects.join(listed, "ledger_id", "left")
+    ml_name = F.coalesce("managed_ledger_name", "listed_ml")
+    owner_key = F.concat(F.lit("M:"), ml_name)
+    objects = _sharing_columns(objects, owner_key, namespace_of_ml(ml_name), sharing)
+    if owners is not None:
+        present = owners.select(F.col("owner_key").alias("_okey"), F.lit(True).alias("_exists"))
+        objects = objects.join(present, owner_key == F.col("_okey"), "left").drop("_okey")
+    else:
+        objects = objects.withColumn("_exists", F.lit(None).cast("boolean"))
+    owner_exists = F.coalesce(F.col("_exists"), F.lit(False))
+    held = F.coalesce(_foreign(owner_exists, sharing), F.lit(None).cast("string"))
     parsed = F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull()
     matched = F.coalesce(F.array_contains("listed_uuids", F.lower("uuid")), F.lit(False))
     foreign = F.col("cluster_name").isNotNull() & (F.col("cluster_name") != cluster)
@@ -343,16 +407,19 @@ def classify_objects(
     # Written before 2.10: neither owner key (both arrived together, PR #14907).
     pre_210 = F.col("managed_ledger_name").isNull() & F.col("cluster_name").isNull()
     ownerless = pre_210 & F.col("listed_ml").isNull()
-    orphan = F.when(parsed & ~matched & ~foreign & ~ownerless, "offload_no_match")
+    orphan = F.when(parsed & ~matched & ~foreign & ~ownerless & held.isNull(), "offload_no_match")
     kind = (
         F.when(~parsed, "unknown_ownership")
         .when(matched, "referenced")
         .when(foreign, "other_cluster")
         .when(ownerless, "unknown_ownership")
+        .when(held.isNotNull(), held)
+        # An object naming our cluster is ours; one naming none (before 2.10, or not read
+        # with HEAD) may be the other cluster's upload of the same topic.
+        .when(S.replicated_undeclared() & F.col("cluster_name").isNull(), S.REPLICATED_UNDECLARED)
         .when(young, "too_young")
         .otherwise("offload_no_match")
     )
-    ml_name = F.coalesce("managed_ledger_name", "listed_ml")
     return objects.select(
         "bucket",
         "key",
@@ -369,4 +436,5 @@ def classify_objects(
         F.coalesce("size", F.lit(0)).alias("size_bytes"),
         F.col("last_modified_ms").alias("created_ms"),
         age.alias("age_ms"),
+        *SHARING_COLUMNS,
     )

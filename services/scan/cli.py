@@ -111,6 +111,7 @@ def analyze(
     max_orphan_share: float,
     inactive_cursor_age: str,
     dormant_topic_age: str,
+    deleted_namespace: tuple[str, ...],
     master: str,
     **submit_args: Any,
 ) -> None:
@@ -124,6 +125,7 @@ def analyze(
             max_orphan_share,
             inactive_cursor_age,
             dormant_topic_age,
+            deleted_namespace,
         )
         submit = submit_request(cluster=cluster, **submit_args)
         require_extract(extract_dir, cluster, out_dir)

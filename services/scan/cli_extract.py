@@ -18,6 +18,7 @@ from services.scan.cli_options import (
     submit_options,
     submit_request,
 )
+from services.scan.cli_sharing import configuration_store, shared_cluster_option, shared_clusters
 from services.scan.config import parse_duration
 from services.scan.preflight import require_source
 from services.scan.run_guard import interruptible, versioned_run
@@ -29,16 +30,19 @@ ACCEPT_UNATTRIBUTED = "--accept-unattributed-objects"
 
 def extract_options(func: F) -> F:
     """Where to read from: ZooKeeper, the ledgers root, the buckets or inventory files."""
-    options = [
+    options: list[Callable[[F], F]] = [
         click.option("--zookeeper", required=True, help="host:port[,host:port...] of ZooKeeper."),
         click.option("--chroot", default=None, help="ZooKeeper chroot of the Pulsar metadata."),
         click.option(
             "--configuration-store",
             default=None,
-            help="host:port[,host:port...][/chroot] of Pulsar's configuration store "
+            help="host:port[,host:port...][/chroot] (or zk:...) of Pulsar's configuration store "
             "(configurationMetadataStoreUrl) when it is not --zookeeper: the pre-flight looks "
-            "for /admin/clusters/<--cluster> there (default: in --zookeeper under --chroot).",
+            "for /admin/clusters/<--cluster> there and the extract reads the namespace "
+            "policies (/admin/policies) there (default: TOMBSTONE_CONFIGURATION_STORE, else "
+            "--zookeeper under --chroot).",
         ),
+        shared_cluster_option,
         click.option(
             "--ledgers-root",
             default="/ledgers",
@@ -145,7 +149,8 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         cluster=cluster,
         chroot=kw["chroot"],
         ledgers_root=kw["ledgers_root"],
-        configuration_store=kw["configuration_store"],
+        configuration_store=configuration_store(kw["configuration_store"]),
+        shared_clusters=shared_clusters(kw["shared_cluster"], cluster),
         zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
         s3=s3,
         buckets=tuple(kw["buckets"]),
@@ -223,6 +228,7 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         "max_orphan_share",
         "inactive_cursor_age",
         "dormant_topic_age",
+        "deleted_namespace",
     )
     submit_keys = (
         "submit",

@@ -14,6 +14,12 @@ import click
 
 from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
+from services.scan.cli_errors import UsageProblem
+from services.scan.cli_sharing import (
+    deleted_namespace_option,
+    deleted_namespaces,
+    warn_deleted_namespaces,
+)
 from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.plan import Plan, PlanRefused, read_plan, select
 from services.scan.report_format import human_bytes
@@ -25,8 +31,9 @@ F = Callable[..., Any]
 
 
 def analysis_options(func: F) -> F:
-    """--cluster, --min-age, --allow-short-min-age, --max-orphan-share and the report ages."""
-    options = [
+    """--cluster, --min-age, --allow-short-min-age, --max-orphan-share, the report ages and
+    --deleted-namespace."""
+    options: list[Callable[[F], F]] = [
         click.option(
             "--cluster", required=True, help="The Pulsar cluster name the extract must match."
         ),
@@ -61,6 +68,7 @@ def analysis_options(func: F) -> F:
             show_default=True,
             help="Report a topic not written for this long (a duration, e.g. 7d); report only.",
         ),
+        deleted_namespace_option,
         click.option(
             "--master",
             default="local[*]",
@@ -176,6 +184,7 @@ def analyze_config(
     max_orphan_share: float,
     inactive_cursor_age: str,
     dormant_topic_age: str,
+    deleted_namespace: tuple[str, ...] = (),
 ) -> AnalyzeConfig:
     config = AnalyzeConfig(
         cluster=cluster,
@@ -184,7 +193,9 @@ def analyze_config(
         max_orphan_share=max_orphan_share,
         inactive_cursor_age=parse_duration(inactive_cursor_age, "inactive_cursor_age"),
         dormant_topic_age=parse_duration(dormant_topic_age, "dormant_topic_age"),
+        deleted_namespaces=deleted_namespaces(deleted_namespace),
     )
+    warn_deleted_namespaces(config.deleted_namespaces)
     if config.below_floor:
         click.secho(
             f"WARNING: --min-age {min_age} is below the safety floor; young unreferenced "
@@ -236,12 +247,6 @@ class SubmitRequest:
     settings: SubmitSettings
     assume_yes: bool
     plan: Plan | None
-
-
-class UsageProblem(click.ClickException):
-    """One line on stderr, exit 2 (like click's own usage errors)."""
-
-    exit_code = 2
 
 
 def submit_request(

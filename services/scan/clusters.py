@@ -13,7 +13,11 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from services.scan.report_sections import ALLOW_SHORT_MIN_AGE, NO_HEAD_OBJECTS
+from services.scan.report_sections import (
+    ALLOW_SHORT_MIN_AGE,
+    DELETED_NAMESPACE,
+    NO_HEAD_OBJECTS,
+)
 
 #: The warning (summary.json `warnings`, the report's banner) for an extract that does not
 #: say whether its objects were read with HEAD.
@@ -61,11 +65,15 @@ def object_clusters(object_findings: DataFrame) -> dict[str, Any]:
     }
 
 
-def risky_options(*, below_floor: bool, objects_headed: bool | None) -> list[str]:
+def risky_options(
+    *, below_floor: bool, objects_headed: bool | None, deleted_namespaces: bool = False
+) -> list[str]:
     """The risky options the run was made with, as the banner names them."""
     options = [ALLOW_SHORT_MIN_AGE] if below_floor else []
     if objects_headed is False:
         options.append(NO_HEAD_OBJECTS)
+    if deleted_namespaces:
+        options.append(DELETED_NAMESPACE)
     return options
 
 

@@ -41,6 +41,11 @@ class AnalyzeConfig:
     """Cursors whose lastActive is older than this are reported as inactive."""
     dormant_topic_age: timedelta = timedelta(days=7)
     """Topics whose znode is older than this and show no sign of being loaded are reported."""
+    deleted_namespaces: tuple[str, ...] = ()
+    """Namespaces without policies here that the operator names as deleted
+    (`--deleted-namespace`): their unreferenced ledgers may be proposed instead of being
+    set apart as `unknown_namespace` (a risky option: another cluster sharing the
+    BookKeeper may hold a namespace of that name)."""
 
     def __post_init__(self) -> None:
         if not self.cluster:

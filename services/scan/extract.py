@@ -101,6 +101,7 @@ def run_extract(
         "started_ms": started,
         "ended_ms": ended,
         "objects_headed": settings.head_objects,
+        "shared_clusters": [shared.name for shared in settings.shared_clusters],
     }
     frames["scan_run"] = spark.createDataFrame(
         [as_tuple(run_row, TABLES["scan_run"])], TABLES["scan_run"]

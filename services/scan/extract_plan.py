@@ -4,6 +4,11 @@ The driver lists the units (`plan_units`): BookKeeper subtrees, `tenant/x` prefi
 managed-ledger tree, schema tenants, and buckets or inventory files. Each unit becomes one
 Spark task; the task runs its own asyncio loop with its own ZooKeeper session or S3 client
 (`run_unit`) and always returns its manifest row(s), also when it failed.
+
+Clusters declared as sharing the ledgers root (`shared_clusters`) get the same managed-ledger
+and schema units, read from their own metadata store; their rows carry the cluster's name
+(`metadata_cluster`), so one analysis sees every cluster's references. One more unit reads
+the namespace policies of the configuration store (which namespaces exist here).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
 from services.metadata import (
     MANAGED_LEDGERS_ROOT,
     SCHEMAS_ROOT,
@@ -23,20 +29,25 @@ from services.metadata import (
     NoNode,
     ZkMetadataStore,
 )
+from services.metadata.namespaces import POLICIES_ROOT
 from services.scan import extract_tasks as T
 from services.scan._s3 import S3Settings, open_lister
+from services.scan.extract_namespaces import read_namespaces
 from services.scan.extract_rows import Row
 from services.scan.inventory import DEFAULT_CSV_SCHEMA
 
 #: Unit kinds. `managed_ledgers` units also yield the `ml_ledgers` and `cursors` tables.
-BK, ML, SCHEMAS, BUCKET, INVENTORY = (
+BK, ML, SCHEMAS, BUCKET, INVENTORY, NAMESPACES = (
     "bk_ledgers",
     "managed_ledgers",
     "schemas",
     "bucket",
     "inventory",
+    "namespaces",
 )
 OBJECTS = "offload_objects"
+#: Tables whose rows say which cluster's metadata store they come from.
+TAGGED_TABLES = frozenset({"managed_ledgers", "ml_ledgers", "cursors", "schemas"})
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,11 @@ class ExtractSettings:
     ledgers_root: str = "/ledgers"
     configuration_store: str | None = None
     """Pulsar's configuration store (`host:port[,...][/chroot]`) when it is a ZooKeeper of
-    its own: only the pre-flight reads it (the cluster's registration)."""
+    its own: the cluster's registration (pre-flight) and the namespace policies are read
+    there; else in `zookeeper` under `chroot`."""
+    shared_clusters: tuple[SharedCluster, ...] = ()
+    """Other clusters sharing the ledgers root (ZooKeeper stores only): their managed
+    ledgers, cursors and schema locators are read too."""
     zk_timeout_s: float = 10.0
     """Connect and request timeout of every ZooKeeper session."""
     s3: S3Settings = field(default_factory=S3Settings)
@@ -72,10 +87,16 @@ class ExtractSettings:
 class Unit:
     kind: str
     scope: str
+    cluster: str | None = None
+    """A declared neighbour whose metadata store the unit reads; None: ours."""
 
     @property
     def task_id(self) -> str:
-        return f"{self.kind}:{self.scope}"
+        return f"{self.kind}{_at(self.cluster)}:{self.scope}"
+
+
+def _at(cluster: str | None) -> str:
+    return f"@{cluster}" if cluster else ""
 
 
 def now_ms() -> int:
@@ -105,11 +126,34 @@ def manifest_row(
     }
 
 
+def store_of(settings: ExtractSettings, cluster: str | None) -> StoreUrl:
+    """The metadata store of `cluster` (None: ours)."""
+    if cluster is None:
+        return StoreUrl(ZOOKEEPER, settings.zookeeper, settings.chroot or "")
+    for shared in settings.shared_clusters:
+        if shared.name == cluster:
+            return shared.store
+    raise KeyError(cluster)
+
+
+def policies_store(settings: ExtractSettings) -> StoreUrl:
+    """Where namespace policies live: the configuration store, else our metadata store."""
+    if settings.configuration_store is None:
+        return store_of(settings, None)
+    servers, slash, chroot = settings.configuration_store.partition("/")
+    return StoreUrl(ZOOKEEPER, servers, f"/{chroot}" if slash and chroot else "")
+
+
 @contextlib.asynccontextmanager
-async def zk_session(settings: ExtractSettings) -> AsyncIterator[ZkMetadataStore]:
+async def zk_session(
+    settings: ExtractSettings, url: StoreUrl | None = None
+) -> AsyncIterator[ZkMetadataStore]:
+    where = url or store_of(settings, None)
+    if where.kind != ZOOKEEPER:  # refused by the CLI; a guard for other callers
+        raise ValueError(f"{where}: only ZooKeeper metadata stores can be read")
     async with ZkMetadataStore.connect(
-        settings.zookeeper,
-        chroot=settings.chroot,
+        where.servers,
+        chroot=where.root or None,
         session_timeout=max(settings.zk_timeout_s, 4.0),
         request_timeout=settings.zk_timeout_s,
         connect_timeout=settings.zk_timeout_s,
@@ -178,6 +222,11 @@ async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], 
                 rows.append(
                     manifest_row(f"list:{kind}", kind, root, 0, "failed", error, started, None)
                 )
+    for shared in settings.shared_clusters:
+        found_units, found_rows = await _plan_neighbour(settings, shared.name)
+        units.extend(found_units)
+        rows.extend(found_rows)
+    units.append(Unit(NAMESPACES, POLICIES_ROOT))
     if settings.inventories:
         units.extend(Unit(INVENTORY, path) for path in settings.inventories)
     else:
@@ -189,6 +238,33 @@ async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], 
         )
     )
     return units, rows, zxid
+
+
+async def _plan_neighbour(settings: ExtractSettings, cluster: str) -> tuple[list[Unit], list[Row]]:
+    """The managed-ledger and schema units of a declared neighbour, and its listings' manifest
+    rows: a store that cannot be listed is a failed row (the analysis then refuses)."""
+    units: list[Unit] = []
+    rows: list[Row] = []
+    started = now_ms()
+    listings = ((ML, MANAGED_LEDGERS_ROOT), (SCHEMAS, SCHEMAS_ROOT))
+    try:
+        async with zk_session(settings, store_of(settings, cluster)) as store:
+            for kind, root in listings:
+                found = [
+                    Unit(u.kind, u.scope, cluster) for u in await _list_units(store, settings, kind)
+                ]
+                units.extend(found)
+                task = f"list:{kind}@{cluster}"
+                zxid = store.last_zxid
+                rows.append(manifest_row(task, kind, root, len(found), "ok", None, started, zxid))
+    except Exception as e:  # every failure becomes a failed manifest row
+        done = {row["kind"] for row in rows}
+        error = f"{cluster}: {type(e).__name__}: {e}"
+        for kind, root in listings:
+            if kind not in done:
+                task = f"list:{kind}@{cluster}"
+                rows.append(manifest_row(task, kind, root, 0, "failed", error, started, None))
+    return units, rows
 
 
 async def _list_units(store: ZkMetadataStore, settings: ExtractSettings, kind: str) -> list[Unit]:
@@ -230,7 +306,7 @@ def _manifest(
     rows = []
     for kind in kinds:
         count = sum(1 for table, _ in out if table == kind)
-        task_id = unit.task_id if kind == unit.kind else f"{kind}:{unit.scope}"
+        task_id = unit.task_id if kind == unit.kind else f"{kind}{_at(unit.cluster)}:{unit.scope}"
         row = manifest_row(task_id, kind, unit.scope, count, status, error, started, zxid)
         rows.append(("scan_manifest", row))
     return rows
@@ -241,7 +317,12 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
     if unit.kind in (BUCKET, INVENTORY):
         await _objects(unit, settings, out, limits)
         return None
-    async with zk_session(settings) as store:
+    if unit.kind == NAMESPACES:
+        async with zk_session(settings, policies_store(settings)) as store:
+            await read_namespaces(store, out, limits)
+            return store.last_zxid
+    async with zk_session(settings, store_of(settings, unit.cluster)) as store:
+        before = len(out)
         if unit.kind == BK:
             paths = unit_paths(settings.ledgers_root, unit.scope)
             await T.read_bk_subtree(store, paths, unit.scope, out, limits)
@@ -249,6 +330,9 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
             await T.read_managed_ledgers(store, unit.scope, out, limits)
         else:
             await T.read_schemas(store, unit.scope, out, limits)
+        for table, row in out[before:]:
+            if table in TAGGED_TABLES:
+                row["metadata_cluster"] = unit.cluster
         return store.last_zxid
 
 

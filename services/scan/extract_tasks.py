@@ -49,7 +49,7 @@ class ReadLimits:
     ceiling per task, and a running task holds one ZooKeeper session."""
 
 
-async def _bounded(
+async def bounded(
     items: Sequence[T], work: Callable[[T], Awaitable[None]], concurrency: int
 ) -> None:
     slots = asyncio.Semaphore(concurrency)
@@ -96,7 +96,7 @@ async def read_bk_subtree(
             return
         out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, metadata, "")))
 
-    await _bounded(ids, read, limits.concurrency)
+    await bounded(ids, read, limits.concurrency)
     return len(out) - before
 
 
@@ -145,7 +145,7 @@ async def read_managed_ledgers(
         for cursor in cursors:
             counts[1] += await _read_cursor(store, ml_name, cursor, out)
 
-    await _bounded(names, read, limits.concurrency)
+    await bounded(names, read, limits.concurrency)
     return counts[0], counts[1]
 
 
@@ -209,7 +209,7 @@ async def read_schemas(store: MetadataStore, tenant: str, out: Out, limits: Read
             return
         out.append(("schemas", R.schema_row(schema_id, node, locator)))
 
-    await _bounded(ids, read, limits.concurrency)
+    await bounded(ids, read, limits.concurrency)
     return len(out) - before
 
 
@@ -259,5 +259,5 @@ async def _object_rows(
                 return  # deleted since the listing
         out.append(("offload_objects", R.object_row(bucket, key, size, modified, metadata)))
 
-    await _bounded(listed, one, limits.concurrency)
+    await bounded(listed, one, limits.concurrency)
     return len(out) - before

@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
 from services.scan import analyze as A
-from services.scan import clusters, insights, report_data
+from services.scan import clusters, insights, report_data, shared_report
+from services.scan import sharing as S
 from services.scan.candidates import deletion_candidates
 from services.scan.canonical import reject_noncanonical
 from services.scan.config import AnalyzeConfig
@@ -48,6 +49,8 @@ class ScanInfo:
     ended_ms: int | None
     objects_headed: bool | None = None
     """False: objects were not read with HEAD (`--no-head-objects`); None: not recorded."""
+    shared_clusters: tuple[str, ...] = ()
+    """The neighbours whose metadata the extract read (`--shared-cluster`)."""
 
 
 @dataclass(frozen=True)
@@ -79,17 +82,43 @@ def scan_info(extract: Extract) -> ScanInfo:
         row["started_ms"],
         row["ended_ms"],
         row["objects_headed"],
+        tuple(row["shared_clusters"] or ()),
     )
+
+
+def sharing_of(extract: Extract, config: AnalyzeConfig) -> S.Sharing:
+    """What the extract read of the clusters sharing the ledgers root, and the operator's
+    `--deleted-namespace` names."""
+    declared = {name for row in extract.scan_run.collect() for name in row["shared_clusters"] or ()}
+    # A failed listing is a manifest row too (and refuses the run): listed means "attempted".
+    listed = bool(extract.scan_manifest.filter(F.col("kind") == "namespaces").limit(1).collect())
+    return S.Sharing(config.cluster, tuple(sorted(declared)), listed, config.deleted_namespaces)
 
 
 def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis:
-    """Classify ledgers and objects and derive the reports (pure: returns DataFrames)."""
+    """Classify ledgers and objects and derive the reports (pure: returns DataFrames).
+
+    References count from every cluster the extract read; owners only from this one (a
+    neighbour's owner sets its ledger apart, `services.scan.sharing`)."""
+    # Every cluster's references protect a ledger; only ours own, list and report.
     refs = A.ledger_references(
         extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
     )
-    owners = A.reference_owners(extract.managed_ledgers, extract.cursors, extract.schemas)
+    mls, cursors = S.ours(extract.managed_ledgers), S.ours(extract.cursors)
+    owners = A.reference_owners(mls, cursors, S.ours(extract.schemas))
+    shared = S.frames(
+        extract.managed_ledgers,
+        extract.schemas,
+        extract.namespaces,
+        sharing_of(extract, config),
+    )
     ledgers = A.classify_ledgers(
-        extract.bk_ledgers, refs, owners, now_ms=now_ms, min_age_ms=config.min_age_ms
+        extract.bk_ledgers,
+        refs,
+        owners,
+        now_ms=now_ms,
+        min_age_ms=config.min_age_ms,
+        sharing=shared,
     )
     objects = A.classify_objects(
         extract.offload_objects,
@@ -97,20 +126,22 @@ def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis
         cluster=config.cluster,
         now_ms=now_ms,
         min_age_ms=config.min_age_ms,
+        owners=owners,
+        sharing=shared,
     )
     # Names from ZooKeeper, custom metadata and object metadata become PDLI fields: only
     # canonical ones may be proposed.
     ledgers = reject_noncanonical(ledgers, F.col("pdli_component"))
     objects = reject_noncanonical(objects, F.lit("MANAGED_LEDGER"))
     dormant = insights.dormant_topics(
-        extract.managed_ledgers,
-        extract.ml_ledgers,
+        mls,
+        S.ours(extract.ml_ledgers),
         extract.bk_ledgers,
         now_ms=now_ms,
         dormant_age_ms=_ms(config.dormant_topic_age.total_seconds()),
     )
     inactive = insights.inactive_cursors(
-        extract.cursors,
+        cursors,
         now_ms=now_ms,
         inactive_age_ms=_ms(config.inactive_cursor_age.total_seconds()),
     )
@@ -202,6 +233,8 @@ def run_analysis(
         inactive.count(),
     )
     summary |= clusters.object_clusters(objects)
+    summary |= shared_report.summarize(extract, ledgers, objects, sharing_of(extract, config))
+    summary["warnings"] += summary["shared_bookkeeper"]["warnings"]
     summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
     summary |= dict(run_ids or {})
     write_summary(out, summary)
@@ -275,9 +308,12 @@ def build_summary(
             "min_age": human_duration(config.min_age.total_seconds()),
             "min_age_below_floor": config.below_floor,
             "max_orphan_share": config.max_orphan_share,
+            "deleted_namespaces": list(config.deleted_namespaces),
         },
         "risky_options": clusters.risky_options(
-            below_floor=config.below_floor, objects_headed=info.objects_headed
+            below_floor=config.below_floor,
+            objects_headed=info.objects_headed,
+            deleted_namespaces=bool(config.deleted_namespaces),
         ),
         "warnings": clusters.warnings(info.objects_headed),
         "dry_run": True,

@@ -48,3 +48,10 @@ def namespace_of_schema(schema_id: Column) -> Column:
     return F.when(schema_id.isNull(), F.lit(None).cast("string")).otherwise(
         F.concat_ws("/", parts[0], parts[1])
     )
+
+
+def namespace_of_schema_id(schema_id: Column) -> Column:
+    """The namespace a schema id belongs to, V1 ids included: everything before the last `/`
+    (`tenant/ns/<topic>` → `tenant/ns`, `tenant/cluster/ns/<topic>` → `tenant/cluster/ns`),
+    as `services.metadata.namespaces.namespace_of_schema`."""
+    return F.when(schema_id.contains("/"), F.regexp_extract(schema_id, r"^(.*)/[^/]*$", 1))

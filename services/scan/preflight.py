@@ -40,6 +40,7 @@ def require_source(settings: ExtractSettings, *out_dirs: str | Path) -> None:
     """Pre-flight of `extract` and `run`: exit 5 on any problem."""
     _warn_offload_tier(settings)
     _exit_on(asyncio.run(source_problems(settings, out_dirs)))
+    _warn_replication(settings)
 
 
 def require_extract(extract_dir: str | Path, cluster: str, out_dir: str | Path) -> None:
@@ -52,6 +53,14 @@ def _exit_on(problems: Sequence[Problem]) -> None:
         click.echo(problem.line, err=True)
     if problems:
         sys.exit(EXIT_PREFLIGHT)
+
+
+def _warn_replication(settings: ExtractSettings) -> None:
+    from services.scan.preflight_sharing import check_replication
+
+    warning = asyncio.run(check_replication(settings))
+    if warning is not None:
+        click.echo(f"pre-flight: warning: {warning}", err=True)
 
 
 def _warn_offload_tier(settings: ExtractSettings) -> None:
@@ -131,9 +140,13 @@ def extract_problems(extract_dir: Path, cluster: str) -> list[Problem]:
         return [Problem(f"--extract {extract_dir} does not exist", fix)]
     if not extract_dir.is_dir():
         return [Problem(f"--extract {extract_dir} is a file", fix)]
-    from services.scan.schema import TABLES
+    from services.scan.schema import OPTIONAL_TABLES, TABLES
 
-    missing = [table for table in TABLES if not (extract_dir / table).is_dir()]
+    missing = [
+        table
+        for table in TABLES
+        if table not in OPTIONAL_TABLES and not (extract_dir / table).is_dir()
+    ]
     if missing:
         return [
             Problem(f"--extract {extract_dir} is not an extract (no {', '.join(missing)})", fix)

@@ -18,6 +18,7 @@ from services.scan.report_clusters import other_clusters
 from services.scan.report_format import human_bytes, human_duration
 from services.scan.report_history import diff_runs, previous_run
 from services.scan.report_html import page, para, text
+from services.scan.report_shared import shared_bookkeeper
 
 __all__ = ["human_bytes", "previous_run", "read_submitted", "write_html_report", "write_summary"]
 
@@ -65,6 +66,7 @@ def render(run_dir: Path, summary: Mapping[str, Any]) -> str:
         run.submitted_section(submitted) if submitted is not None else run.submit_plan(summary),
         findings.coverage(summary),
         other_clusters(summary),
+        shared_bookkeeper(summary),
     ]
     if not refused:
         parts += [

@@ -150,7 +150,12 @@ def report_items(
         .when(F.col("deletable") & F.lit(refused), F.lit(REFUSED_RUN))
         .when(F.col("deletable"), F.lit(HELD_BACK))
         .when(
-            (F.col("kind") == "too_young") & F.col("orphan_reason").isNotNull(),
+            F.col("kind") == "neighbour_owner",
+            F.concat(F.lit("never proposed: its owner exists in cluster "), "neighbour_cluster"),
+        )
+        .when(
+            F.col("kind").isin("too_young", "replicated_undeclared")
+            & F.col("orphan_reason").isNotNull(),
             F.concat(kind_text, F.lit(" (else: "), reasons[F.col("orphan_reason")], F.lit(")")),
         )
         .otherwise(kind_text)
@@ -179,6 +184,7 @@ def _common(df: DataFrame) -> list[Column]:
         col("key"),
         col("uuid"),
         col("cluster_name"),
+        col("neighbour_cluster"),
         col("size_bytes", "long"),
         col("age_ms", "long"),
     ]

@@ -27,6 +27,12 @@ KIND_REASONS = {
     "compacted_unreferenced": "unreferenced compacted ledger: reported only (no PDLI component)",
     "bucket_unreferenced": "unreferenced delayed-delivery bucket: reported only "
     "(no PDLI component)",
+    "neighbour_owner": "never proposed: its owner exists in another cluster sharing this "
+    "BookKeeper",
+    "unknown_namespace": "never proposed: its namespace does not exist here (another "
+    "cluster's, or deleted: see --deleted-namespace)",
+    "replicated_undeclared": "held back: its namespace replicates to a cluster not declared "
+    "with --shared-cluster",
     "referenced": "referenced",
 }
 #: Reasons that replace the kind's when a deletable finding is not proposed after all.
@@ -115,6 +121,6 @@ def zxid_text(zxid: int | None) -> str:
 def kind_reason(kind: str | None, orphan_reason: str | None = None) -> str:
     """The reason text of a finding kind; a young orphan also says what it would be."""
     text = KIND_REASONS.get(kind or "", kind or "unknown")
-    if kind == "too_young" and orphan_reason:
+    if kind in ("too_young", "replicated_undeclared") and orphan_reason:
         return f"{text} (else: {KIND_REASONS.get(orphan_reason, orphan_reason)})"
     return text

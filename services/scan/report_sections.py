@@ -13,6 +13,7 @@ from services.scan.report_html import bullets, para, section, table, text
 Summary = Mapping[str, Any]
 ALLOW_SHORT_MIN_AGE = "--allow-short-min-age"
 NO_HEAD_OBJECTS = "--no-head-objects"
+DELETED_NAMESPACE = "--deleted-namespace"
 #: Submit lists shown in full up to this many rows (submitted.json holds them all).
 MAX_ROWS = 200
 
@@ -35,6 +36,11 @@ def banner(summary: Summary) -> str:
         "--accept-unattributed-objects): their owner and cluster names are unknown, so "
         "another cluster's objects in a shared bucket cannot be told apart and may be "
         "proposed.",
+        DELETED_NAMESPACE: "namespaces without policies here were named as deleted ("
+        + ", ".join(summary.get("config", {}).get("deleted_namespaces") or [])
+        + "): their ledgers and objects are proposed when no declared cluster owns them. "
+        "If another cluster sharing this BookKeeper holds a namespace of that name and is not "
+        "declared with --shared-cluster, its live data is proposed.",
     }
     options = risky_options(summary)
     warnings = [str(w) for w in summary.get("warnings") or []]

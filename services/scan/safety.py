@@ -24,11 +24,13 @@ from pyspark.sql import functions as F
 
 from services.scan.config import AnalyzeConfig
 from services.scan.schema import TABLE_KINDS, Extract
+from services.scan.sharing import HELD_KINDS, ours
 
 #: How many offending tasks or cluster names a reason lists at most.
 MAX_LISTED = 5
-#: Kinds left out of the orphan shares' base: not this cluster's Pulsar data.
-NOT_COUNTED = ("unknown_ownership", "unreadable", "other_cluster")
+#: Kinds left out of the orphan shares (base and orphans): not this cluster's Pulsar data,
+#: or possibly another cluster's (set apart on a shared BookKeeper, never proposed).
+NOT_COUNTED = ("unknown_ownership", "unreadable", "other_cluster", *HELD_KINDS)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def decode_problems(extract: Extract) -> list[str]:
         "managed_ledgers": extract.managed_ledgers,
         "cursors": extract.cursors,
         "schemas": extract.schemas,
+        # Where such a namespace replicates is unknown.
+        "namespace policies": extract.namespaces,
     }
     for name, frame in tables.items():
         count = frame.filter(F.col("decode_error").isNotNull()).count()
@@ -82,7 +86,11 @@ def decode_problems(extract: Extract) -> list[str]:
 
 def _share(rows: list[Row], source: str) -> float:
     owned = sum(r["count"] for r in rows if r["source"] == source and r["kind"] not in NOT_COUNTED)
-    orphans = sum(r["count"] for r in rows if r["source"] == source and r["orphan_reason"])
+    orphans = sum(
+        r["count"]
+        for r in rows
+        if r["source"] == source and r["orphan_reason"] and r["kind"] not in NOT_COUNTED
+    )
     return orphans / owned if owned else 0.0
 
 
@@ -110,8 +118,11 @@ def cluster_problems(extract: Extract, cluster: str) -> list[str]:
     # Ledger ids are allocated per cluster, so another cluster's object with one of our ids is
     # expected in a shared bucket; the offload uuid is random per upload, so an object whose
     # (ledger id, uuid) one of our lists names is ours, whatever cluster it says.
-    listed = extract.ml_ledgers.filter(F.col("offload_uuid").isNotNull()).select(
-        "ledger_id", F.lower("offload_uuid").alias("listed_uuid")
+    # Our lists only: a declared neighbour's topics list its own objects, naming it.
+    listed = (
+        ours(extract.ml_ledgers)
+        .filter(F.col("offload_uuid").isNotNull())
+        .select("ledger_id", F.lower("offload_uuid").alias("listed_uuid"))
     )
     ours_named_other = (
         extract.offload_objects.filter(

@@ -84,6 +84,7 @@ MANAGED_LEDGERS = StructType(
         _f("properties", MapType(_S, _S, True)),
         _f("shadow_source", _S),  # properties["PULSAR.SHADOW_SOURCE"]
         _f("decode_error", _S),
+        _f("metadata_cluster", _S),  # METADATA_CLUSTER
     ]
 )
 
@@ -106,6 +107,7 @@ ML_LEDGERS = StructType(
         _f("offload_driver_name", _S),
         _f("offload_bucket", _S),  # driverMetadata["bucket"]
         _f("offload_driver_metadata", MapType(_S, _S, True)),
+        _f("metadata_cluster", _S),  # METADATA_CLUSTER
     ]
 )
 
@@ -127,6 +129,7 @@ CURSORS = StructType(
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
         _f("decode_error", _S),
+        _f("metadata_cluster", _S),  # METADATA_CLUSTER
     ]
 )
 
@@ -142,6 +145,17 @@ SCHEMAS = StructType(
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
         _f("index", ArrayType(SCHEMA_INDEX_ENTRY, True)),
+        _f("decode_error", _S),
+        _f("metadata_cluster", _S),  # METADATA_CLUSTER
+    ]
+)
+
+#: One row per namespace with a policies znode in the configuration store
+#: (`/admin/policies/<tenant>/<ns>`, V1 `/admin/policies/<tenant>/<cluster>/<ns>`).
+NAMESPACES = StructType(
+    [
+        _f("namespace", _S, False),  # tenant/ns or tenant/cluster/ns
+        _f("replication_clusters", ArrayType(_S, True)),
         _f("decode_error", _S),
     ]
 )
@@ -187,12 +201,28 @@ SCAN_RUN = StructType(
         # `cluster_name`); false with `--no-head-objects`. Null in extracts written before
         # it was recorded: unknown.
         _f("objects_headed", _B),
+        # The clusters declared as sharing the ledgers root (`--shared-cluster`), whose
+        # reference znodes the extract read too. Null in extracts written before: none.
+        _f("shared_clusters", ArrayType(_S, True)),
     ]
 )
 
+#: Which cluster's metadata store a reference row was read from: null for the scanned
+#: cluster, else the name of a cluster declared as sharing its BookKeeper (`--shared-cluster`).
+METADATA_CLUSTER = "metadata_cluster"
+
 #: Columns added to the contract later: an extract written before has none, and reads them
 #: as null (unknown), never as a default value.
-OPTIONAL_COLUMNS: dict[str, frozenset[str]] = {"scan_run": frozenset({"objects_headed"})}
+OPTIONAL_COLUMNS: dict[str, frozenset[str]] = {
+    "scan_run": frozenset({"objects_headed", "shared_clusters"}),
+    "managed_ledgers": frozenset({METADATA_CLUSTER}),
+    "ml_ledgers": frozenset({METADATA_CLUSTER}),
+    "cursors": frozenset({METADATA_CLUSTER}),
+    "schemas": frozenset({METADATA_CLUSTER}),
+}
+#: Tables added later: an extract written before has none and reads them empty. Whether the
+#: extract read them is told by its manifest (a `namespaces` task), never by emptiness.
+OPTIONAL_TABLES = frozenset({"namespaces"})
 
 TABLES: dict[str, StructType] = {
     "bk_ledgers": BK_LEDGERS,
@@ -201,6 +231,7 @@ TABLES: dict[str, StructType] = {
     "cursors": CURSORS,
     "schemas": SCHEMAS,
     "offload_objects": OFFLOAD_OBJECTS,
+    "namespaces": NAMESPACES,
     "scan_manifest": SCAN_MANIFEST,
     "scan_run": SCAN_RUN,
 }
@@ -226,6 +257,7 @@ class Extract:
     cursors: DataFrame
     schemas: DataFrame
     offload_objects: DataFrame
+    namespaces: DataFrame
     scan_manifest: DataFrame
     scan_run: DataFrame
 
@@ -260,6 +292,9 @@ def read_extract(spark: SparkSession, run_dir: str | Path) -> Extract:
     frames: dict[str, DataFrame] = {}
     for table, schema in TABLES.items():
         path = base / table
+        if not path.exists() and table in OPTIONAL_TABLES:
+            frames[table] = spark.createDataFrame([], schema)
+            continue
         if not path.exists():
             raise NotFound(f"extract run {base} has no table {table!r} ({path})")
         frames[table] = conform(spark.read.parquet(str(path)), schema, table)

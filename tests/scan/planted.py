@@ -151,6 +151,13 @@ def task(kind: str, status: str = "ok", error: str | None = None) -> Row:
 
 
 KINDS = ("bk_ledgers", "managed_ledgers", "cursors", "schemas", "offload_objects")
+#: The namespaces with policies here (`/admin/policies/<tenant>/<ns>`, Pulsar's
+#: `NamespaceResources`): every planted owner's, replicated nowhere else.
+NAMESPACES = ("public/default", "t2/ns2")
+
+
+def namespace(name: str, *replicas: str) -> Row:
+    return {"namespace": name, "replication_clusters": [CLUSTER, *replicas]}
 
 
 def planted_rows() -> dict[str, list[Row]]:
@@ -254,7 +261,8 @@ def planted_rows() -> dict[str, list[Row]]:
             obj(f"{U7}-ledger-900-index", uuid=U7, ledger_id=900, modified=YOUNG),
             obj("notes/readme.txt", uuid=None, ledger_id=None),
         ],
-        "scan_manifest": [task(kind) for kind in KINDS],
+        "namespaces": [namespace(name) for name in NAMESPACES],
+        "scan_manifest": [task(kind) for kind in (*KINDS, "namespaces")],
         "scan_run": [
             {
                 "scan_id": "s1",

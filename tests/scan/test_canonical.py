@@ -48,6 +48,10 @@ def test_noncanonical_owners_are_reported_and_never_proposed(spark: SparkSession
         P.bk(902, component="schema", schema_id="public/default/./live"),
     ]
     rows["offload_objects"] += P.pair(P.U7, 903, managed_ledger_name=ALIAS)
+    # With the namespaces listed, an alias's namespace (`public/default/.`) has no policies
+    # and is set apart first (`unknown_namespace`, never proposed either): an extract
+    # without the listing isolates the canonical check.
+    rows["scan_manifest"] = [t for t in rows["scan_manifest"] if t["kind"] != "namespaces"]
     analysis = analyze(
         extract_from_rows(spark, rows), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
     )

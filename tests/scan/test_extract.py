@@ -19,6 +19,7 @@ from devstack.simulator import (
     PathWriter,
     legacy_spec,
 )
+from devstack.simulator.generate import namespaces
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.paths import LedgerLayout
 from services.scan.extract import manifest_counts
@@ -102,6 +103,8 @@ def _assert_counts(scanned: sim.Scanned) -> None:
         "cursors": len(model.cursors),
         "schemas": len(model.schemas),
         "offload_objects": len(model.objects),
+        # One policies znode per namespace (`NamespaceResources`), all V2.
+        "namespaces": len(namespaces(model.spec)),
     }
     assert (expected_rows, {"ok": len(scanned.extract.manifest)}) == (
         counts["rows"],
@@ -113,7 +116,8 @@ async def test_zookeeper_stopped_mid_scan_fails_tasks_and_refuses(
     spark: SparkSession, zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
 ) -> None:
     """ZooKeeper stops after the driver listed the units: the ZooKeeper tasks report
-    `failed` with the error in the manifest, and the run refuses with zero candidates."""
+    `failed` with the error in the manifest (the namespace policies' task too: it reads the
+    same store), and the run refuses with zero candidates."""
     spec = ClusterSpec(seed=12, tenants=1, orphans=OrphanPlan(unlisted_data=1, deleted_topic=1))
     model = await sim.write(zk, s3, spec)
 
@@ -126,6 +130,6 @@ async def test_zookeeper_stopped_mid_scan_fails_tasks_and_refuses(
     failed = {r["kind"] for r in scanned.extract.problems if r["status"] == "failed"}
     summary = json.loads((scanned.analysis.out_dir / "summary.json").read_text())
     written = spark.read.parquet(str(scanned.analysis.out_dir / "candidates")).count()
-    assert failed == {"bk_ledgers", "managed_ledgers", "cursors", "schemas"}
+    assert failed == {"bk_ledgers", "managed_ledgers", "cursors", "schemas", "namespaces"}
     assert (summary["refused"], summary["candidates"]["count"], written) == (True, 0, 0)
     assert any("StoreUnavailable" in r for r in summary["refusal_reasons"])

@@ -9,7 +9,17 @@ from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
-from services.scan.extract_plan import BK, BUCKET, INVENTORY, ML, Unit, plan_units, run_unit
+from services.metadata.namespaces import POLICIES_ROOT
+from services.scan.extract_plan import (
+    BK,
+    BUCKET,
+    INVENTORY,
+    ML,
+    NAMESPACES,
+    Unit,
+    plan_units,
+    run_unit,
+)
 from services.scan.extract_rows import Row
 from tests.scan import sim
 
@@ -76,7 +86,8 @@ async def test_stopped_zookeeper_fails_the_driver_listing(
     zk: ZooKeeperServer, s3: S3Server
 ) -> None:
     """With ZooKeeper down from the start, every listing is a failed manifest row (the object
-    listing needs no ZooKeeper and is ok)."""
+    listing needs no ZooKeeper and is ok). The namespace policies unit is planned anyway:
+    it reads the configuration store, which may be another ZooKeeper, and fails as a task."""
     zk.stop()
     units, rows, _ = await plan_units(sim.settings(zk, s3, SPEC, zk_timeout_s=1.0))
     statuses = {r["kind"]: r["status"] for r in rows}
@@ -86,4 +97,4 @@ async def test_stopped_zookeeper_fails_the_driver_listing(
         "schemas": "failed",
         "offload_objects": "ok",
     }
-    assert units == [Unit(BUCKET, SPEC.bucket)]
+    assert units == [Unit(NAMESPACES, POLICIES_ROOT), Unit(BUCKET, SPEC.bucket)]

@@ -172,6 +172,68 @@ def test_unrecorded_head_is_a_warning(tmp_path: Path) -> None:
     ] == [True, True]
 
 
+def test_shared_bookkeeper_section_and_deleted_namespace_banner(tmp_path: Path) -> None:
+    """What was set apart on a shared BookKeeper: a row per kind, cluster and namespace with
+    why, after the other clusters' objects; `--deleted-namespace` in the banner with the
+    names; the undeclared replication warning there too."""
+    warning = (
+        "namespaces public/default replicate to east: if these share our BookKeeper, declare "
+        "them with --shared-cluster"
+    )
+    body = R.summary(risky_options=["--deleted-namespace"], warnings=[warning])
+    body["config"] |= {"deleted_namespaces": ["gone/ns"]}
+    body |= {
+        "other_clusters": {"objects": 0, "bytes": 0, "by_cluster": []},
+        "unattributed_objects": {"objects": 0, "bytes": 0, "deletable": 0},
+        "shared_bookkeeper": {
+            "declared": ["north"],
+            "namespaces_listed": True,
+            "namespaces": 4,
+            "deleted_namespaces": ["gone/ns"],
+            "replicated_undeclared": {"public/default": ["east"]},
+            "held_apart": [
+                {
+                    "kind": "neighbour_owner",
+                    "cluster": "north",
+                    "namespace": "n1/ns",
+                    "ledgers": 2,
+                    "objects": 0,
+                    "bytes": 2 * 1024,
+                },
+                {
+                    "kind": "replicated_undeclared",
+                    "cluster": None,
+                    "namespace": "public/default",
+                    "ledgers": 3,
+                    "objects": 1,
+                    "bytes": 1024,
+                },
+                {
+                    "kind": "unknown_namespace",
+                    "cluster": None,
+                    "namespace": "east-1/default",
+                    "ledgers": 5,
+                    "objects": 0,
+                    "bytes": 4096,
+                },
+            ],
+        },
+    }
+    dom = Dom(write_html_report(tmp_path, body).read_text())
+    text = dom.all_text
+    order = [i for i in dom.ids if i in ("other-clusters", "shared-bookkeeper", "candidates")]
+    assert order == ["other-clusters", "shared-bookkeeper", "candidates"]
+    assert dom.rows["shared"] == 4  # the header and one row per entry
+    assert [
+        "its owner exists in declared cluster north, not here" in text,
+        "its namespace replicates to east, not declared" in text,
+        "its namespace has no policies here" in text,
+        "10 ledgers and 1 object are set apart" in text,
+        "namespaces without policies here were named as deleted (gone/ns)" in text,
+        warning in text,
+    ] == [True] * 6
+
+
 def test_charts_have_honest_axes(allowed: Dom) -> None:
     """Three inline charts; sizes in MiB (the data's unit), no negative tick, the window
     labelled where it is; durations human."""
