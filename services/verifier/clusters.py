@@ -12,9 +12,13 @@ topic names in each cluster. So "our owner does not reference it" proves nothing
 - an owner absent here counts as absent only when its namespace exists here (its policies are
   in our configuration store) or the operator named the namespace as deleted: otherwise the
   owner may live in a cluster nobody declared;
-- an intent not read from the owner (reconciler, operator) for a namespace that replicates to
-  a cluster nobody declared is not acted on: that cluster has the same topic names, so its
-  ledgers match our owner's metadata.
+- an owner name another cluster has too (a declared neighbour has an owner of that name, or
+  the namespace replicates to a cluster nobody declared: a geo-replicated namespace has the
+  same topic names in each cluster) names that cluster's ledgers as well, and their custom
+  metadata matches our owner exactly. The `source` a PDLI claims proves nothing (anyone who
+  can produce to the topic writes it), so such a ledger is acted on only when something else
+  proves our owner listed it: the marker's belief, or a signed intent read from our owner
+  whose unlink it reached. Reconciler and operator intents never are.
 
 Each of these is SKIP FOREIGN: dead-lettered with its reason, never acknowledged.
 """
@@ -30,12 +34,9 @@ from services.metadata.namespaces import (
     namespace_of_schema,
     policies_path,
 )
-from services.verifier.model import Component, SkipReason, Source, Target, Verdict, skip
+from services.verifier.model import Component, SkipReason, Target, Verdict, skip
 from services.verifier.owners import DECODERS, Owner, OwnerCache, decode_ml
 from services.verifier.ports import ZnodeStore
-
-# Intents the marker built from the owner's list it had just read in our own metadata store.
-_READ_FROM_OWNER = frozenset({Source.BROKER, Source.OBSERVED})
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,11 @@ class ClusterScope:
         owner: Owner,
         *,
         topic_here: Callable[[], Awaitable[bool]],
+        ours: Callable[[], Awaitable[bool]],
     ) -> Elsewhere:
-        """After our owner was read and found not referencing the ledger (never before)."""
+        """After our owner was read and found not referencing the ledger (never before).
+        `ours` says whether anything but the PDLI's word proves our owner listed it (asked
+        only for an owner name another cluster may have too)."""
         existing: list[Owner] = []
         for neighbour in self.neighbours:
             theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
@@ -137,10 +141,10 @@ class ClusterScope:
             unknown = await self._namespace_unknown(target)
             if unknown is not None:
                 return Elsewhere(unknown)
-        elif target.source not in _READ_FROM_OWNER:
-            replicated = await self._replicated_undeclared(target)
-            if replicated is not None:
-                return Elsewhere(replicated)
+            return Elsewhere(None)
+        shared = await self._shared_name(target, has_owner=bool(existing))
+        if shared is not None and not await ours():
+            return Elsewhere(shared)
         return Elsewhere(None, tuple(existing))
 
     async def _topic_there(self, neighbour: Neighbour, target: Target) -> bool:
@@ -165,24 +169,39 @@ class ClusterScope:
             "it, or name the namespace as deleted)",
         )
 
-    async def _replicated_undeclared(self, target: Target) -> Verdict | None:
+    async def _shared_name(self, target: Target, *, has_owner: bool) -> Verdict | None:
+        """SKIP FOREIGN unless proven ours, when another cluster may have an owner of this
+        name: a declared neighbour has one (`has_owner`), or the namespace replicates to
+        another cluster (declared or not: one that deleted the topic keeps its leaked
+        ledgers, named as ours)."""
         namespace = namespace_of(target)
         path = policies_path(namespace)
         node = await self._configuration.read(path)
-        if node is None:
-            return None  # the owner exists here: the namespace does too (being deleted)
-        clusters = set(decode_policies(node.data, path=path).replication_clusters)
-        undeclared = clusters - self._declared - {self.cluster or ""}
-        if self.cluster is None and len(undeclared) <= 1:
-            return None  # one cluster, which must be ours
-        if not undeclared:
-            return None
-        return _foreign(
-            "replicated_undeclared",
-            f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not declared "
-            "as sharing this BookKeeper: a ledger of the same topic there would match this "
-            "owner, and this intent was not read from the owner",
-        )
+        clusters: set[str] = set()
+        if node is not None:
+            clusters = set(decode_policies(node.data, path=path).replication_clusters)
+        others = clusters - {self.cluster or ""}
+        if self.cluster is None and len(others) <= 1:
+            others = set()  # one cluster, which must be ours
+        undeclared = others - self._declared
+        if undeclared:
+            return _foreign(
+                "replicated_undeclared",
+                f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not "
+                "declared as sharing this BookKeeper: a ledger of the same topic there would "
+                "match this owner, and nothing but this intent says our owner listed it",
+            )
+        if has_owner or others:
+            names = ", ".join(
+                sorted(others | ({n.name for n in self.neighbours} if has_owner else set()))
+            )
+            return _foreign(
+                "owner_shared",
+                f"{target.owner_path} may exist in {names} too (namespace {namespace}): the "
+                "ledger's metadata matches either, and nothing but this intent says our owner "
+                "listed it",
+            )
+        return None
 
 
 def _foreign(code: str, reason: str) -> Verdict:

@@ -234,15 +234,18 @@ class DecisionEngine:
         in_use = _in_use(target, owner) or await self._in_shadow(target, owner)
         if in_use is not None:
             return in_use
+        believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
         others: tuple[Owner, ...] = ()
         if self._scope is not None:
             elsewhere = await self._scope.elsewhere(
-                target, owner, topic_here=lambda: self._topic_exists(target, owner)
+                target,
+                owner,
+                topic_here=lambda: self._topic_exists(target, owner),
+                ours=lambda: self._proven_ours(target, owner, believed),
             )
             if elsewhere.verdict is not None:
                 return elsewhere.verdict
             others = elsewhere.owners
-        believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
         verdict = await self._match(target, owner, ledger, believed, others)
         if verdict.skip_reason is SkipReason.MISMATCH and not believed:
             verdict = await self._recheck_believed(target, owner, ledger, verdict, others)
@@ -287,6 +290,17 @@ class DecisionEngine:
             if isinstance(result, Exception):
                 raise result
         return [result for result in got if not isinstance(result, Exception)]
+
+    async def _proven_ours(self, target: Target, owner: Owner, believed: bool) -> bool:
+        """Whether something other than the PDLI's own word shows that our owner listed this
+        copy: the marker's belief (re-read once, as before a MISMATCH), or a signed intent
+        read from our owner whose unlink it reached (`proves_unlink`)."""
+        if believed or proves_unlink(target, owner):
+            return True
+        if target.source is Source.RECONCILER:
+            return False
+        await self._believed.refresh()
+        return target.believed_key in self._believed
 
     async def _recheck_believed(
         self,
