@@ -141,7 +141,8 @@ class ClusterScope:
             unknown = await self._namespace_unknown(target)
             if unknown is not None:
                 return Elsewhere(unknown)
-            return Elsewhere(None)
+        # Absent here proves nothing either where another cluster has the same names: an
+        # undeclared one may still reference the ledger, a declared one may have leaked it.
         shared = await self._shared_name(target, has_owner=bool(existing))
         if shared is not None and not await ours():
             return Elsewhere(shared)

@@ -2,10 +2,13 @@
 
 A geo-replicated namespace has the same topic names in each cluster, so the neighbour's
 ledgers carry custom metadata naming our owner exactly, and the PDLI's `source` is whatever
-its producer wrote. The simulation (docs/simulation.md, "Real bugs found") found an unsigned
-PDLI claiming BROKER or OBSERVED deleting the neighbour's ledgers: the rule then asked for
-proof only of reconciler and operator intents. Proof that our owner listed the ledger is now
-asked of any intent naming an owner another cluster may have too.
+its producer wrote. The simulation (docs/simulation.md, "Real bugs found") found the
+neighbour's ledgers deleted two ways: with the neighbour declared, a reconciler intent for a
+ledger it had leaked under our topic's name (the check only looked for a neighbour still
+referencing it); with the neighbour undeclared, an unsigned PDLI claiming BROKER or OBSERVED
+(the replication check asked proof only of reconciler and operator intents). Proof that our
+owner listed the ledger is now asked of any intent naming an owner another cluster may have
+too.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from services.verifier.metrics import VerifierMetrics
 from services.verifier.model import Decision, SkipReason
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
-from tests.verifier.world import CLUSTER, World, data_meta, pdli
+from tests.verifier.world import CLUSTER, World, data_meta, pdli, schema_meta
 from tombstone.v1 import pending_delete_pb2 as pb
 
 GEO = "public/geo"
 GEO_ML = f"{GEO}/persistent/orders"
+GEO_SCHEMA = f"{GEO}/orders"
 EAST = "east"
 
 
@@ -73,7 +77,7 @@ def _forged(source: pb.Source.ValueType = pb.BROKER) -> pb.PendingDeleteLedgerIn
     return pdli(9, ml=GEO_ML, fence=1, source=source)
 
 
-@pytest.mark.parametrize("source", [pb.BROKER, pb.OBSERVED])
+@pytest.mark.parametrize("source", [pb.BROKER, pb.OBSERVED, pb.RECONCILER])
 async def test_an_unproven_intent_for_a_declared_neighbours_owner_name_is_foreign(
     world: World,
     east: World,
@@ -121,6 +125,30 @@ async def test_a_namespace_replicated_to_a_declared_cluster_that_lost_the_topic_
 
     assert verdict.skip_reason is SkipReason.FOREIGN, verdict
     assert verdict.code == "owner_shared"
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_an_absent_owner_in_a_replicated_namespace_asks_proof(
+    world: World,
+    east: World,
+    config: VerifierConfig,
+    store: ZkMetadataStore,
+    s3client: Any,
+    declared: bool,
+) -> None:
+    """Seed 554: our geo topic has no schema; the neighbour's topic of the same name does,
+    and an unsigned PDLI naming our cluster and that schema id deleted its ledger (S1)."""
+    await world.namespace(GEO, (CLUSTER, EAST))
+    await world.ledger(22, schema_meta(GEO_SCHEMA))
+    await east.schema([22], schema_id=GEO_SCHEMA)
+    parts = await _parts(config, store, s3client, east if declared else None)
+    forged = pdli(22, component=pb.SCHEMA_STORAGE, schema_id=GEO_SCHEMA, fence=1)
+
+    verdict = await parts.engine.verify(forged)
+
+    assert verdict.skip_reason is SkipReason.FOREIGN, verdict
+    expected = "referenced_by_cluster" if declared else "replicated_undeclared"
+    assert verdict.code == expected
 
 
 @pytest.mark.parametrize("declared", [True, False])
