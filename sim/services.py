@@ -415,10 +415,13 @@ class VerifierService:
             raise VerifierUnreachable("verifier crashed during the call")
         if fault is Fault.AFTER:
             raise VerifierUnreachable("verifier: answer lost")
-        response = verdict_to_proto(task.result())
+        verdict = task.result()
+        response = verdict_to_proto(verdict)
         decision = _vf.Decision.Name(response.decision)
         if response.decision == _vf.SKIP:
             decision += " " + _vf.SkipReason.Name(response.skip_reason)
+        if response.decision != _vf.DELETE:
+            decision += f" ({verdict.code})"  # the metric label: which rule answered
         tier = _pd.LedgerType.Name(pdli.ledger_type)
         self.d.sched.log(f"verdict {pdli.ledger_id} {tier}: {decision} {response.reason[:60]}")
         if self.on_verdict is not None:

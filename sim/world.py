@@ -190,8 +190,8 @@ class World:
         self.shadows: list[Shadow] = []
         self.shadow_followers: list[asyncio.Task[None]] = []
         self.late_shadow_count = 0
-        self.shadow_lists: dict[str, frozenset[int]] = {}
-        """Each shadow topic's ML path -> the ledgers its copy of the source's list names."""
+        self.shadow_lists: dict[str, frozenset[Copy]] = {}
+        """Each shadow topic's ML path -> the copies its copy of the source's list names."""
         self.late_shadows: list[asyncio.Task[None]] = []
         """Shadows being created during the run (`sim/shadows.py`)."""
         """Each topic's schema locator and version ledgers, and their workload."""
@@ -200,10 +200,9 @@ class World:
 
     def _on_owner_write(self, path: str, data: bytes | None) -> None:
         if path in self.shadow_lists:
-            listed: frozenset[int] = frozenset()
+            listed: frozenset[Copy] = frozenset()
             if data is not None:
-                info = decode_managed_ledger_info(data, path=path)
-                listed = frozenset(e.ledgerId for e in info.ledgerInfo)
+                listed = frozenset(_ml_copies(decode_managed_ledger_info(data, path=path)))
             self.shadow_lists[path] = listed
             return
         if path not in self.owners:
@@ -213,13 +212,7 @@ class World:
             locator = decode_schema_locator(data, path=path)
             copies.update((i, LEDGER, "") for i in locator_ledgers(locator))
         elif data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
-            info = decode_managed_ledger_info(data, path=path)
-            for entry in info.ledgerInfo:
-                ctx = entry.offloadContext if entry.HasField("offloadContext") else None
-                if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
-                    copies.add((entry.ledgerId, LEDGER, ""))
-                if ctx is not None and ctx.HasField("uidMsb"):
-                    copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
+            copies.update(_ml_copies(decode_managed_ledger_info(data, path=path)))
         elif data is not None:
             cursor = decode_cursor_info(data, path=path)
             if cursor.cursorsLedgerId >= 0:
@@ -236,11 +229,12 @@ class World:
     def referenced(self) -> set[Copy]:
         return {c for copies in self.owners.values() for c in copies}
 
-    def shadow_listed(self) -> set[int]:
-        """Ledgers a shadow topic lists now. A shadow reads its source's ledgers, so a
-        deleter must not delete one a shadow still lists; the source's unmodified broker
-        deletes what it trims whatever a shadow lists (Pulsar's doing, not checked)."""
-        return {i for ids in self.shadow_lists.values() for i in ids}
+    def shadow_listed(self) -> set[Copy]:
+        """Copies a shadow topic reads now (as its source would: not the BookKeeper copy of
+        a ledger offloaded with `bookkeeperDeleted`). A deleter must not delete one; the
+        source's unmodified broker deletes what it trims whatever a shadow lists (Pulsar's
+        doing, not checked)."""
+        return {c for copies in self.shadow_lists.values() for c in copies}
 
     def _on_ledger_delete(self, path: str, by: str) -> None:
         if not by.startswith("deleter"):
@@ -251,7 +245,7 @@ class World:
             return
         if (ledger_id, LEDGER, "") in self.referenced():
             self.violation("S1", f"{by} deleted {path}, still referenced")
-        if ledger_id in self.shadow_listed():
+        if (ledger_id, LEDGER, "") in self.shadow_listed():
             self.violation("S1", f"{by} deleted {path}, listed by a shadow topic")
         if ledger_id in self.neighbour.referenced():
             self.violation("S1", f"{by} deleted {path}, referenced by cluster {NEIGHBOUR}")
@@ -268,6 +262,9 @@ class World:
         for ledger_id, tier, uuid in self.referenced():
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
+        for ledger_id, tier, uuid in self.shadow_listed():
+            if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
+                self.violation("S1", f"{by} deleted s3://{bucket}/{key}, listed by a shadow topic")
 
     def _service_failed(self, service: str, error: BaseException) -> None:
         """Nothing crashes a service: a background loop (the deleter's pool, the follower, the
@@ -1128,6 +1125,19 @@ class World:
             else:
                 out.add((pdli.ledger_id, LEDGER, ""))
         return out
+
+
+def _ml_copies(info: ManagedLedgerInfo) -> set[Copy]:
+    """The copies an ML list references: each ledger's BookKeeper copy unless its offload
+    completed with `bookkeeperDeleted`, and each offloaded copy by its uuid."""
+    copies: set[Copy] = set()
+    for entry in info.ledgerInfo:
+        ctx = entry.offloadContext if entry.HasField("offloadContext") else None
+        if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
+            copies.add((entry.ledgerId, LEDGER, ""))
+        if ctx is not None and ctx.HasField("uidMsb"):
+            copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
+    return copies
 
 
 def _acked(topic: Topic) -> int:
