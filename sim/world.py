@@ -33,6 +33,7 @@ from services.systopic.ports import OutgoingMessage
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
 from sim.cursor_refs import add_cursor_refs, property_refs
 from sim.follower import known
+from sim.namespaces import DeletedNamespace
 from sim.neighbour import (
     DECLARED_SHARE,
     GEO_NAMESPACE,
@@ -185,6 +186,7 @@ class World:
         self.property_ledgers: set[int] = set()
         """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
         self.schemas = Schemas(self, seed)
+        self.deleted_namespace = DeletedNamespace(self, seed)
         self.shadow_rng = random.Random(seed * 613 + 5)
         """Shadows created during the run (a generator of their own)."""
         self.shadows: list[Shadow] = []
@@ -262,7 +264,8 @@ class World:
         for ledger_id, tier, uuid in self.referenced():
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
-        for ledger_id, tier, uuid in self.shadow_listed():
+        shadows = self.shadow_listed() if by.startswith("deleter") else set()
+        for ledger_id, tier, uuid in shadows:
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, listed by a shadow topic")
 
@@ -315,21 +318,7 @@ class World:
             geo = self.neighbour.rng.random() < GEO_SHARE
             namespace = GEO_NAMESPACE if geo else SHARED_NAMESPACE
             t = TopicState(f"{namespace}/persistent/t{i}", "sub", i % 2, unmodified)
-            self.owners[managed_ledger_path(t.ml)] = frozenset()
-            self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
-            if unmodified:
-                self.unmodified_paths.update(self.owners_of(t))
-            self.cluster.create_topic(t.ml, t.cursor)
-            info, version = self._ml(t)
-            for _ in range(rng.randint(2, 5)):
-                legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
-                ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
-                info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=0)
-            last = self.cluster.new_ledger(data_meta(t.ml), closed=False)
-            info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
-            self.cluster.write_ml(t.ml, info, version)
-            cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-            self._write_cursor(t, cursor_ledger)
+            self.create_topic(t, rng)
             self.topics.append(t)
         for t in self.topics:
             if rng.random() < SHADOW_SHARE:
@@ -340,6 +329,7 @@ class World:
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         geo_topics = [t.ml for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
         self.neighbour.setup(geo_topics)
+        self.deleted_namespace.setup()
         sharing = "declared" if self.neighbour.declared else "undeclared"
         self.sched.log(
             f"{NEIGHBOUR} shares the ledgers root ({sharing}); geo topics {geo_topics}; "
@@ -359,6 +349,25 @@ class World:
         self.deleters = [
             DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
         ]
+
+    def create_topic(self, t: TopicState, rng: random.Random) -> None:
+        """A topic with 2-5 closed ledgers and its current one OPEN, and one subscription
+        with its cursor ledger OPEN; its owners tracked for S1 and L1."""
+        self.owners[managed_ledger_path(t.ml)] = frozenset()
+        self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
+        if t.unmodified:
+            self.unmodified_paths.update(self.owners_of(t))
+        self.cluster.create_topic(t.ml, t.cursor)
+        info, version = self._ml(t)
+        for _ in range(rng.randint(2, 5)):
+            legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
+            ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
+            info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=0)
+        last = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
+        self.cluster.write_ml(t.ml, info, version)
+        cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
+        self._write_cursor(t, cursor_ledger)
 
     def _create_namespaces(self) -> None:
         """Pulsar's namespace policies in our store (ours is also the configuration store),
@@ -556,9 +565,10 @@ class World:
         if old is not None and old >= 0:
             await self._broker_deletes_ledger(t, old)
 
-    async def _unmodified_delete_topic(self, t: TopicState) -> None:
+    async def _unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """`ManagedLedgerImpl.asyncDelete` as released: the cursor, then the ML znode, then
-        every ledger (each tier); the topic is created again under the same name."""
+        every ledger (each tier); the topic is created again under the same name unless
+        its namespace is being deleted. Always deleted (True)."""
         info, _ = self._ml(t)
         entries = list(info.ledgerInfo)
         await self._unmodified_unsubscribe(t, recreate=False)
@@ -569,6 +579,11 @@ class World:
             self.zk.delete(path, version=stat.version, by="pulsar")
         self.sched.log(f"broker-{t.broker} deleted topic {t.ml} itself")
         await self._broker_deletes_entries(t, entries)
+        if recreate:
+            self._recreate_topic(t)
+        return True
+
+    def _recreate_topic(self, t: TopicState) -> None:
         self.cluster.create_topic(t.ml, t.cursor)
         info, version = self._ml(t)
         first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
@@ -679,13 +694,14 @@ class World:
             )
         return True
 
-    async def _delete_topic(self, t: TopicState) -> None:
+    async def _delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
         marker, then the broker removes the cursor and ML znodes; the topic is created again
-        under the same name (new znodes at version 0, new ledgers)."""
+        under the same name (new znodes at version 0, new ledgers) unless its namespace is
+        being deleted. Whether the topic was deleted."""
         if not await self._unsubscribe(t, recreate=False):
-            return  # the cursor ledger is still referenced: Pulsar does not go on
-        info, version = self._ml(t)
+            return False  # the cursor ledger is still referenced: Pulsar does not go on
+        info, _ = self._ml(t)
         ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
         if ledger_ids:
             owner = resolve_owner(
@@ -701,22 +717,20 @@ class World:
                 self.sched.log(
                     f"delete topic {t.ml} {list(ledger_ids)} failed: {type(exc).__name__}"
                 )
-                return
+                return False
             marked = [i for i, _ in result.marked]
             self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
             if len(result.marked) != len(ledger_ids) or not result.written:
-                return
+                return False
         self._delete_other_cursors(t)
         for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
             stat = self.zk.stat(path)
             if stat is not None:
                 self.zk.delete(path, version=stat.version, by="pulsar")
-        self.sched.log(f"topic {t.ml} deleted; created again")
-        self.cluster.create_topic(t.ml, t.cursor)
-        info, version = self._ml(t)
-        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
-        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
-        self.cluster.write_ml(t.ml, info, version)
+        self.sched.log(f"topic {t.ml} deleted" + ("; created again" if recreate else ""))
+        if recreate:
+            self._recreate_topic(t)
+        return True
 
     def _reuse_after_verdict(self, pdli: _pd.PendingDeleteLedgerInfo, decision: int) -> None:
         """A ledger id used again, at the worst moment: right after the verifier decided to
@@ -1017,6 +1031,7 @@ class World:
                 work.append(asyncio.create_task(shadow.delete_later()))
         work.extend(self.schemas.tasks())
         work.extend(self.neighbour.tasks())
+        work.append(asyncio.create_task(self.deleted_namespace.run()))
         work.append(asyncio.create_task(self.neighbour_intruder()))
         work.extend(asyncio.create_task(self._shadow_at_random(t)) for t in self.topics)
         await asyncio.sleep(CHAOS_SECONDS)
