@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from services.metadata.namespaces import encode_policies, policies_path
@@ -89,16 +89,16 @@ class EastTopic:
     ml: str
     cursor: str = "sub"
     schema_id: str = ""
-    lock: asyncio.Lock | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class NeighbourCluster:
     """`east`: its metadata store, its brokers' workload, and what it references."""
 
-    def __init__(self, world: World, seed: int, *, declared: bool) -> None:
+    def __init__(self, world: World, seed: int) -> None:
         self.world = world
+        # A generator of its own: the other draws of a seed stay as they were.
         self.rng = random.Random(seed * 104729 + 31)
-        self.declared = declared
         self.zk = ZooKeeper(world.sched)
         self.zk.on_request = world._check_znode_path
         self.zk.on_write = self._on_write
@@ -108,6 +108,8 @@ class NeighbourCluster:
         """Every ledger `east` created, with its owner."""
         self.topics: list[EastTopic] = []
         self.delete_failure_share = self.rng.choice([0.3, 0.7])
+        self.declared = self.rng.random() < DECLARED_SHARE
+        """Whether our verifier is told of this cluster (`TOMBSTONE_SHARED_CLUSTERS`)."""
 
     # --- references ------------------------------------------------------------------------
 
@@ -142,7 +144,7 @@ class NeighbourCluster:
         names += [f"{LOCAL_NAMESPACE}/persistent/e{j}" for j in range(self.rng.randint(1, 2))]
         names.append(f"{SHARED_NAMESPACE}/persistent/east{self.rng.randint(0, 9)}")
         for ml in names:
-            self._create_topic(EastTopic(ml, lock=asyncio.Lock()))
+            self._create_topic(EastTopic(ml))
 
     def _new_ledger(self, owned: Owned, custom: dict[str, bytes], *, closed: bool) -> int:
         ledger_id = self.world.cluster.new_ledger(custom, closed=closed)
@@ -201,7 +203,6 @@ class NeighbourCluster:
         for _ in range(self.rng.randint(2, 6)):
             await asyncio.sleep(self.rng.uniform(0.0, SECONDS / 4))
             action = self.rng.choice(["rollover", "rollover", "trim", "trim", "cursor", "schema"])
-            assert t.lock is not None
             async with t.lock:
                 self.world.sched.log(f"{NEIGHBOUR} broker {action} {t.ml}")
                 if action == "rollover":

@@ -35,7 +35,6 @@ from sim.cursor_refs import add_cursor_refs, property_refs
 from sim.follower import known
 from sim.namespaces import DeletedNamespace
 from sim.neighbour import (
-    DECLARED_SHARE,
     GEO_NAMESPACE,
     GEO_SHARE,
     NEIGHBOUR,
@@ -125,9 +124,7 @@ class World:
         self.reuse_rng = random.Random(seed * 7919 + 17)
         self.zk = ZooKeeper(sched)
         self.s3 = S3(sched)
-        # Drawn from the neighbour's own generator: the other draws of a seed stay as they were.
-        self.neighbour = NeighbourCluster(self, seed, declared=False)
-        self.neighbour.declared = self.neighbour.rng.random() < DECLARED_SHARE
+        self.neighbour = NeighbourCluster(self, seed)
         self.dlq = Topic("dlq", sched, partitions=1)
         self.retry = Topic("retry", sched, partitions=2, backstop=self.dlq)
         self.main = Topic("main", sched, partitions=3, backstop=self.dlq)
