@@ -7,6 +7,7 @@ real module (no code is edited; each is undone when the run ends).
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -155,6 +156,45 @@ def _belief_skips_match() -> Callable[[], None]:
     return _patch(decision.DecisionEngine, "_metadata_mismatch", mismatch)
 
 
+def _absent_owner_anywhere() -> Callable[[], None]:
+    """ "Absent owner anywhere counts": the declared neighbours and the namespace check are
+    ignored, so an owner absent here reads as absent everywhere."""
+    from services.verifier.clusters import ClusterScope
+
+    original = ClusterScope.elsewhere
+
+    async def elsewhere(self: Any, target: Any, owner: Any, **kwargs: Any) -> Any:
+        alone = copy.copy(self)
+        alone.neighbours = ()
+        return await original(alone, target, owner, **kwargs)
+
+    async def namespace_unknown(self: Any, target: Any) -> Any:
+        return None
+
+    undo_elsewhere = _patch(ClusterScope, "elsewhere", elsewhere)
+    undo_namespace = _patch(ClusterScope, "_namespace_unknown", namespace_unknown)
+
+    def undo() -> None:
+        undo_namespace()
+        undo_elsewhere()
+
+    return undo
+
+
+def _cluster_field_ignored() -> Callable[[], None]:
+    """The PDLI's `cluster` is never compared with ours."""
+    from services.verifier.clusters import ClusterScope
+
+    return _patch(ClusterScope, "check_cluster", lambda self, target: None)
+
+
+def _shadow_scan_only() -> Callable[[], None]:
+    """The shadow index is trusted whatever its age: only the periodic scan refreshes it."""
+    from services.verifier.shadows import ShadowIndex
+
+    return _patch(ShadowIndex, "fresh_since", lambda self, ms: True)
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -173,6 +213,9 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "follower-index-first": _follower_index_first,
     "hybrid-path-only": _hybrid_path_only,
     "belief-skips-match": _belief_skips_match,
+    "absent-owner-anywhere": _absent_owner_anywhere,
+    "cluster-field-ignored": _cluster_field_ignored,
+    "shadow-scan-only": _shadow_scan_only,
 }
 
 

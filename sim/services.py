@@ -47,6 +47,7 @@ from services.metadata.pulsar_stores import ManagedLedgers
 from services.systopic.retry import RetryPolicy
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.believed import BelievedConfig, BelievedSet
+from services.verifier.clusters import ClusterScope, Neighbour
 from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.offload import OffloadInspector, OffloadPolicy
 from services.verifier.owners import OwnerCache
@@ -55,6 +56,7 @@ from services.verifier.shadows import ShadowIndex
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
+from sim.neighbour import NEIGHBOUR
 from sim.pulsar import CLUSTER
 from sim.s3 import S3, S3Client
 from sim.scheduler import Fault, Scheduler
@@ -185,6 +187,10 @@ class Durable:
     """The verifier's shadow-topic index rebuild period."""
     encoding: EncodingOptions = field(default_factory=EncodingOptions)
     """How the brokers compress ML and cursor znodes; the marker writes them the same way."""
+    neighbour: ZooKeeper | None = None
+    """The metadata store of the cluster sharing our ledgers root (`sim/neighbour.py`)."""
+    neighbour_declared: bool = False
+    """Whether the verifier is told of it (`TOMBSTONE_SHARED_CLUSTERS`)."""
 
 
 def _watch_layout(d: Durable, session: Session, service: str) -> LayoutWatch:
@@ -200,6 +206,17 @@ MARKER_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"tombstone sim
 KEY_ID = "sim-marker"
 MAX_RETRIES = 6
 """The deleters' retry budget."""
+SCHEMA_MIN_AGE = timedelta(seconds=10)
+"""The verifier's `TOMBSTONE_VERIFIER_SCHEMA_MIN_AGE`. Its default (2 minutes) outlasts the
+deleters' retry budget here (6 retries, 1 s doubling to 20 s: about 50 s), which would
+dead-letter every schema deleted within 2 minutes of its last version; 10 s still covers the
+window it guards (`putSchema` closes the ledger and writes the locator within a second)."""
+SHADOW_MARGIN = timedelta(seconds=10)
+"""`TOMBSTONE_VERIFIER_SHADOW_CLOCK_ALLOWANCE`, its default; it also covers a shadow's broker
+reading its source's list up to 2 s before writing the shadow (`sim/shadows.py`)."""
+SHADOW_MIN_GAP = timedelta(seconds=5)
+"""`TOMBSTONE_VERIFIER_SHADOW_SCAN_MIN_GAP`: a verdict waiting for a fresh shadow scan gets one
+within margin + gap (15 s), well inside the retry budget."""
 
 
 class MarkerService:
@@ -324,10 +341,19 @@ class VerifierService:
         self.shadows = ShadowIndex(
             znodes, ManagedLedgers(self.session).managed_ledger_names, clock=d.sched.now
         )
-        d.registry.background(self.name, self.shadows.run(d.shadow_scan_interval))
+        d.registry.background(self.name, self.shadows.run(d.shadow_scan_interval, SHADOW_MIN_GAP))
         # The believed set, durable in ZooKeeper, loaded and followed as `open_verifier` runs it.
         self.believed = BelievedSet(znodes, BelievedConfig(), clock=d.sched.now)
         d.registry.background(self.name, self.believed.maintain())
+        # Whose owner? Our cluster's name, our store as the configuration store (namespace
+        # policies), and the neighbour's store when the operator declared it.
+        neighbours: list[Neighbour] = []
+        self.neighbour_session: Session | None = None
+        if d.neighbour is not None and d.neighbour_declared:
+            self.neighbour_session = Session(d.neighbour, self.name)
+            theirs = OwnerCache(MetadataZnodeStore(self.neighbour_session))
+            neighbours.append(Neighbour(NEIGHBOUR, theirs))
+        scope = ClusterScope(cluster=CLUSTER, configuration=znodes, neighbours=neighbours)
         self.engine = DecisionEngine(
             store=znodes,
             owners=OwnerCache(znodes),
@@ -338,7 +364,10 @@ class VerifierService:
                 locations=lambda: self.layout.current,
                 reconciler_min_age=timedelta(seconds=30),
                 open_ledger_age=timedelta(hours=2),
+                schema_min_age=SCHEMA_MIN_AGE,
+                shadow_margin=SHADOW_MARGIN,
             ),
+            scope=scope,
             clock=d.sched.now,
             signatures=None
             if d.signing == "off"
@@ -352,6 +381,8 @@ class VerifierService:
     def crash(self) -> None:
         self.up = False
         self.session.close()
+        if self.neighbour_session is not None:
+            self.neighbour_session.close()
         self.d.registry.cancel(self.name)
 
     async def believe(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
@@ -384,10 +415,13 @@ class VerifierService:
             raise VerifierUnreachable("verifier crashed during the call")
         if fault is Fault.AFTER:
             raise VerifierUnreachable("verifier: answer lost")
-        response = verdict_to_proto(task.result())
+        verdict = task.result()
+        response = verdict_to_proto(verdict)
         decision = _vf.Decision.Name(response.decision)
         if response.decision == _vf.SKIP:
             decision += " " + _vf.SkipReason.Name(response.skip_reason)
+        if response.decision != _vf.DELETE:
+            decision += f" ({verdict.code})"  # the metric label: which rule answered
         tier = _pd.LedgerType.Name(pdli.ledger_type)
         self.d.sched.log(f"verdict {pdli.ledger_id} {tier}: {decision} {response.reason[:60]}")
         if self.on_verdict is not None:

@@ -12,6 +12,12 @@ from services.core.config import OffloadDefaults
 from services.core.errors import TombstoneError
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
+from services.metadata.namespaces import (
+    encode_policies,
+    namespace_of_ml,
+    namespace_of_schema,
+    policies_path,
+)
 from services.metadata.offload import data_object_key, index_object_key, offload_uuid
 from services.metadata.pulsar_formats import (
     ManagedCursorInfo,
@@ -27,6 +33,14 @@ from services.systopic.ports import OutgoingMessage
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
 from sim.cursor_refs import add_cursor_refs, property_refs
 from sim.follower import known
+from sim.namespaces import DeletedNamespace
+from sim.neighbour import (
+    GEO_NAMESPACE,
+    GEO_SHARE,
+    NEIGHBOUR,
+    SHARED_NAMESPACE,
+    NeighbourCluster,
+)
 from sim.pulsar import (
     BUCKET,
     CLUSTER,
@@ -52,7 +66,14 @@ from sim.services import (
     Registry,
     VerifierService,
 )
-from sim.shadows import DELETE_SHARE, SHADOW_SHARE, create_shadow
+from sim.shadows import (
+    DELETE_SHARE,
+    LATE_SHARE,
+    SHADOW_SHARE,
+    Shadow,
+    create_later,
+    create_shadow,
+)
 from sim.topic import ACKED, Entry, Producer, Topic
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -103,6 +124,7 @@ class World:
         self.reuse_rng = random.Random(seed * 7919 + 17)
         self.zk = ZooKeeper(sched)
         self.s3 = S3(sched)
+        self.neighbour = NeighbourCluster(self, seed)
         self.dlq = Topic("dlq", sched, partitions=1)
         self.retry = Topic("retry", sched, partitions=2, backstop=self.dlq)
         self.main = Topic("main", sched, partitions=3, backstop=self.dlq)
@@ -126,6 +148,8 @@ class World:
             encoding=sched.rng.choice(ENCODINGS),
             shadow_scan_interval=timedelta(seconds=sched.rng.choice([10.0, 30.0, 300.0])),
             layout=sched.rng.choice(LAYOUTS),
+            neighbour=self.neighbour.zk,
+            neighbour_declared=self.neighbour.declared,
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
@@ -159,11 +183,27 @@ class World:
         self.property_ledgers: set[int] = set()
         """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
         self.schemas = Schemas(self, seed)
+        self.deleted_namespace = DeletedNamespace(self, seed)
+        self.shadow_rng = random.Random(seed * 613 + 5)
+        """Shadows created during the run (a generator of their own)."""
+        self.shadows: list[Shadow] = []
+        self.shadow_followers: list[asyncio.Task[None]] = []
+        self.late_shadow_count = 0
+        self.shadow_lists: dict[str, frozenset[Copy]] = {}
+        """Each shadow topic's ML path -> the copies its copy of the source's list names."""
+        self.late_shadows: list[asyncio.Task[None]] = []
+        """Shadows being created during the run (`sim/shadows.py`)."""
         """Each topic's schema locator and version ledgers, and their workload."""
 
     # --- tracking references (for S1 and L1) ----------------------------------------------
 
     def _on_owner_write(self, path: str, data: bytes | None) -> None:
+        if path in self.shadow_lists:
+            listed: frozenset[Copy] = frozenset()
+            if data is not None:
+                listed = frozenset(_ml_copies(decode_managed_ledger_info(data, path=path)))
+            self.shadow_lists[path] = listed
+            return
         if path not in self.owners:
             return
         copies: set[Copy] = set()
@@ -171,13 +211,7 @@ class World:
             locator = decode_schema_locator(data, path=path)
             copies.update((i, LEDGER, "") for i in locator_ledgers(locator))
         elif data is not None and path.count("/") == 5:  # /managed-ledgers/t/ns/persistent/x
-            info = decode_managed_ledger_info(data, path=path)
-            for entry in info.ledgerInfo:
-                ctx = entry.offloadContext if entry.HasField("offloadContext") else None
-                if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
-                    copies.add((entry.ledgerId, LEDGER, ""))
-                if ctx is not None and ctx.HasField("uidMsb"):
-                    copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
+            copies.update(_ml_copies(decode_managed_ledger_info(data, path=path)))
         elif data is not None:
             cursor = decode_cursor_info(data, path=path)
             if cursor.cursorsLedgerId >= 0:
@@ -194,6 +228,13 @@ class World:
     def referenced(self) -> set[Copy]:
         return {c for copies in self.owners.values() for c in copies}
 
+    def shadow_listed(self) -> set[Copy]:
+        """Copies a shadow topic reads now (as its source would: not the BookKeeper copy of
+        a ledger offloaded with `bookkeeperDeleted`). A deleter must not delete one; the
+        source's unmodified broker deletes what it trims whatever a shadow lists (Pulsar's
+        doing, not checked)."""
+        return {c for copies in self.shadow_lists.values() for c in copies}
+
     def _on_ledger_delete(self, path: str, by: str) -> None:
         if not by.startswith("deleter"):
             return
@@ -203,6 +244,12 @@ class World:
             return
         if (ledger_id, LEDGER, "") in self.referenced():
             self.violation("S1", f"{by} deleted {path}, still referenced")
+        if (ledger_id, LEDGER, "") in self.shadow_listed():
+            self.violation("S1", f"{by} deleted {path}, listed by a shadow topic")
+        if ledger_id in self.neighbour.referenced():
+            self.violation("S1", f"{by} deleted {path}, referenced by cluster {NEIGHBOUR}")
+        elif ledger_id in self.neighbour.ledgers:
+            self.violation("S2", f"{by} deleted {path}, a ledger of cluster {NEIGHBOUR}")
         if ledger_id in self.foreign_ledgers:
             self.violation("S2", f"{by} deleted {path}, a ledger Pulsar did not create")
 
@@ -214,6 +261,10 @@ class World:
         for ledger_id, tier, uuid in self.referenced():
             if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
                 self.violation("S1", f"{by} deleted s3://{bucket}/{key}, still referenced")
+        shadows = self.shadow_listed() if by.startswith("deleter") else set()
+        for ledger_id, tier, uuid in shadows:
+            if tier == OFFLOAD and key.startswith(f"{uuid}-ledger-{ledger_id}"):
+                self.violation("S1", f"{by} deleted s3://{bucket}/{key}, listed by a shadow topic")
 
     def _service_failed(self, service: str, error: BaseException) -> None:
         """Nothing crashes a service: a background loop (the deleter's pool, the follower, the
@@ -258,30 +309,29 @@ class World:
         rng = self.sched.rng
         self.cluster = Cluster(self.zk, self.s3, self.durable.encoding, self.durable.layout)
         self.topics: list[TopicState] = []
+        self._create_namespaces()
         for i in range(rng.randint(1, 3)):
             unmodified = rng.random() < UNMODIFIED_SHARE
-            t = TopicState(f"public/default/persistent/t{i}", "sub", i % 2, unmodified)
-            self.owners[managed_ledger_path(t.ml)] = frozenset()
-            self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
-            if unmodified:
-                self.unmodified_paths.update(self.owners_of(t))
-            self.cluster.create_topic(t.ml, t.cursor)
-            info, version = self._ml(t)
-            for _ in range(rng.randint(2, 5)):
-                legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
-                ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
-                info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=0)
-            last = self.cluster.new_ledger(data_meta(t.ml), closed=False)
-            info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
-            self.cluster.write_ml(t.ml, info, version)
-            cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-            self._write_cursor(t, cursor_ledger)
+            geo = self.neighbour.rng.random() < GEO_SHARE
+            namespace = GEO_NAMESPACE if geo else SHARED_NAMESPACE
+            t = TopicState(f"{namespace}/persistent/t{i}", "sub", i % 2, unmodified)
+            self.create_topic(t, rng)
             self.topics.append(t)
-        self.shadows = [create_shadow(self, t) for t in self.topics if rng.random() < SHADOW_SHARE]
+        for t in self.topics:
+            if rng.random() < SHADOW_SHARE:
+                create_shadow(self, t)
         self.schemas.setup(self.topics)
         add_cursor_refs(self, self.topics, self.seed)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
+        geo_topics = [t.ml for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
+        self.neighbour.setup(geo_topics)
+        self.deleted_namespace.setup()
+        sharing = "declared" if self.neighbour.declared else "undeclared"
+        self.sched.log(
+            f"{NEIGHBOUR} shares the ledgers root ({sharing}); geo topics {geo_topics}; "
+            f"signing {self.durable.signing}"
+        )
         self.markers = [
             MarkerService(self.durable, f"marker-{i}", follow=i == 0 or self.both_follow)
             for i in range(2)
@@ -296,6 +346,44 @@ class World:
         self.deleters = [
             DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
         ]
+
+    def create_topic(self, t: TopicState, rng: random.Random) -> None:
+        """A topic with 2-5 closed ledgers and its current one OPEN, and one subscription
+        with its cursor ledger OPEN; its owners tracked for S1 and L1."""
+        self.owners[managed_ledger_path(t.ml)] = frozenset()
+        self.owners[cursor_path(t.ml, t.cursor)] = frozenset()
+        if t.unmodified:
+            self.unmodified_paths.update(self.owners_of(t))
+        self.cluster.create_topic(t.ml, t.cursor)
+        info, version = self._ml(t)
+        for _ in range(rng.randint(2, 5)):
+            legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
+            ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
+            info.ledgerInfo.add(ledgerId=ledger_id, entries=10, size=100, timestamp=0)
+        last = self.cluster.new_ledger(data_meta(t.ml), closed=False)
+        info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
+        self.cluster.write_ml(t.ml, info, version)
+        cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
+        self._write_cursor(t, cursor_ledger)
+
+    def _create_namespaces(self) -> None:
+        """Pulsar's namespace policies in our store (ours is also the configuration store),
+        written before any topic of the namespace exists: `public/default`, the namespace
+        geo-replicated with the neighbour, and the V1 namespaces (`tenant/cluster/ns`) of the
+        V1 schema ids (`sim/schemas.py`)."""
+        tenant = b'{"adminRoles":[],"allowedClusters":["%s","%s"]}' % (
+            CLUSTER.encode(),
+            NEIGHBOUR.encode(),
+        )
+        self.zk.create("/admin/policies/public", tenant, make_parents=True)
+        for namespace, clusters in (
+            (SHARED_NAMESPACE, [CLUSTER]),
+            (GEO_NAMESPACE, [CLUSTER, NEIGHBOUR]),
+        ):
+            self.zk.create(policies_path(namespace), encode_policies(clusters))
+            tenant_name, local = namespace.split("/")
+            v1 = namespace_of_schema(f"{tenant_name}/{CLUSTER}/{local}/x")
+            self.zk.create(policies_path(v1), encode_policies([CLUSTER]), make_parents=True)
 
     @staticmethod
     def owners_of(t: TopicState) -> tuple[str, str]:
@@ -347,10 +435,20 @@ class World:
             )
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
+                before = list(self._ml_now(t).ledgerInfo)
                 if t.unmodified and hasattr(self, f"_unmodified_{action}"):
                     await getattr(self, f"_unmodified_{action}")(t)
                 else:
                     await getattr(self, f"_{action}")(t)
+            if action == "trim" and self.shadow_rng.random() < LATE_SHARE:
+                self.late_shadows.append(asyncio.create_task(create_later(self, t, before)))
+
+    async def _shadow_at_random(self, t: TopicState) -> None:
+        """A shadow of `t` created at a random moment of the run (from its list then)."""
+        if self.shadow_rng.random() >= LATE_SHARE:
+            return
+        await asyncio.sleep(self.shadow_rng.uniform(0.0, CHAOS_SECONDS))
+        await create_later(self, t, list(self._ml_now(t).ledgerInfo))
 
     async def _rollover(self, t: TopicState) -> None:
         """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
@@ -464,9 +562,10 @@ class World:
         if old is not None and old >= 0:
             await self._broker_deletes_ledger(t, old)
 
-    async def _unmodified_delete_topic(self, t: TopicState) -> None:
+    async def _unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """`ManagedLedgerImpl.asyncDelete` as released: the cursor, then the ML znode, then
-        every ledger (each tier); the topic is created again under the same name."""
+        every ledger (each tier); the topic is created again under the same name unless
+        its namespace is being deleted. Always deleted (True)."""
         info, _ = self._ml(t)
         entries = list(info.ledgerInfo)
         await self._unmodified_unsubscribe(t, recreate=False)
@@ -477,6 +576,11 @@ class World:
             self.zk.delete(path, version=stat.version, by="pulsar")
         self.sched.log(f"broker-{t.broker} deleted topic {t.ml} itself")
         await self._broker_deletes_entries(t, entries)
+        if recreate:
+            self._recreate_topic(t)
+        return True
+
+    def _recreate_topic(self, t: TopicState) -> None:
         self.cluster.create_topic(t.ml, t.cursor)
         info, version = self._ml(t)
         first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
@@ -587,13 +691,14 @@ class World:
             )
         return True
 
-    async def _delete_topic(self, t: TopicState) -> None:
+    async def _delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
         marker, then the broker removes the cursor and ML znodes; the topic is created again
-        under the same name (new znodes at version 0, new ledgers)."""
+        under the same name (new znodes at version 0, new ledgers) unless its namespace is
+        being deleted. Whether the topic was deleted."""
         if not await self._unsubscribe(t, recreate=False):
-            return  # the cursor ledger is still referenced: Pulsar does not go on
-        info, version = self._ml(t)
+            return False  # the cursor ledger is still referenced: Pulsar does not go on
+        info, _ = self._ml(t)
         ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
         if ledger_ids:
             owner = resolve_owner(
@@ -609,22 +714,20 @@ class World:
                 self.sched.log(
                     f"delete topic {t.ml} {list(ledger_ids)} failed: {type(exc).__name__}"
                 )
-                return
+                return False
             marked = [i for i, _ in result.marked]
             self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
             if len(result.marked) != len(ledger_ids) or not result.written:
-                return
+                return False
         self._delete_other_cursors(t)
         for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
             stat = self.zk.stat(path)
             if stat is not None:
                 self.zk.delete(path, version=stat.version, by="pulsar")
-        self.sched.log(f"topic {t.ml} deleted; created again")
-        self.cluster.create_topic(t.ml, t.cursor)
-        info, version = self._ml(t)
-        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
-        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
-        self.cluster.write_ml(t.ml, info, version)
+        self.sched.log(f"topic {t.ml} deleted" + ("; created again" if recreate else ""))
+        if recreate:
+            self._recreate_topic(t)
+        return True
 
     def _reuse_after_verdict(self, pdli: _pd.PendingDeleteLedgerInfo, decision: int) -> None:
         """A ledger id used again, at the worst moment: right after the verifier decided to
@@ -637,6 +740,8 @@ class World:
         own, so the rest of the run's draws stay as they were."""
         if pdli.ledger_type != _pd.LEDGER or decision != _vf.DELETE:
             return
+        if pdli.ledger_id in self.neighbour.ledgers:
+            return  # a DELETE of the neighbour's ledger is a violation already
         if (pdli.ledger_id, LEDGER, "") in self.unmodified_unlinks:
             # An unmodified broker deletes what it unlinked by id, at any version, whenever
             # its delete runs: an id used again meanwhile would be lost to Pulsar, not to
@@ -718,6 +823,52 @@ class World:
             message = self._forged(kind)
             if message is not None:
                 await producer.publish([message])
+
+    async def neighbour_intruder(self) -> None:
+        """Forged PDLIs for the neighbour's ledgers (`NeighbourCluster.forged`), and
+        reconciler submissions through our marker naming them (signed when the marker signs:
+        a scan of the shared root finds the neighbour's leaks under our geo topics' names)."""
+        rng = self.neighbour.rng
+        producer = Producer(self.main, "intruder-east")
+        for _ in range(rng.randint(1, 5)):
+            await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
+            if rng.random() < 0.25:
+                await self._reconcile_neighbours()
+                continue
+            message = self.neighbour.forged()
+            if message is not None:
+                await producer.publish([message])
+
+    async def _reconcile_neighbours(self) -> None:
+        geo = [t for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
+        if not geo:
+            return
+        t = self.neighbour.rng.choice(geo)
+        theirs = sorted(
+            i
+            for i, owned in self.neighbour.ledgers.items()
+            if owned.ml == t.ml and not owned.cursor
+        )
+        if not theirs:
+            return
+        chosen = tuple(self.neighbour.rng.sample(theirs, min(2, len(theirs))))
+        owner = resolve_owner(
+            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
+        )
+        self.requests += 1
+        request = MarkRequest(
+            owner=owner,
+            ledger_ids=(),
+            source=_pd.RECONCILER,
+            request_id=f"req-{self.requests}",
+            reconciler_ledgers=tuple(LedgerRef(i) for i in sorted(chosen)),
+        )
+        try:
+            result = await self.neighbour.rng.choice(self.markers).mark(request)
+        except TombstoneError as exc:
+            self.sched.log(f"reconciler {chosen} of {NEIGHBOUR} failed: {type(exc).__name__}")
+            return
+        self.sched.log(f"reconciler {chosen} of {NEIGHBOUR}: sent {[i for i, _ in result.marked]}")
 
     def _alias(self, t: TopicState) -> tuple[int, str, str]:
         """An owner named with a dot segment, next to a live one: (component, ML name,
@@ -871,13 +1022,18 @@ class World:
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
         work.append(asyncio.create_task(self.attacker()))
         # The shadows' brokers copy their sources' lists until the run ends.
-        self._shadow_tasks = [asyncio.create_task(s.follow_source()) for s in self.shadows]
-        for shadow in self.shadows:
+        self.shadow_followers = [asyncio.create_task(s.follow_source()) for s in self.shadows]
+        for shadow in list(self.shadows):
             if self.sched.rng.random() < DELETE_SHARE:
                 work.append(asyncio.create_task(shadow.delete_later()))
         work.extend(self.schemas.tasks())
+        work.extend(self.neighbour.tasks())
+        work.append(asyncio.create_task(self.deleted_namespace.run()))
+        work.append(asyncio.create_task(self.neighbour_intruder()))
+        work.extend(asyncio.create_task(self._shadow_at_random(t)) for t in self.topics)
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)
+        await asyncio.gather(*self.late_shadows)
         self.sched.faults_on = False
         self.sched.log("heal")
         await chaos
@@ -930,6 +1086,9 @@ class World:
                 self.violation(
                     "S1", f"offloaded copy {uuid} of ledger {ledger_id} is referenced and gone"
                 )
+        for ledger_id in sorted(self.neighbour.referenced()):
+            if self.zk.stat(self.cluster.ledger_path(ledger_id)) is None:
+                self.violation("S1", f"ledger {ledger_id} is referenced by {NEIGHBOUR} and gone")
         for copy in sorted(self.ever):
             if copy in referenced:
                 continue
@@ -978,6 +1137,19 @@ class World:
             else:
                 out.add((pdli.ledger_id, LEDGER, ""))
         return out
+
+
+def _ml_copies(info: ManagedLedgerInfo) -> set[Copy]:
+    """The copies an ML list references: each ledger's BookKeeper copy unless its offload
+    completed with `bookkeeperDeleted`, and each offloaded copy by its uuid."""
+    copies: set[Copy] = set()
+    for entry in info.ledgerInfo:
+        ctx = entry.offloadContext if entry.HasField("offloadContext") else None
+        if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
+            copies.add((entry.ledgerId, LEDGER, ""))
+        if ctx is not None and ctx.HasField("uidMsb"):
+            copies.add((entry.ledgerId, OFFLOAD, offload_uuid(ctx) or ""))
+    return copies
 
 
 def _acked(topic: Topic) -> int:

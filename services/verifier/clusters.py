@@ -12,12 +12,15 @@ topic names in each cluster. So "our owner does not reference it" proves nothing
 - an owner absent here counts as absent only when its namespace exists here (its policies are
   in our configuration store) or the operator named the namespace as deleted: otherwise the
   owner may live in a cluster nobody declared;
-- an intent that does not prove our owner listed the ledger (a reconciler's or an operator's,
-  or an unsigned one: anyone who can produce to the topic can write it) is not acted on in a
-  namespace that replicates to a cluster nobody declared, unless the operator says that
-  cluster has a BookKeeper of its own: it has the same topic names, so its ledgers match our
-  owner's metadata. A signed intent whose owner unlinked the ledger, or the marker's believed
-  report, proves the ledger ours (our marker or follower read it in our owner's list).
+- an owner name another cluster has too (a declared neighbour has an owner of that name, or
+  the namespace replicates to a cluster nobody declared: a geo-replicated namespace has the
+  same topic names in each cluster) names that cluster's ledgers as well, and their custom
+  metadata matches our owner exactly. The `source` a PDLI claims proves nothing (anyone who
+  can produce to the topic writes it), so such a ledger is acted on only when something else
+  proves our owner listed it: the marker's belief, or a signed intent read from our owner
+  whose unlink it reached. Reconciler and operator intents never are. A replication cluster
+  the operator names as having a BookKeeper of its own (`TOMBSTONE_VERIFIER_UNSHARED_CLUSTERS`)
+  has none of its ledgers here and does not count.
 
 Each of these is SKIP FOREIGN: dead-lettered with its reason, never acknowledged.
 """
@@ -47,16 +50,6 @@ class Neighbour:
     owners: OwnerCache
 
 
-@dataclass(frozen=True)
-class Elsewhere:
-    """What the other clusters say of a ledger our owner does not reference."""
-
-    verdict: Verdict | None
-    """SKIP FOREIGN when the ledger is, or may be, another cluster's; else None."""
-    owners: tuple[Owner, ...] = ()
-    """The neighbours' owners of the same name that exist (for the OPEN rule)."""
-
-
 def namespace_of(target: Target) -> str:
     if target.component is Component.SCHEMA:
         assert target.schema_id is not None
@@ -80,7 +73,8 @@ class ClusterScope:
         self.cluster = cluster
         self._configuration = configuration
         self.neighbours = tuple(neighbours)
-        self._known = frozenset(n.name for n in self.neighbours) | unshared_clusters
+        self._declared = frozenset(n.name for n in self.neighbours)
+        self._unshared = unshared_clusters
         self._deleted = deleted_namespaces
 
     def check_cluster(self, target: Target) -> Verdict | None:
@@ -99,53 +93,50 @@ class ClusterScope:
         target: Target,
         owner: Owner,
         *,
-        proven: bool,
         topic_here: Callable[[], Awaitable[bool]],
-    ) -> Elsewhere:
-        """After our owner was read and found not referencing the ledger (never before).
+        ours: Callable[[], Awaitable[bool]],
+    ) -> Verdict | None:
+        """SKIP FOREIGN when the ledger is, or may be, another cluster's; else None. Asked
+        after our owner was read and found not referencing the ledger (never before).
 
-        `proven`: the intent proves our owner listed the ledger (`ownership.proves_unlink`,
-        or the marker's believed report)."""
-        existing: list[Owner] = []
+        `ours` says whether anything but the PDLI's word proves our owner listed it (asked
+        only for an owner name another cluster may have too). A proven ledger is ours, so no
+        neighbour's owner can be creating it: the OPEN rule needs only our owner."""
+        neighbour_has_owner = False
         for neighbour in self.neighbours:
             theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
             if theirs.exists and target.ledger_id in theirs.refs:
                 ref = theirs.refs[target.ledger_id]
                 if target.offload is None or (ref is not None and ref.uuid == target.offload.uuid):
-                    return Elsewhere(
-                        _foreign(
-                            "referenced_by_cluster",
-                            f"cluster {neighbour.name!r} references ledger {target.ledger_id} "
-                            f"at {target.owner_path} (version {theirs.version})",
-                        )
+                    return _foreign(
+                        "referenced_by_cluster",
+                        f"cluster {neighbour.name!r} references ledger {target.ledger_id} "
+                        f"at {target.owner_path} (version {theirs.version})",
                     )
             if theirs.exists:
-                existing.append(theirs)
+                neighbour_has_owner = True
                 if not owner.exists:
-                    return Elsewhere(
-                        _foreign(
-                            "owner_in_cluster",
-                            f"{target.owner_path} is absent here and exists in cluster "
-                            f"{neighbour.name!r}: the ledger is that cluster's",
-                        )
-                    )
-            elif await self._topic_there(neighbour, target) and not await topic_here():
-                return Elsewhere(
-                    _foreign(
+                    return _foreign(
                         "owner_in_cluster",
-                        f"topic {target.ml_name} is absent here and exists in cluster "
+                        f"{target.owner_path} is absent here and exists in cluster "
                         f"{neighbour.name!r}: the ledger is that cluster's",
                     )
+            elif await self._topic_there(neighbour, target) and not await topic_here():
+                return _foreign(
+                    "owner_in_cluster",
+                    f"topic {target.ml_name} is absent here and exists in cluster "
+                    f"{neighbour.name!r}: the ledger is that cluster's",
                 )
         if not owner.exists:
             unknown = await self._namespace_unknown(target)
             if unknown is not None:
-                return Elsewhere(unknown)
-        elif not proven:
-            replicated = await self._replicated_undeclared(target)
-            if replicated is not None:
-                return Elsewhere(replicated)
-        return Elsewhere(None, tuple(existing))
+                return unknown
+        # Absent here proves nothing either where another cluster has the same names: an
+        # undeclared one may still reference the ledger, a declared one may have leaked it.
+        shared = await self._shared_name(target, has_owner=neighbour_has_owner)
+        if shared is not None and not await ours():
+            return shared
+        return None
 
     async def _topic_there(self, neighbour: Neighbour, target: Target) -> bool:
         """For a cursor: whether the cursor's topic exists in the neighbour (a new cursor's
@@ -169,24 +160,39 @@ class ClusterScope:
             "it, or name the namespace as deleted)",
         )
 
-    async def _replicated_undeclared(self, target: Target) -> Verdict | None:
+    async def _shared_name(self, target: Target, *, has_owner: bool) -> Verdict | None:
+        """SKIP FOREIGN unless proven ours, when another cluster may have an owner of this
+        name: a declared neighbour has one (`has_owner`), or the namespace replicates to
+        another cluster (declared or not: one that deleted the topic keeps its leaked
+        ledgers, named as ours)."""
         namespace = namespace_of(target)
         path = policies_path(namespace)
         node = await self._configuration.read(path)
-        if node is None:
-            return None  # the owner exists here: the namespace does too (being deleted)
-        clusters = set(decode_policies(node.data, path=path).replication_clusters)
-        undeclared = clusters - self._known - {self.cluster or ""}
-        if self.cluster is None and len(undeclared) <= 1:
-            return None  # one cluster, which must be ours
-        if not undeclared:
-            return None
-        return _foreign(
-            "replicated_undeclared",
-            f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not declared "
-            "as sharing this BookKeeper nor as having its own: a ledger of the same topic there "
-            "would match this owner, and nothing proves this intent was read from it",
-        )
+        clusters: set[str] = set()
+        if node is not None:
+            clusters = set(decode_policies(node.data, path=path).replication_clusters)
+        others = clusters - {self.cluster or ""} - self._unshared
+        if self.cluster is None and len(others) <= 1:
+            others = set()  # one cluster, which must be ours
+        undeclared = others - self._declared
+        if undeclared:
+            return _foreign(
+                "replicated_undeclared",
+                f"namespace {namespace} replicates to {', '.join(sorted(undeclared))}, not "
+                "declared as sharing this BookKeeper: a ledger of the same topic there would "
+                "match this owner, and nothing but this intent says our owner listed it",
+            )
+        if has_owner or others:
+            names = ", ".join(
+                sorted(others | ({n.name for n in self.neighbours} if has_owner else set()))
+            )
+            return _foreign(
+                "owner_shared",
+                f"{target.owner_path} may exist in {names} too (namespace {namespace}): the "
+                "ledger's metadata matches either, and nothing but this intent says our owner "
+                "listed it",
+            )
+        return None
 
 
 def _foreign(code: str, reason: str) -> Verdict:

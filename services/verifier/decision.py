@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -241,20 +240,18 @@ class DecisionEngine:
         if in_shadow is not None:
             return in_shadow
         believed = target.source is not Source.RECONCILER and target.believed_key in self._believed
-        others: tuple[Owner, ...] = ()
         if self._scope is not None:
-            elsewhere = await self._scope.elsewhere(
+            foreign = await self._scope.elsewhere(
                 target,
                 owner,
-                proven=believed or proves_unlink(target, owner),
                 topic_here=lambda: self._topic_exists(target, owner),
+                ours=lambda: self._proven_ours(target, owner, believed),
             )
-            if elsewhere.verdict is not None:
-                return elsewhere.verdict
-            others = elsewhere.owners
-        verdict = await self._match(target, owner, ledger, believed, others)
+            if foreign is not None:
+                return foreign
+        verdict = await self._match(target, owner, ledger, believed)
         if verdict.skip_reason is SkipReason.MISMATCH and not believed:
-            verdict = await self._recheck_believed(target, owner, ledger, verdict, others)
+            verdict = await self._recheck_believed(target, owner, ledger, verdict)
         return verdict
 
     async def _locate(
@@ -297,13 +294,23 @@ class DecisionEngine:
                 raise result
         return [result for result in got if not isinstance(result, Exception)]
 
+    async def _proven_ours(self, target: Target, owner: Owner, believed: bool) -> bool:
+        """Whether something other than the PDLI's own word shows that our owner listed this
+        copy: the marker's belief (re-read once, as before a MISMATCH), or a signed intent
+        read from our owner whose unlink it reached (`proves_unlink`)."""
+        if believed or proves_unlink(target, owner):
+            return True
+        if target.source is Source.RECONCILER:
+            return False
+        await self._believed.refresh()
+        return target.believed_key in self._believed
+
     async def _recheck_believed(
         self,
         target: Target,
         owner: Owner,
         ledger: tuple[str, Znode | None] | None,
         verdict: Verdict,
-        others: tuple[Owner, ...],
     ) -> Verdict:
         """Before a MISMATCH, make sure no replica could answer otherwise: re-read the set."""
         if target.source is Source.RECONCILER:
@@ -311,7 +318,7 @@ class DecisionEngine:
         await self._believed.refresh()
         if target.believed_key not in self._believed:
             return verdict
-        return await self._match(target, owner, ledger, True, others)
+        return await self._match(target, owner, ledger, True)
 
     async def _match(
         self,
@@ -319,7 +326,6 @@ class DecisionEngine:
         owner: Owner,
         ledger: tuple[str, Znode | None] | None,
         believed: bool,
-        others: tuple[Owner, ...] = (),
     ) -> Verdict:
         now_ms = int(self._clock() * 1000)
         min_age = self._min_age_ms(target)
@@ -336,8 +342,14 @@ class DecisionEngine:
             return mismatch
         ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
         if metadata.state is not LedgerState.CLOSED:
-            undecided = await self._open_rule(
-                target, owner, metadata.state, now_ms - ctime, believed, others
+            undecided = open_ledger_verdict(
+                target,
+                owner,
+                state=metadata.state,
+                topic_exists=await self._topic_exists(target, owner),
+                age_ms=now_ms - ctime,
+                max_age_ms=_ms(self._policy.open_ledger_age),
+                believed=believed,
             )
             if undecided is not None:
                 return undecided
@@ -388,37 +400,6 @@ class DecisionEngine:
                 differences=tuple(differences),
             )
         return None
-
-    async def _open_rule(
-        self,
-        target: Target,
-        owner: Owner,
-        state: LedgerState,
-        age_ms: int,
-        believed: bool,
-        others: tuple[Owner, ...],
-    ) -> Verdict | None:
-        """The OPEN rule against our owner, then against each neighbour's owner of the same
-        name (a geo-replicated topic): a ledger in creation there is one too. Nothing of ours
-        proves a neighbour's unlink, so theirs is judged unsigned and unbelieved."""
-        max_age = _ms(self._policy.open_ledger_age)
-        undecided = open_ledger_verdict(
-            target,
-            owner,
-            state=state,
-            topic_exists=await self._topic_exists(target, owner),
-            age_ms=age_ms,
-            max_age_ms=max_age,
-            believed=believed,
-        )
-        theirs = dataclasses.replace(target, signed=False)
-        for other in others:
-            if undecided is not None:
-                break
-            undecided = open_ledger_verdict(
-                theirs, other, state=state, topic_exists=True, age_ms=age_ms, max_age_ms=max_age
-            )
-        return undecided
 
     def _min_age_ms(self, target: Target) -> int | None:
         if target.source is not Source.RECONCILER:

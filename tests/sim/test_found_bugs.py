@@ -93,3 +93,14 @@ def test_seed_2_a_belief_never_deletes_a_ledger_created_again_under_its_id() -> 
     `tests/verifier/test_believed.py` pins the rule."""
     for seed in (2, 5, 6, 9, 10):
         assert run_seed(seed).violations == []
+
+
+def test_seeds_0_3_9_22_and_554_never_delete_the_neighbours_ledgers() -> None:
+    """A second cluster shares our ledgers root with a geo-replicated namespace: its ledgers
+    name our topics exactly. Declared (seeds 0, 3, 9), a reconciler intent for a ledger it
+    had leaked under our topic's name was DELETE (S2: no neighbour referenced it any more);
+    undeclared (seed 22), an unsigned PDLI claiming OBSERVED deleted a ledger it still
+    referenced (S1); undeclared, with our owner absent (seed 554: a schema id only the
+    neighbour used), the same. `tests/verifier/test_shared_clusters.py` pins the rule."""
+    for seed in (0, 3, 9, 22, 554):
+        assert run_seed(seed).violations == []
