@@ -10,6 +10,18 @@ its servicers and background loops, and awaits `runner.run()`:
         runner.add_background("believed_expiry", expiry.run)
         await runner.run()
 
+Health has two meanings, told apart by the service name a health check asks about:
+
+- `liveness`: SERVING from start until shutdown begins, whatever the dependencies do. The
+  health servicer runs on the service's event loop, so an answer proves the loop turns; a
+  process that cannot answer is the only one a restart can help.
+- readiness: `""` (the whole server), `readiness` and each registered service's own name
+  (`tombstone.v1.Deleter`...). SERVING while the service can do its work; `set_serving(False)`
+  turns them NOT_SERVING while it is paused on an outage or holds its work back. `""` stays a
+  readiness check because it is what health clients ask by default (the deleter's probe of the
+  verifier, `grpc_health_probe`, a Kubernetes `grpc` probe with no `service`): a client that
+  asked "can you take work" before liveness existed keeps getting that answer.
+
 `run()` returns after SIGTERM or SIGINT once the fixed shutdown sequence is done:
 health NOT_SERVING → `server.stop(grace)` (in-flight RPCs finish within grace) → background
 tasks cancelled → metrics endpoint closed → resources closed in reverse. A background task
@@ -47,6 +59,12 @@ _log = structlog.get_logger(__name__)
 
 S = TypeVar("S")
 Background = Callable[[], Awaitable[None]]
+
+
+LIVENESS = "liveness"
+"""The health service name that answers SERVING for as long as the process serves."""
+READINESS = "readiness"
+"""A health service name that answers like `""`: SERVING only while the service can work."""
 
 
 class BackgroundTaskFailed(TombstoneError):
@@ -120,8 +138,9 @@ class ServiceRunner:
         return self._metrics_server.port if self._metrics_server else None
 
     async def set_serving(self, serving: bool) -> None:
-        """Report every service SERVING or NOT_SERVING (a service that paused its work on an
-        outage is alive but not doing its job). Ignored once shutdown has begun."""
+        """Report readiness SERVING or NOT_SERVING (a service that paused its work on an
+        outage is alive but not doing its job, so `liveness` stays SERVING). Ignored once
+        shutdown has begun."""
         if self._server is None or self._shut_down:
             return
         status = (
@@ -129,8 +148,11 @@ class ServiceRunner:
             if serving
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
-        for service in ["", *self._service_names]:
+        for service in self._readiness_names():
             await self._health.set(service, status)
+
+    def _readiness_names(self) -> list[str]:
+        return ["", READINESS, *self._service_names]
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -183,7 +205,7 @@ class ServiceRunner:
                 port=self.port,
             )
         await server.start()
-        for service in ["", *self._service_names]:
+        for service in [LIVENESS, *self._readiness_names()]:
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         await self._start_metrics()
         _log.info(
