@@ -10,7 +10,8 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from services.core.grpc_server import LIVENESS, READINESS
+from services.core.config import GrpcServerConfig
+from services.core.grpc_server import LIVENESS, READINESS, ServiceRunner
 from tests.core.conftest import Running, grpc_config, start_service
 from tests.core.fake_verifier import CRASH_LEDGER, SERVICE, verify_request
 from tombstone.v1 import verifier_pb2 as _pb
@@ -98,3 +99,30 @@ async def test_shutdown_is_idempotent(service: Running) -> None:
     await asyncio.gather(service.runner.shutdown(), service.runner.shutdown())
     await service.runner.shutdown()
     assert service.runner.stopping.is_set()
+
+
+async def test_readiness_needs_every_condition() -> None:
+    """A condition recorded before the start holds readiness back from the first answer;
+    readiness is SERVING only once every condition holds, and liveness throughout."""
+    runner = ServiceRunner(
+        name="probe", grpc=GrpcServerConfig(port=0), method_roles={}, handle_signals=False
+    )
+    async with runner:
+        await runner.set_ready("zookeeper", False)
+        port = await runner.start()
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+
+            async def statuses() -> tuple[int, int]:
+                ready = await health.Check(health_pb2.HealthCheckRequest(service=READINESS))
+                live = await health.Check(health_pb2.HealthCheckRequest(service=LIVENESS))
+                return ready.status, live.status
+
+            seen = [await statuses()]
+            await runner.set_serving(False)
+            await runner.set_ready("zookeeper", True)
+            seen.append(await statuses())
+            await runner.set_serving(True)
+            seen.append(await statuses())
+        await runner.shutdown()
+    assert seen == [(NOT_SERVING, SERVING), (NOT_SERVING, SERVING), (SERVING, SERVING)]
