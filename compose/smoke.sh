@@ -429,15 +429,15 @@ step_tombstone() {
 }
 
 # ============================================================================================
-# FOLLOWER — NOT PART OF THIS RELEASE.
-# With unmodified Pulsar, the broker above deleted its trimmed ledgers itself, so Tombstone saw
-# none of them. The follower (DESIGN.md §6b) will record a PDLI for each ledger that leaves a
-# list; once it ships, this step will check that the deleter received one for every id in
-# TRIMMED and settled it (deleted, or NOT_FOUND because the broker was first), with nothing
-# dead-lettered. Until then it reports SKIP and checks nothing.
+# FOLLOWER — NOT CHECKED YET.
+# With unmodified Pulsar, the broker above deleted its trimmed ledgers itself. The follower
+# (docs/follower.md, docs/design.md §6b; off in compose unless TOMBSTONE_MARKER_FOLLOW=true)
+# records a PDLI for each ledger that leaves a list; a check here would see the deleter receive
+# one for every id in TRIMMED and settle it (deleted, or NOT_FOUND because the broker was
+# first), with nothing dead-lettered. Until that check is written this step reports SKIP.
 # ============================================================================================
 step_follower() {
-    report SKIP follower "the follower is not part of this release; nothing checked"
+    report SKIP follower "no check of the follower's deletions yet (docs/compose.md)"
 }
 
 main() {

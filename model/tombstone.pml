@@ -1,5 +1,5 @@
 /*
- * Tombstone's deletion protocol (DESIGN §2, §4, §5, §6b), bounded so that spin checks every
+ * Tombstone's deletion protocol (docs/design.md §2, §4, §5, §6b), bounded so that spin checks every
  * interleaving. One managed ledger (ML) owns the ledgers below; its znode has a version that
  * every compare-and-set (CAS) write increments.
  *
@@ -145,7 +145,7 @@ proctype Deleter() {
        fi;
        ready[slot(k, t)]--; nready--; ntaken++;
        if :: k == KM -> taken_m = true :: else fi;
-       /* The verifier's decision (DESIGN §4), on one snapshot of the metadata. */
+       /* The verifier's decision (docs/design.md §4), on one snapshot of the metadata. */
        l = ledger_of(k);
        if
        :: listed[l] ->

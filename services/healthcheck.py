@@ -4,6 +4,10 @@ Container healthchecks run it (`grpc_health_probe` is not on PyPI, and the image
 grpcio-health-checking). Exit code 0 when the service answers SERVING, 1 otherwise: a
 refused connection, a timeout and NOT_SERVING (a service draining after SIGTERM) all count
 as unhealthy.
+
+`--readiness` (the default) asks whether the service can do its work now: NOT_SERVING while
+it is paused on an outage or holds publishing. `--liveness` asks only whether the process
+serves; use it where a failed check restarts the process (see docs/operations.md, "Probes").
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.core.click_types import Duration
+from services.core.grpc_server import LIVENESS, READINESS
 
 
 async def check_health(address: str, *, service: str = "", timeout: float = 3.0) -> str:
@@ -38,7 +43,23 @@ async def check_health(address: str, *, service: str = "", timeout: float = 3.0)
 @click.option(
     "--address", default="127.0.0.1:50051", show_default=True, help="Service gRPC host:port."
 )
-@click.option("--service", default="", help="Service name, e.g. tombstone.v1.Marker (default: all)")
+@click.option(
+    "--liveness",
+    "check",
+    flag_value=LIVENESS,
+    help="Ask only whether the process serves (SERVING through dependency outages).",
+)
+@click.option(
+    "--readiness",
+    "check",
+    flag_value=READINESS,
+    help="Ask whether the service can work now (the default).",
+)
+@click.option(
+    "--service",
+    default="",
+    help="Ask about one health service name instead, e.g. tombstone.v1.Marker.",
+)
 @click.option(
     "--timeout",
     type=Duration(timedelta(milliseconds=100), timedelta(seconds=60)),
@@ -46,8 +67,12 @@ async def check_health(address: str, *, service: str = "", timeout: float = 3.0)
     show_default=True,
     help="How long to wait for the answer: a duration (500ms, 3s, or plain seconds), 100ms-60s.",
 )
-def health(address: str, service: str, timeout: timedelta) -> None:
+def health(address: str, check: str | None, service: str, timeout: timedelta) -> None:
     """Exit 0 if the gRPC service at ADDRESS reports SERVING (for container healthchecks)."""
+    if check is not None and service:
+        raise click.UsageError("--service names the check itself: drop --liveness/--readiness")
+    # No flag asks "" which answers like `readiness`: the meaning this command always had.
+    service = check or service
     status = asyncio.run(check_health(address, service=service, timeout=timeout.total_seconds()))
     click.echo(f"{address}: {status}")
     sys.exit(0 if status == "SERVING" else 1)

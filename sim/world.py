@@ -272,7 +272,7 @@ class World:
         self.violation("crash", f"{service}'s loop ended: {type(error).__name__}: {error}")
 
     def _check_znode_path(self, path: str, by: str) -> None:
-        """Names at the port (DESIGN §4, rule 6): no path a service sends ZooKeeper has an
+        """Names at the port (docs/design.md §4.6): no path a service sends ZooKeeper has an
         empty, `.` or `..` segment. ZooKeeper does not resolve them: Debian's server answers a
         read of `/a/./b` with "no such znode" (`tests/sim/test_zk_differential.py`), so an
         owner named that way would read as absent, whatever the owner it aliases holds."""

@@ -476,7 +476,7 @@ class S3Config:
         )
 
 
-# --- other clusters sharing the BookKeeper (DESIGN §3, S2) --------------------------------
+# --- other clusters sharing the BookKeeper (docs/design.md §3, S2) --------------------------------
 
 SHARED_CLUSTERS: Setting[tuple[SharedCluster, ...]] = setting(
     "SHARED_CLUSTERS",

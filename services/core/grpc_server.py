@@ -10,6 +10,20 @@ its servicers and background loops, and awaits `runner.run()`:
         runner.add_background("believed_expiry", expiry.run)
         await runner.run()
 
+Health has two meanings, told apart by the service name a health check asks about:
+
+- `liveness`: SERVING from start until shutdown begins, whatever the dependencies do. The
+  health servicer runs on the service's event loop, so an answer proves the loop turns; a
+  process that cannot answer is the only one a restart can help.
+- readiness: `""` (the whole server), `readiness` and each registered service's own name
+  (`tombstone.v1.Deleter`...). SERVING while the service can do its work: every condition
+  given to `set_ready` holds (`set_serving` is the service's own; `follow_session` keeps one
+  per ZooKeeper session). NOT_SERVING while it is paused on an outage or holds its work back.
+  `""` stays a readiness check because it is what health clients ask by default (the
+  deleter's probe of the verifier, `grpc_health_probe`, a Kubernetes `grpc` probe with no
+  `service`): a client that asked "can you take work" before liveness existed keeps getting
+  that answer.
+
 `run()` returns after SIGTERM or SIGINT once the fixed shutdown sequence is done:
 health NOT_SERVING → `server.stop(grace)` (in-flight RPCs finish within grace) → background
 tasks cancelled → metrics endpoint closed → resources closed in reverse. A background task
@@ -23,7 +37,7 @@ import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
@@ -47,6 +61,12 @@ _log = structlog.get_logger(__name__)
 
 S = TypeVar("S")
 Background = Callable[[], Awaitable[None]]
+
+
+LIVENESS = "liveness"
+"""The health service name that answers SERVING for as long as the process serves."""
+READINESS = "readiness"
+"""A health service name that answers like `""`: SERVING only while the service can work."""
 
 
 class BackgroundTaskFailed(TombstoneError):
@@ -87,6 +107,8 @@ class ServiceRunner:
         self._stop = asyncio.Event()
         self._server: aio.Server | None = None
         self._health = HealthServicer()
+        self._ready: dict[str, bool] = {}
+        """Readiness conditions by name; readiness is SERVING when all hold."""
         self._service_names: list[str] = []
         self._registrations: list[Callable[[aio.Server], None]] = []
         self._background: list[tuple[str, Background]] = []
@@ -120,17 +142,30 @@ class ServiceRunner:
         return self._metrics_server.port if self._metrics_server else None
 
     async def set_serving(self, serving: bool) -> None:
-        """Report every service SERVING or NOT_SERVING (a service that paused its work on an
-        outage is alive but not doing its job). Ignored once shutdown has begun."""
+        """The service's own readiness condition: False while it paused its work on an
+        outage or holds it back (it is alive but not doing its job, so `liveness` stays
+        SERVING)."""
+        await self.set_ready("service", serving)
+
+    async def set_ready(self, condition: str, ready: bool) -> None:
+        """Record one readiness condition; readiness is SERVING while all of them hold. The
+        health status changes only once started, and never once shutdown has begun."""
+        was = self._ready.get(condition, True)
+        self._ready[condition] = ready
+        if was != ready:
+            _log.info("readiness_condition", service=self.name, condition=condition, ready=ready)
         if self._server is None or self._shut_down:
             return
-        status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for service in ["", *self._service_names]:
-            await self._health.set(service, status)
+        for service in self._readiness_names():
+            await self._health.set(service, self._readiness_status())
+
+    def _readiness_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+        if all(self._ready.values()):
+            return health_pb2.HealthCheckResponse.SERVING
+        return health_pb2.HealthCheckResponse.NOT_SERVING
+
+    def _readiness_names(self) -> list[str]:
+        return ["", READINESS, *self._service_names]
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -183,8 +218,9 @@ class ServiceRunner:
                 port=self.port,
             )
         await server.start()
-        for service in ["", *self._service_names]:
-            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
+        for service in self._readiness_names():
+            await self._health.set(service, self._readiness_status())
         await self._start_metrics()
         _log.info(
             "service_ready",
@@ -263,6 +299,32 @@ class ServiceRunner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._metrics_server is not None:
             await self._metrics_server.stop()
+
+
+class Session(Protocol):
+    """A dependency with a connection state (`ZkMetadataStore`)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    async def wait_connected(self) -> None: ...
+
+    def connection_lost(self) -> asyncio.Future[None]: ...
+
+
+async def follow_session(runner: ServiceRunner, condition: str, session: Session) -> None:
+    """Readiness follows `session`: the condition holds while it is connected. Run it as a
+    background task; a session that reconnects makes the service ready again."""
+    while True:
+        # Ask for the next loss before reading the state, so a loss in between is not missed.
+        lost = session.connection_lost()
+        if session.connected:
+            await runner.set_ready(condition, True)
+            await lost
+        else:
+            lost.cancel()
+            await runner.set_ready(condition, False)
+            await session.wait_connected()
 
 
 def _server_options(config: GrpcServerConfig) -> list[tuple[str, Any]]:

@@ -1,4 +1,4 @@
-"""`tombstone keys ...`: make the Ed25519 key pairs that sign PDLIs (DESIGN "Signed intents")."""
+"""`tombstone keys ...`: make the Ed25519 key pairs that sign PDLIs (docs/design.md §4.7)."""
 
 from __future__ import annotations
 

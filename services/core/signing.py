@@ -1,4 +1,4 @@
-"""Signed intents (DESIGN "Signed intents"): Ed25519 over a canonical encoding of PDLIs.
+"""Signed intents (docs/design.md §4.7): Ed25519 over a canonical encoding of PDLIs.
 
 The marker signs every PDLI it sends with its active key; the verifier holds public keys only
 and checks the signature before deciding. What is signed is our own byte encoding, defined

@@ -1,4 +1,4 @@
-"""Signing keys from files, inline material or generation (DESIGN "Signed intents").
+"""Signing keys from files, inline material or generation (docs/design.md §4.7).
 
 Private keys are PKCS#8 PEM or the base64 of the 32-byte seed; public keys are
 SubjectPublicKeyInfo PEM or the base64 of the 32 raw bytes. A key entry in a variable is

@@ -1,4 +1,4 @@
-"""The deleter pool (phase 2 of the two-phase deletion protocol, DESIGN §2).
+"""The deleter pool (phase 2 of the two-phase deletion protocol, docs/design.md §2).
 
 Workers consume the system topic and its retry topic on a Shared subscription, ask the
 verifier, delete from BookKeeper or the offload tier on DELETE, and settle every message

@@ -241,7 +241,8 @@ class Handler:
             )
             if verdict.skip_reason in _SETTLED_SKIPS:
                 return Settlement(Action.ACK)
-            # Not proof that nothing is left to delete: an operator must see it (DESIGN §2.3).
+            # Not proof that nothing is left to delete: an operator must see it
+            # (docs/design.md §2.3).
             # A reason this deleter does not know (a newer verifier's) is not settled either.
             unsettled = _UNSETTLED_SKIPS.get(verdict.skip_reason, ReasonCode.UNKNOWN)
             detail = verdict.reason or reason

@@ -1,4 +1,4 @@
-"""The deleter's Prometheus metrics (DESIGN §10 and PIP-186's list)."""
+"""The deleter's Prometheus metrics (docs/design.md §10 and PIP-186's list)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ class DeleteResult:
 
 
 class VerdictSource(Protocol):
-    """The verifier (DESIGN §4)."""
+    """The verifier (docs/design.md §4)."""
 
     async def verify(self, pdli: _pd.PendingDeleteLedgerInfo) -> _vf.VerifyResponse:
         """The verdict for one PDLI; `Unavailable` (or another `TombstoneError`) if unknown."""

@@ -1,4 +1,4 @@
-"""The marker: phase 1 of the two-phase deletion protocol (DESIGN §2).
+"""The marker: phase 1 of the two-phase deletion protocol (docs/design.md §2).
 
 `Marker.mark` records one PDLI per (ledger, tier) on the system topic, then unlinks the fully
 accepted ledgers from their owner znode with one compare-and-set.

@@ -9,7 +9,7 @@ import aiohttp
 import structlog
 
 from services.core.client import open_channel
-from services.core.grpc_server import ServiceRunner
+from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.peer_settings import PeerSettings, Published
 from services.core.service_main import check_reachable
 from services.marker._verifier import GrpcBelieveClient
@@ -186,6 +186,8 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         await board.join()  # refuses to start beside a peer whose settings would leak
         stack.push_async_callback(board.leave)
         runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
+        # Without its ZooKeeper session the marker can mark nothing: not ready meanwhile.
+        runner.add_background("readiness", lambda: follow_session(runner, "zookeeper", store))
         # A broker that refuses connections ends the start now, not after the client's timeout.
         await check_reachable(pulsar=config.pulsar)
         producer = await stack.enter_async_context(
@@ -221,7 +223,9 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
             signing_key_id=signer.key_id if signer is not None else None,
             follow=config.follow,
         )
-        await runner.start()
+        # Recorded before the start, so that a held marker never answers SERVING, not even
+        # for the moment between binding and its first health update.
         await runner.set_serving(watch.ready)
+        await runner.start()
         runner.add_background("health", lambda: follow_watch(watch, runner))
         await runner.run()

@@ -1,4 +1,4 @@
-"""Best-effort reports of unlinked ledgers to the verifier's believed set (DESIGN §4 step 3).
+"""Best-effort reports of unlinked ledgers to the verifier's believed set (docs/design.md §4.3).
 
 A report is an optimisation: the verifier skips its metadata-match check for believed PDLIs.
 So a failed or dropped report costs only that shortcut, and it never fails or delays a Mark

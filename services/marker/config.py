@@ -201,13 +201,13 @@ class MarkerConfig:
     pause_after_send: timedelta | None = None
     """Test only (TOMBSTONE_MARKER_TEST_PAUSE_AFTER_SEND)."""
     signer: IntentSigner | None = None
-    """Signs every PDLI sent (DESIGN "Signed intents"); None sends them unsigned."""
+    """Signs every PDLI sent (docs/design.md §4.7); None sends them unsigned."""
     offload_tier: bool = True
     """Send OFFLOAD_LEDGER intents; the verifier must then allow the buckets (checked at start)."""
     offload_defaults: OffloadDefaults = field(default_factory=OffloadDefaults)
     """The operator's offloader for contexts without driver metadata (Pulsar 2.1)."""
     follow: bool = False
-    """Run the follower (DESIGN §6b) beside the Marker API."""
+    """Run the follower (docs/design.md §6b) beside the Marker API."""
     follow_checkpoint_interval: timedelta = timedelta(seconds=60)
     """How often the active follower checkpoints its index."""
     shared_clusters: tuple[SharedCluster, ...] = ()

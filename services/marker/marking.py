@@ -1,4 +1,4 @@
-"""Phase 1 of the protocol (DESIGN §2): record intents, then unlink in one compare-and-set.
+"""Phase 1 of the protocol (docs/design.md §2): record intents, then unlink in one compare-and-set.
 
     read owner (version v) → classify ledgers → one PDLI per (ledger, tier), fence token v+1
     → publish all, await every receipt → unlink exactly the fully accepted ledgers with one

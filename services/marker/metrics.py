@@ -1,4 +1,4 @@
-"""The marker's Prometheus metrics (DESIGN §10: PDLIs sent by tier, plus the Mark call)."""
+"""The marker's Prometheus metrics (docs/design.md §10: PDLIs sent by tier, plus the Mark call)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The marker's reconciler path asks the other clusters that share our BookKeeper too.
 
-A reconciler request names ledgers its scan found unreferenced by our owner (DESIGN §7). Our
+A reconciler request names ledgers its scan found unreferenced by our owner (docs/design.md §7). Our
 owner's absence or silence proves nothing about a ledger of a neighbour cluster
-(`TOMBSTONE_SHARED_CLUSTERS`; DESIGN §3, S2), so before any PDLI is sent the same owner is
+(`TOMBSTONE_SHARED_CLUSTERS`; docs/design.md §3, S2), so before any PDLI is sent the same owner is
 read in each declared neighbour's metadata store: a ledger it references is refused as
 STILL_REFERENCED, and every ledger of an owner that exists there but not here is refused as
 OWNED_ELSEWHERE. The verifier checks the same again at deletion time; refusing here keeps such

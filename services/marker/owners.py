@@ -1,6 +1,6 @@
 """Reference owners: which znode holds a ledger's reference, and how to unlink from it.
 
-Three owners (DESIGN §2, formats reference §5–§6):
+Three owners (docs/design.md §2, formats reference §5–§6):
 - MANAGED_LEDGER: `/managed-ledgers/<ml>`, the `ledgerInfo` list (with offload contexts);
 - MANAGED_CURSOR: `/managed-ledgers/<ml>/<cursor>`, its `cursorsLedgerId`; unlinking writes
   the cursor info with the replacement id the request names (-1 by default);
@@ -178,7 +178,7 @@ class EncodingOptions:
 
 def tiers_of(info: _ml.ManagedLedgerInfo.LedgerInfo) -> LedgerRef:
     """LEDGER unless BookKeeper's copy is already deleted; OFFLOAD_LEDGER whenever the offload
-    context carries a uuid, complete or not (DESIGN §2)."""
+    context carries a uuid, complete or not (docs/design.md §2)."""
     if not info.HasField("offloadContext"):
         return LedgerRef(info.ledgerId)
     ctx = info.offloadContext

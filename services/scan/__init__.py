@@ -1,1 +1,1 @@
-"""The PySpark reconciler: finds orphaned ledgers and offloaded objects (DESIGN.md §7)."""
+"""The PySpark reconciler: finds orphaned ledgers and offloaded objects (docs/design.md §7)."""

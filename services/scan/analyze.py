@@ -11,7 +11,7 @@ Kinds of a ledger finding:
 - `unknown_ownership`: no Pulsar custom metadata, or a component this code does not know.
 - `in_use_open`: OPEN or IN_RECOVERY, unreferenced, its owner (topic, schema) still exists,
   and inside the age window: a rollover or cursor switch may be about to reference it. Older
-  than the window it is an orphan like any other (the OPEN rule, DESIGN §4: Pulsar deletes
+  than the window it is an orphan like any other (the OPEN rule, docs/design.md §4: Pulsar deletes
   old cursor ledgers without closing them, so an unlinked ledger is often OPEN).
 - `reference_unknown`: a compacted ledger of a topic whose `__compaction` cursor is active
   and whose live CompactedTopicLedger (in the cursor ledger) was not read.

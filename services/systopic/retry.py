@@ -1,4 +1,4 @@
-"""Retries of PDLIs through the retry topic (DESIGN §5).
+"""Retries of PDLIs through the retry topic (docs/design.md §5).
 
 The Python client has no `reconsumeLater`: a retry is a copy of the PDLI published to the
 retry topic, carrying the attempt number in a property and its earliest next attempt in the

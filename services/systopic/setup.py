@@ -3,8 +3,9 @@
 On Pulsar, entries that no durable subscription holds and no retention policy keeps may be
 trimmed at any moment, and `brokerDeleteInactiveTopicsEnabled` (on by default) may delete a
 topic with no subscription. An intent published then is lost for a subscription created
-later, and its ledger is already unlinked: an orphan with no record (DESIGN L1). So, for the
-system, retry and dead-letter topics, through the admin API's `PersistentTopics` resource:
+later, and its ledger is already unlinked: an orphan with no record (docs/design.md §3, L1).
+So, for the system, retry and dead-letter topics, through the admin API's `PersistentTopics`
+resource:
 
 1. the partitioned topic, with `TOMBSTONE_PULSAR_TOPIC_PARTITIONS` partitions
    (`createPartitionedTopic`); an existing topic with another count is an error naming both

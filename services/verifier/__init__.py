@@ -1,4 +1,4 @@
-"""The verifier: the safety check before every hard delete (DESIGN §4).
+"""The verifier: the safety check before every hard delete (docs/design.md §4).
 
 `DecisionEngine.verify(pdli)` answers DELETE (with evidence), SKIP (IN_USE, MISMATCH,
 NOT_FOUND, INVALID) or RETRY; `BelievedSet` holds the marker's believed identities durably in

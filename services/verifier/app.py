@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.adaptive import AdaptiveLimiter
-from services.core.grpc_server import ServiceRunner
+from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.peer_settings import PeerSettings, Published
 from services.core.s3_client import s3_signal
 from services.metadata.connect import at, connect_store
@@ -184,6 +184,8 @@ async def open_verifier(
             configuration=configuration,
         )
         runner.add_background("ledgers_layout", layout.run)
+        # Without its ZooKeeper session every verdict would be RETRY: not ready meanwhile.
+        runner.add_background("readiness", lambda: follow_session(runner, "zookeeper", store))
         servicer = VerifierServicer(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )

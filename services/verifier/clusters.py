@@ -1,4 +1,4 @@
-"""Whose owner? (DESIGN §3 S2, §4 step 2): other Pulsar clusters that share our BookKeeper.
+"""Whose owner? (docs/design.md §3 S2, §4.2): other Pulsar clusters that share our BookKeeper.
 
 Several clusters can share one ledgers root (`initialize-cluster-metadata
 --existing-bk-metadata-service-uri`, Pulsar >= 2.6), each with its own metadata store. Ledger

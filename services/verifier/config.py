@@ -217,7 +217,7 @@ class VerifierConfig:
     shadow_scan_interval: timedelta = timedelta(minutes=5)
     """Rebuild period of the shadow-topic index; zero turns shadow checks off."""
     trusted_keys: TrustedKeys = field(default_factory=TrustedKeys)
-    """Public keys of the markers (DESIGN "Signed intents"); the verifier holds no private key."""
+    """Public keys of the markers (docs/design.md §4.7); the verifier holds no private key."""
     require_signed: bool = False
     """Unsigned or untrusted-key PDLIs are SKIP FORGED. A bad signature always is."""
     zookeeper_concurrency: LimitSettings = field(

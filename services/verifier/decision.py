@@ -1,4 +1,4 @@
-"""The verifier's decision (DESIGN §4), step by step. No gRPC here: PDLI in, `Verdict` out.
+"""The verifier's decision (docs/design.md §4), step by step. No gRPC here: PDLI in, `Verdict` out.
 
 1. INVALID if the PDLI is malformed (`validation.parse_target`).
 2. In use? The owner (ML list, cursor znode or schema locator) still references the ledger:

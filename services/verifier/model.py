@@ -69,7 +69,7 @@ class Target:
     believed_key: int = 0
     """Identity of this (ledger, tier, owner) in the believed set (see `believed.identity_key`)."""
     signed: bool = False
-    """A valid signature of a trusted marker key covers this PDLI (DESIGN "Signed intents")."""
+    """A valid signature of a trusted marker key covers this PDLI (docs/design.md §4.7)."""
 
 
 class Decision(enum.Enum):

@@ -1,4 +1,4 @@
-"""The OPEN rule (DESIGN §4.4): when an OPEN or IN_RECOVERY ledger may still be deleted.
+"""The OPEN rule (docs/design.md §4.4): when an OPEN or IN_RECOVERY ledger may still be deleted.
 
 BookKeeper's state says nothing about use: Pulsar deletes old cursor ledgers without closing
 them (`ManagedCursorImpl.switchToNewLedger` persists the new `cursorsLedgerId`, then

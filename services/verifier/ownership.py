@@ -1,4 +1,4 @@
-"""Proof of ownership for artifacts that carry no owner metadata (DESIGN §4.4).
+"""Proof of ownership for artifacts that carry no owner metadata (docs/design.md §4.4).
 
 Ledgers created before Pulsar 2.2 have no custom metadata, and objects offloaded before 2.10
 carry no `managedledgername`: the artifact alone cannot show whose it is, so the metadata

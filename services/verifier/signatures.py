@@ -1,4 +1,4 @@
-"""The signature check of a PDLI, before any decision (DESIGN "Signed intents").
+"""The signature check of a PDLI, before any decision (docs/design.md §4.7).
 
 - A valid signature of a trusted key: the target is marked `signed` (a proof of who issued
   the intent, which `ownership.py` may rely on).

@@ -275,13 +275,12 @@ def test_broker_uses_zookeeper_and_offloads_to_minio() -> None:
 
 @pytest.mark.parametrize("service", TOMBSTONE_SERVICES)
 def test_healthcheck_asks_the_service_grpc_health(service: str) -> None:
-    """A Tombstone container is healthy when `tombstone health` gets SERVING from its own
-    gRPC port."""
+    """A Tombstone container is healthy when `tombstone health --readiness` gets SERVING from
+    its own gRPC port: a service paused on an outage is not healthy for what depends on it."""
     spec = compose()["services"][service]
     port = service_environment(service, env_example())["TOMBSTONE_GRPC_PORT"]
-    assert ["CMD", "tombstone", "health", "--address", f"127.0.0.1:{port}"] == spec["healthcheck"][
-        "test"
-    ]
+    expected = ["CMD", "tombstone", "health", "--readiness", "--address", f"127.0.0.1:{port}"]
+    assert expected == spec["healthcheck"]["test"]
 
 
 def test_prometheus_scrapes_each_service_metrics_port() -> None:

@@ -12,9 +12,10 @@ from services.healthcheck import check_health
 from tests.compose.stack_files import ROOT
 
 
-async def _cli(address: str) -> tuple[int, str]:
+async def _cli(address: str, *flags: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli", "health", "--address", address, "--timeout", "2",
+        *flags,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     out, _ = await asyncio.wait_for(process.communicate(), 60)
@@ -49,3 +50,19 @@ async def test_nothing_listening_is_unhealthy() -> None:
     """A refused connection exits 1 and says it was unreachable."""
     code, out = await _cli(f"127.0.0.1:{free_port('127.0.0.1')}")
     assert (code, "UNREACHABLE" in out) == (1, True)
+
+
+async def test_a_paused_service_is_alive_but_not_ready() -> None:
+    """While a service is paused on an outage, `--readiness` (and no flag) exit 1 and
+    `--liveness` exits 0: a liveness probe does not restart it."""
+    runner = ServiceRunner(
+        name="probe", grpc=GrpcServerConfig(port=0), method_roles={}, handle_signals=False
+    )
+    async with runner:
+        port = await runner.start()
+        await runner.set_serving(False)
+        address = f"127.0.0.1:{port}"
+        answers = [(await _cli(address, *flags))[0] for flags in ((), ("--readiness",))]
+        live, out = await _cli(address, "--liveness")
+        await runner.shutdown()
+    assert (answers, live, out.strip()) == ([1, 1], 0, f"{address}: SERVING")

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from services.core.config import GrpcServerConfig
 from services.core.grpc_server import ServiceRunner
 from services.deleter.metrics import DeleterMetrics
+from services.marker.follower.metrics import FollowerMetrics
 from services.marker.metrics import MarkerMetrics
 from services.verifier.metrics import VerifierMetrics
 from tests.compose.stack_files import COMPOSE_FILE, PROMETHEUS, ROOT
@@ -72,6 +73,7 @@ def exported_names() -> set[str]:
     registry_names: set[str] = set()
     for service, attach in (
         ("marker", MarkerMetrics),
+        ("marker", FollowerMetrics),  # a marker run with --follow
         ("verifier", VerifierMetrics),
         ("deleter", DeleterMetrics),
     ):

@@ -10,6 +10,8 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from services.core.config import GrpcServerConfig
+from services.core.grpc_server import LIVENESS, READINESS, ServiceRunner
 from tests.core.conftest import Running, grpc_config, start_service
 from tests.core.fake_verifier import CRASH_LEDGER, SERVICE, verify_request
 from tombstone.v1 import verifier_pb2 as _pb
@@ -25,13 +27,14 @@ async def test_serves_a_call(service: Running) -> None:
 
 
 async def test_health_is_serving_for_the_service_and_the_server(service: Running) -> None:
-    """Once started, both the named service and the whole server ("") are SERVING."""
+    """Once started, the named service, the whole server (""), readiness and liveness are all
+    SERVING."""
     health = health_pb2_grpc.HealthStub(service.channel)
     statuses = [
         (await health.Check(health_pb2.HealthCheckRequest(service=name))).status
-        for name in ("", SERVICE)
+        for name in ("", SERVICE, READINESS, LIVENESS)
     ]
-    assert statuses == [SERVING, SERVING]
+    assert statuses == [SERVING] * 4
 
 
 async def test_health_turns_not_serving_on_shutdown() -> None:
@@ -49,20 +52,21 @@ async def test_health_turns_not_serving_on_shutdown() -> None:
 
 
 async def test_set_serving_reports_a_paused_service(service: Running) -> None:
-    """A service that paused its work reports NOT_SERVING for itself and the server, then
-    SERVING again once it resumes."""
+    """A service that paused its work reports NOT_SERVING for itself, the server and
+    readiness, then SERVING again once it resumes; liveness stays SERVING throughout (a
+    restart would not bring the dependency back)."""
     health = health_pb2_grpc.HealthStub(service.channel)
 
     async def statuses() -> list[int]:
         return [
             (await health.Check(health_pb2.HealthCheckRequest(service=name))).status
-            for name in ("", SERVICE)
+            for name in ("", SERVICE, READINESS, LIVENESS)
         ]
 
     await service.runner.set_serving(False)
     paused = await statuses()
     await service.runner.set_serving(True)
-    assert (paused, await statuses()) == ([NOT_SERVING] * 2, [SERVING] * 2)
+    assert (paused, await statuses()) == ([NOT_SERVING] * 3 + [SERVING], [SERVING] * 4)
 
 
 async def test_reflection_lists_the_service(service: Running) -> None:
@@ -95,3 +99,30 @@ async def test_shutdown_is_idempotent(service: Running) -> None:
     await asyncio.gather(service.runner.shutdown(), service.runner.shutdown())
     await service.runner.shutdown()
     assert service.runner.stopping.is_set()
+
+
+async def test_readiness_needs_every_condition() -> None:
+    """A condition recorded before the start holds readiness back from the first answer;
+    readiness is SERVING only once every condition holds, and liveness throughout."""
+    runner = ServiceRunner(
+        name="probe", grpc=GrpcServerConfig(port=0), method_roles={}, handle_signals=False
+    )
+    async with runner:
+        await runner.set_ready("zookeeper", False)
+        port = await runner.start()
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+
+            async def statuses() -> tuple[int, int]:
+                ready = await health.Check(health_pb2.HealthCheckRequest(service=READINESS))
+                live = await health.Check(health_pb2.HealthCheckRequest(service=LIVENESS))
+                return ready.status, live.status
+
+            seen = [await statuses()]
+            await runner.set_serving(False)
+            await runner.set_ready("zookeeper", True)
+            seen.append(await statuses())
+            await runner.set_serving(True)
+            seen.append(await statuses())
+        await runner.shutdown()
+    assert seen == [(NOT_SERVING, SERVING), (NOT_SERVING, SERVING), (SERVING, SERVING)]

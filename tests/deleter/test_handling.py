@@ -1,4 +1,4 @@
-"""Every branch of one message's life ends in exactly one settlement (DESIGN §5, §11)."""
+"""Every branch of one message's life ends in exactly one settlement (docs/design.md §5, §11)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ async def test_unsettled_skips_are_dead_lettered_with_their_reason(
     reason: _vf.SkipReason.ValueType,
     code: str,
 ) -> None:
-    """A SKIP that proves nothing gone is never acknowledged and left behind (DESIGN §2.3):
+    """A SKIP that proves nothing gone is never acknowledged and left behind (docs/design.md §2.3):
     it goes to the dead-letter topic with its reason code, and nothing is deleted."""
     verifier.answer = lambda p: skip(reason)
     message = incoming(pdli(7))

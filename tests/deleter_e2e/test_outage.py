@@ -24,6 +24,7 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
+from services.core.grpc_server import LIVENESS
 from tests.deleter.stack import mark_trims, running_marker, running_verifier
 from tests.deleter_e2e.checks import assert_all_gone, assert_safe
 from tests.deleter_e2e.process import DeleterProcess, deleter_env
@@ -47,9 +48,11 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 @dataclass
 class HealthLog:
-    """The deleter's gRPC health, polled: (wall time, status) at each change."""
+    """The deleter's gRPC health, polled: (wall time, status) at each change of readiness
+    (service "") and, apart, of liveness."""
 
     changes: list[tuple[float, int]] = field(default_factory=list)
+    liveness: list[tuple[float, int]] = field(default_factory=list)
 
     def first(self, status: int, after: float = 0.0) -> float | None:
         return next((t for t, s in self.changes if s == status and t >= after), None)
@@ -62,16 +65,18 @@ async def watched_health(address: str) -> AsyncIterator[HealthLog]:
     async def poll() -> None:
         async with grpc.aio.insecure_channel(address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
-            last = None
+            last: dict[str, int] = {}
+            logs = {"": log.changes, LIVENESS: log.liveness}
             while True:
-                try:
-                    reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
-                    status = reply.status
-                except grpc.aio.AioRpcError:
-                    status = -1
-                if status != last:
-                    log.changes.append((time.time(), status))
-                    last = status
+                for service, changes in logs.items():
+                    try:
+                        request = health_pb2.HealthCheckRequest(service=service)
+                        status = (await stub.Check(request, timeout=2)).status
+                    except grpc.aio.AioRpcError:
+                        status = -1
+                    if status != last.get(service):
+                        changes.append((time.time(), status))
+                        last[service] = status
                 await asyncio.sleep(0.2)
 
     task = asyncio.create_task(poll())
@@ -159,6 +164,8 @@ async def run_outage(
         f"retried {retried}, pauses {len(paused)}"
     )
     assert paused_during is not None, health.changes  # NOT_SERVING during the outage
+    # Readiness failed, liveness never did: a liveness probe would not have restarted it.
+    assert [status for _, status in health.liveness] == [SERVING], health.liveness
     assert (dead_letters, released) == (0, 0)
     assert len(deleted) > 0
     return timeline
@@ -172,8 +179,9 @@ async def test_zookeeper_outage_longer_than_the_retry_budget_loses_nothing(
     tmp_path: Path,
 ) -> None:
     """ZooKeeper stopped for ~3x the retry budget while every PDLI falls due: the deleter
-    pauses (health NOT_SERVING), nothing is retried to death or released, and once ZooKeeper
-    is back every marked ledger is deleted with zero dead letters, nothing listed touched."""
+    pauses (readiness NOT_SERVING, liveness SERVING throughout), nothing is retried to death
+    or released, and once ZooKeeper is back every marked ledger is deleted with zero dead
+    letters, nothing listed touched."""
     _, _, verifier = cluster
 
     async def stop() -> None:

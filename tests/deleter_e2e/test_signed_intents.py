@@ -1,4 +1,4 @@
-"""Signed intents end to end (DESIGN "Signed intents"): the real ZooKeeper, moto S3, the
+"""Signed intents end to end (docs/design.md §4.7): the real ZooKeeper, moto S3, the
 devstack broker reached by the real pulsar-client, the verifier requiring signatures, and
 the deleter. A forged PDLI deletes nothing and ends in the DLQ as `forged`; the marker's
 own signed PDLI for the same ledger deletes it."""

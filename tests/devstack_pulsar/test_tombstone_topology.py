@@ -1,4 +1,5 @@
-"""The topics Tombstone uses (DESIGN §5): a partitioned system topic, a retry and a DLQ topic."""
+"""The topics Tombstone uses (docs/design.md §5): a partitioned system topic, a retry and a DLQ
+topic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The marker signs every PDLI it sends, on every path (DESIGN "Signed intents")."""
+"""The marker signs every PDLI it sends, on every path (docs/design.md §4.7)."""
 
 from __future__ import annotations
 

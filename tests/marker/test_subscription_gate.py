@@ -136,7 +136,8 @@ async def test_a_dropped_subscription_stops_publishing_again(
     zk: ZooKeeperServer, broker: PulsarBrokerProcess, tmp_path: Path
 ) -> None:
     """An operator drops the subscription on one partition: within the check interval the
-    marker is NOT_SERVING and refuses to mark; setup brings it back."""
+    marker is NOT_SERVING (readiness; liveness stays SERVING) and refuses to mark; setup
+    brings it back."""
     env = _env(zk, broker, tmp_path)
     code, out = await run_cli("setup", env=env)
     assert code == 0, out
@@ -148,6 +149,13 @@ async def test_a_dropped_subscription_stops_publishing_again(
         held = await marker.wait_for("publishing_held")
         assert f"{TOPIC}-partition-1" in held["reason"]
         await _until_health(channel, NOT_SERVING)
+        # Held, not broken: readiness fails, liveness passes (a restart would not help).
+        address = f"127.0.0.1:{ready['port']}"
+        probes = [
+            (await run_cli("health", "--address", address, flag, env=env))[0]
+            for flag in ("--readiness", "--liveness")
+        ]
+        assert probes == [1, 0]
         code, out = await run_cli("setup", "--check", env=env)
         assert code == 1
         assert f"missing: subscription tombstone-deleter on {TOPIC} (partitions 1 of 4)" in out

@@ -1,4 +1,5 @@
-"""The decision table (DESIGN §4): component × tier × situation → verdict, on real ZK and S3."""
+"""The decision table (docs/design.md §4): component × tier × situation → verdict, on real ZK
+and S3."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ CASES = [
     # unlinked it (ownership.proves_unlink); an unsigned one is dead-lettered.
     case("ml/metadata-missing", [lambda w: w.ledger(1, {}), lambda w: w.ml([2])], pdli(1),
          SKIP, MISMATCH, "no_owner_proof"),
-    # OPEN only matters for a ledger that may be about to be referenced (DESIGN §4.4): a
+    # OPEN only matters for a ledger that may be about to be referenced (docs/design.md §4.4): a
     # rollover ledger is created before the ML's CAS lists it (ManagedLedgerImpl.createLedger
     # then updateLedgersListAfterRollover), so an unlisted OPEN ledger newer than the list is
     # RETRY, never an acknowledged SKIP; one below the lowest listed id is not in creation.
@@ -247,7 +248,7 @@ CASES = [
 @pytest.mark.parametrize("batch", [False, True], ids=["verify", "verify_batch"])
 @pytest.mark.parametrize("c", CASES)
 async def test_decision_table(c: Case, batch: bool, world: World, parts: Any) -> None:
-    """Each situation gets exactly the verdict and reason DESIGN §4 prescribes, alone or
+    """Each situation gets exactly the verdict and reason docs/design.md §4 prescribes, alone or
     inside a batch (its ledger prefetched with the other PDLIs' by one multiRead)."""
     for step in c.steps:
         await step(world)

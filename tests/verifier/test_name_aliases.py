@@ -1,4 +1,4 @@
-"""No alias of a live owner's name is ever deleted (DESIGN §4.6), property-based.
+"""No alias of a live owner's name is ever deleted (docs/design.md §4.6), property-based.
 
 Hypothesis generates live owners -- tenants, namespaces, V1 clusters, unicode local topic
 names (percent-encoded in the ML name as `Codec.encode` does), subscriptions and schema ids --

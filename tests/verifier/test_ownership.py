@@ -1,4 +1,4 @@
-"""The proof of ownership for artifacts without owner metadata (DESIGN §4.4)."""
+"""The proof of ownership for artifacts without owner metadata (docs/design.md §4.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The signature check before the decision (DESIGN "Signed intents"), on the real ZooKeeper."""
+"""The signature check before the decision (docs/design.md §4.7), on the real ZooKeeper."""
 
 from __future__ import annotations
 

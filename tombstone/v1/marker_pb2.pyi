@@ -36,7 +36,7 @@ class _WriteModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WriteMode.V
     """
 
 class WriteMode(_WriteMode, metaclass=_WriteModeEnumTypeWrapper):
-    """Who writes the owner znode (DESIGN §6)."""
+    """Who writes the owner znode (docs/design.md §6)."""
 
 WRITE_MODE_UNSPECIFIED: WriteMode.ValueType  # 0
 """Same as MARKER_WRITES."""

@@ -214,7 +214,7 @@ class PendingDeleteLedgerInfo(_message.Message):
     request_id: _builtins.str
     """The Mark call that produced this PDLI, for tracing."""
     signing_key_id: _builtins.str
-    """Signed intents (DESIGN "Signed intents"): the id of the marker key that
+    """Signed intents (docs/design.md §4.7): the id of the marker key that
     signed this PDLI, and the Ed25519 signature over its signed fields
     (everything but not_before_ms and these two). Empty when unsigned.
     """
