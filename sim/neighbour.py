@@ -22,7 +22,7 @@ stay: our services must never delete any ledger of theirs, referenced or not.
 Whether our verifier is told of `east` (`TOMBSTONE_SHARED_CLUSTERS`) is drawn per seed. When
 it is not, nothing tells a forged PDLI naming our cluster and an owner of `east` in
 `public/default` from one of ours (same namespace, a topic name we might have): that sharing
-is the operator's error DESIGN §4 leaves to the declaration, so the intruder names such an
+is the operator's error docs/design.md §4 leaves to the declaration, so the intruder names such an
 owner only with `east`'s cluster name, which the verifier refuses whatever the owner.
 """
 

@@ -1,4 +1,5 @@
-"""Whose owner? Ledgers of another Pulsar cluster sharing our ledgers root (DESIGN §3 S2, §4).
+"""Whose owner? Ledgers of another Pulsar cluster sharing our ledgers root
+(docs/design.md §3 S2, §4).
 
 A geo-replicated namespace has the same topic names in each cluster, so the neighbour's
 ledgers carry custom metadata naming our owner exactly, and the PDLI's `source` is whatever
