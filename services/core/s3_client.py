@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiobotocore.config import AioConfig
@@ -21,8 +20,8 @@ from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.adaptive import Signal
-from services.core.config import S3Config, canonical_endpoint, check_region
-from services.metadata.offload import offload_location
+from services.core.config import S3Config
+from services.core.s3_locations import S3Location, TooManyLocations
 
 THROTTLE_CODES = frozenset(
     {
@@ -40,68 +39,6 @@ THROTTLE_CODES = frozenset(
 DEFAULT_MAX_LOCATIONS = 16
 """Clients one service keeps open at once: each holds a connection pool, and the locations
 are few (allowed endpoints times the regions the records name)."""
-
-
-@dataclass(frozen=True)
-class S3Location:
-    """Where requests for one offload record go: a canonical endpoint (None: AWS, where the
-    region picks the host) and the region requests are signed for."""
-
-    endpoint: str | None
-    region: str
-
-    def describe(self) -> str:
-        return f"{self.endpoint or 'AWS'} ({self.region})"
-
-
-class LocationRefused(ValueError):
-    """An offload record names a location this service may not use (its `reason` says why:
-    the endpoint is not allowed, or the endpoint or region is not well-formed)."""
-
-
-def default_location(config: S3Config) -> S3Location:
-    """The configured endpoint and region: where records naming none of their own live."""
-    return S3Location(config.default_endpoint, config.region)
-
-
-def resolve_location(
-    endpoint: str | None,
-    region: str | None,
-    *,
-    default: S3Location,
-    allowed_endpoints: frozenset[str],
-) -> S3Location:
-    """The location a record's endpoint and region (either may be empty) name, or
-    `LocationRefused`. An empty endpoint is the configured one; an empty region, the configured
-    region. A named endpoint must be on the allow-list once canonical: the credentials are
-    the configured ones, and they go to no host the operator did not name."""
-    where = default.endpoint
-    if endpoint:
-        try:
-            where = canonical_endpoint(endpoint)
-        except ValueError as exc:
-            raise LocationRefused(f"endpoint {endpoint!r}: {exc}") from exc
-        if where != default.endpoint and where not in allowed_endpoints:
-            raise LocationRefused(f"endpoint {where!r} is not allowed")
-    try:
-        signed_for = check_region(region) if region else default.region
-    except ValueError as exc:
-        raise LocationRefused(f"region: {exc}") from exc
-    return S3Location(where, signed_for)
-
-
-def record_location(
-    driver_metadata: Mapping[str, str],
-    *,
-    default: S3Location,
-    allowed_endpoints: frozenset[str],
-) -> S3Location:
-    """`resolve_location` for an offload record's driver metadata (`serviceEndpoint`, or the
-    pre-2.7 `endpoint`, and `region`); empty metadata (Pulsar 2.1) is the configured location."""
-    found = offload_location(driver_metadata)
-    return resolve_location(
-        found.endpoint, found.region, default=default, allowed_endpoints=allowed_endpoints
-    )
 
 
 def _client_config(timeout: float) -> AioConfig:
@@ -133,7 +70,7 @@ async def open_s3_client(
 class S3Clients:
     """One aiobotocore client per `S3Location`, opened on first use and closed by `aclose`.
 
-    Bounded: a location beyond `max_locations` is refused (`LocationRefused`) rather than
+    Bounded: a location beyond `max_locations` is refused (`TooManyLocations`) rather than
     evicting a client other requests may be using; the allow-list of endpoints keeps the
     real number small, so reaching the bound means records name regions nobody planned for.
     """
@@ -165,7 +102,7 @@ class S3Clients:
             found = self._clients.get(location)
             if found is None:
                 if len(self._clients) >= self._max:
-                    raise LocationRefused(
+                    raise TooManyLocations(
                         f"{location.describe()}: already {self._max} S3 locations in use"
                     )
                 found = await self._stack.enter_async_context(

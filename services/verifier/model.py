@@ -111,6 +111,10 @@ class OffloadEvidence:
     filesystem_path: str = ""
     size_bytes: int | None = None
     """Total size of the objects found; None when any size is unknown (or a filesystem copy)."""
+    endpoint: str = ""
+    """Canonical endpoint the objects were found at; empty: AWS (or a filesystem copy)."""
+    region: str = ""
+    """Region the objects were found in; empty for a filesystem copy."""
 
 
 @dataclass(frozen=True, slots=True)
