@@ -35,7 +35,6 @@ from services.core.config import (
     ZooKeeperConfig,
 )
 from services.core.errors import ConfigError, InvalidArgument
-from services.core.s3_locations import default_location
 from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
 from services.core.signing import TrustedKeys
 from services.core.signing_keys import parse_trusted_keys
@@ -295,8 +294,6 @@ class VerifierConfig:
                 allowed_filesystem_bases=frozenset(FS_ALLOWED.read(environ)),
                 filesystem_base=FS_BASE.read(environ),
                 cluster_name=cluster,
-                default_location=default_location(s3),
-                allowed_endpoints=s3.allowed_endpoints,
             ),
             owner_cache_size=CACHE_SIZE.read(environ),
             max_batch=MAX_BATCH.read(environ),

@@ -85,7 +85,8 @@ class OffloadPolicy:
     cluster_name: str | None = None
     """This Pulsar cluster's name; objects naming another cluster are MISMATCH."""
     default_location: S3Location = UNCONFIGURED
-    """The configured endpoint and region: where records naming none of their own live."""
+    """The configured endpoint and region: where records naming none of their own live.
+    The service sets both from its `S3Config` (`app.located`)."""
     allowed_endpoints: frozenset[str] = frozenset()
     """Canonical endpoints a record may name besides the configured one."""
 
