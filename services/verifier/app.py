@@ -147,6 +147,7 @@ def published_settings(config: VerifierConfig) -> Published:
         instance=f"verifier-{socket.gethostname()}-{os.getpid()}",
         default_bucket=config.offload.default_bucket,
         allowed_buckets=tuple(sorted(config.offload.allowed_buckets)),
+        allowed_endpoints=tuple(sorted(config.s3.allowed_endpoints)),
         cluster=config.cluster_name,
     )
 

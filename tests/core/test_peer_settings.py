@@ -92,6 +92,32 @@ def test_leaking_combinations_are_named(mine: Published, peer: Published, says: 
     assert [problem] == conflicts(peer, [mine])
 
 
+WEST, EAST = "http://s3.west.example:9000", "https://s3.east.example"
+
+
+def test_a_verifier_allowing_an_endpoint_the_deleter_does_not_is_named() -> None:
+    """The verifier approves deletes at an endpoint where the deleter may not delete: every
+    DELETE there would be dead-lettered. Named from either side, with the deleter's settings."""
+    verifier = Published(
+        "verifier", "v2", allowed_buckets=("offload",), allowed_endpoints=(EAST, WEST)
+    )
+    deleter = Published("deleter", "d2", allowed_buckets=("offload",), allowed_endpoints=(WEST,))
+    [problem] = conflicts(verifier, [deleter])
+    assert EAST in problem and "TOMBSTONE_S3_ALLOWED_ENDPOINTS" in problem
+    assert conflicts(deleter, [verifier]) == [problem]
+
+
+def test_a_deleter_allowing_more_endpoints_or_a_peer_predating_them_is_consistent() -> None:
+    """More endpoints at the deleter leak nothing; a peer publishing none cannot be compared."""
+    verifier = Published("verifier", "v2", allowed_buckets=("offload",), allowed_endpoints=(WEST,))
+    deleter = Published(
+        "deleter", "d2", allowed_buckets=("offload",), allowed_endpoints=(EAST, WEST)
+    )
+    assert conflicts(verifier, [deleter]) == []
+    assert conflicts(verifier, [DELETER]) == []
+    assert Published.decode(verifier.encode()) == verifier
+
+
 def test_a_marker_without_the_offload_tier_needs_no_bucket() -> None:
     """TOMBSTONE_MARKER_OFFLOAD_TIER=false beside a verifier without buckets is consistent."""
     marker = Published("marker", "m2", offload_tier=False, retry_window_s=60.0)
