@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -45,19 +45,10 @@ from tombstone.v1 import verifier_pb2 as _vf
 EAST_REGION = "eu-west-1"
 
 
-@pytest.fixture(scope="module")
-def east_server() -> Iterator[S3Server]:
-    """A second moto server: another endpoint, whose bucket is in another region."""
-    with S3Server() as server:
-        yield server
-
-
 @pytest.fixture
-def east(east_server: S3Server) -> S3Server:
-    if not east_server.running:
-        east_server.start()
-    east_server.reset()
-    return east_server
+def east(s3_2: S3Server) -> S3Server:
+    """The second moto server: another endpoint, whose bucket is in another region."""
+    return s3_2
 
 
 def jcloud_driver_metadata(endpoint: str, region: str) -> dict[str, str]:
