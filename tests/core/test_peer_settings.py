@@ -103,7 +103,8 @@ def test_a_verifier_allowing_an_endpoint_the_deleter_does_not_is_named() -> None
     )
     deleter = Published("deleter", "d2", allowed_buckets=("offload",), allowed_endpoints=(WEST,))
     [problem] = conflicts(verifier, [deleter])
-    assert EAST in problem and "TOMBSTONE_S3_ALLOWED_ENDPOINTS" in problem
+    assert EAST in problem
+    assert "TOMBSTONE_S3_ALLOWED_ENDPOINTS" in problem
     assert conflicts(deleter, [verifier]) == [problem]
 
 
