@@ -158,12 +158,21 @@ class OffloadInspector:
             return _mismatch(f"endpoint {e.endpoint!r} is not allowed", [diff])
         except LocationRefused as e:
             return skip(SkipReason.INVALID, "bad_location", f"offload location: {e}")
+        # The evidence names only what the record names: a record naming no endpoint (or
+        # region) is at each service's configured one, and a deleter may reach the same store
+        # by another address (its own proxy or private endpoint) than the verifier.
+        named = offload_location(properties)
+        said = (
+            (location.endpoint or "") if named.endpoint else "",
+            location.region if named.region else "",
+        )
         return await self._objects_at(
             target,
             owner,
             driver,
             bucket,
             location,
+            said,
             believed=believed,
             min_age_ms=min_age_ms,
             now_ms=now_ms,
@@ -176,12 +185,15 @@ class OffloadInspector:
         driver: str,
         bucket: str,
         location: S3Location,
+        said: tuple[str, str],
         *,
         believed: bool,
         min_age_ms: int | None,
         now_ms: int,
     ) -> Verdict:
-        """The verdict on the objects of `target` in `bucket` at `location` (allowed)."""
+        """The verdict on the objects of `target` in `bucket` at `location` (allowed);
+        `said` is the (endpoint, region) the evidence names, empty where the record names
+        none."""
         assert target.offload is not None
         keys = (
             data_object_key(target.offload.uuid, target.ledger_id),
@@ -216,8 +228,8 @@ class OffloadInspector:
             bucket=bucket,
             keys=keys,
             size_bytes=size,
-            endpoint=location.endpoint or "",
-            region=location.region,
+            endpoint=said[0],
+            region=said[1],
         )
         return delete(
             "offload_objects",

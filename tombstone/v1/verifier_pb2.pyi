@@ -155,9 +155,9 @@ class OffloadEvidence(_message.Message):
     set only when every one's size is known; unset for the filesystem offloader.
     """
     endpoint: _builtins.str
-    """Where the verifier found the objects (the offload record's own location): the
-    canonical endpoint (scheme://host[:port]) and the region. Empty endpoint: the
-    configured one (or AWS); empty region: the configured one (verifiers before them).
+    """The location the offload record names, where the verifier found the objects: the
+    canonical endpoint (scheme://host[:port]) and the region. Empty where the record
+    names none (and from verifiers before these fields): each service's configured one.
     """
     region: _builtins.str
     @_builtins.property
