@@ -47,6 +47,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
 from services.core.logging import configure_logging
 from services.core.metrics import Metrics
+from services.core.s3_locations import S3Location
 from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata import (
     BookKeeperLedgers,
@@ -101,10 +102,20 @@ def ledger(ledger_id: int, topic: int) -> LedgerMetadata:
 class _NoObjects:
     """The benchmark decides BookKeeper PDLIs only: no HEAD is ever made."""
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
         raise AssertionError("no object store in this benchmark")
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         raise AssertionError("no object store in this benchmark")
 
 

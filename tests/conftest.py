@@ -74,6 +74,22 @@ def s3(s3_server: S3Server) -> S3Server:
 
 
 @pytest.fixture(scope="session")
+def s3_server_2() -> Iterator[S3Server]:
+    """A second moto server (another endpoint), started only for the tests that use it."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_2(s3_server_2: S3Server) -> S3Server:
+    """The second S3 server, restarted if a test stopped it, with no buckets."""
+    if not s3_server_2.running:
+        s3_server_2.start()
+    s3_server_2.reset()
+    return s3_server_2
+
+
+@pytest.fixture(scope="session")
 def pulsar_broker() -> Iterator[PulsarBrokerProcess]:
     """The devstack Pulsar broker (in memory) in a child process on free ports, for the session."""
     with PulsarBrokerProcess() as server:

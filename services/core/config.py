@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -54,6 +56,8 @@ __all__ = [
     "S3Config",
     "TlsServerConfig",
     "ZooKeeperConfig",
+    "canonical_endpoint",
+    "check_region",
     "client_settings",
     "describe_env",
     "is_loopback",
@@ -444,6 +448,51 @@ S3_SECRET = setting(
 S3_BUCKETS: Setting[tuple[str, ...]] = setting(
     "S3_ALLOWED_BUCKETS", parse_list, (), "Comma-separated buckets the service may touch."
 )
+S3_ENDPOINTS: Setting[tuple[str, ...]] = setting(
+    "S3_ALLOWED_ENDPOINTS",
+    parse_list,
+    (),
+    "Comma-separated S3 endpoints (scheme://host[:port]) an offload record may name, besides "
+    "TOMBSTONE_S3_ENDPOINT_URL; empty: only that one. The same credentials serve every one.",
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def canonical_endpoint(url: str) -> str:
+    """`scheme://host[:port]` of an S3 endpoint, lowercased, without a default port.
+
+    Two spellings of one endpoint (`HTTP://S3.Example:443/`, `https://s3.example`) must compare
+    equal against an allow-list, and nothing but the host may steer where a request goes: an
+    endpoint with a path, query, fragment or user info is refused (`ValueError`). A missing
+    scheme is https, as the AWS SDKs read one.
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = "https://" + text
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{url!r} is not an endpoint URL: {exc}") from exc
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        raise ValueError(f"{url!r} is not an http(s)://host[:port] endpoint")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(f"{url!r} has more than scheme, host and port")
+    if ":" in host:
+        host = f"[{host}]"  # IPv6 literal
+    if port is None or port == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def check_region(region: str) -> str:
+    """A region name as S3 spells them; anything else is refused (`ValueError`). Without an
+    endpoint the region is part of the host the SDK builds, so it must be a plain label."""
+    if not _REGION.fullmatch(region):
+        raise ValueError(f"{region!r} is not a region name")
+    return region
 
 
 @dataclass(frozen=True)
@@ -460,6 +509,21 @@ class S3Config:
     """Secret key paired with `access_key_id`."""
     allowed_buckets: frozenset[str] = frozenset()
     """Buckets the service may read or delete in. Empty allows none: deployments name them."""
+    extra_endpoints: frozenset[str] = frozenset()
+    """Canonical endpoints (`canonical_endpoint`) an offload record may name besides
+    `endpoint_url`."""
+
+    @property
+    def default_endpoint(self) -> str | None:
+        """`endpoint_url` in canonical form; None is AWS (the region picks the host)."""
+        return None if self.endpoint_url is None else canonical_endpoint(self.endpoint_url)
+
+    @property
+    def allowed_endpoints(self) -> frozenset[str]:
+        """Every canonical endpoint an offload record may name: the configured one and the
+        extra ones. A record naming none uses the configured one."""
+        default = self.default_endpoint
+        return self.extra_endpoints | ({default} if default is not None else set())
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> S3Config:
@@ -467,12 +531,23 @@ class S3Config:
         if (key_id is None) != (secret is None):
             missing = S3_KEY_ID.name if key_id is None else S3_SECRET.name
             raise ConfigError(missing, "access key id and secret must be set together")
+        endpoint = S3_ENDPOINT.read(environ)
+        try:
+            if endpoint is not None:
+                canonical_endpoint(endpoint)
+        except ValueError as exc:
+            raise ConfigError(S3_ENDPOINT.name, str(exc)) from exc
+        try:
+            extra = frozenset(canonical_endpoint(e) for e in S3_ENDPOINTS.read(environ))
+        except ValueError as exc:
+            raise ConfigError(S3_ENDPOINTS.name, str(exc)) from exc
         return cls(
-            endpoint_url=S3_ENDPOINT.read(environ),
+            endpoint_url=endpoint,
             region=S3_REGION.read(environ),
             access_key_id=key_id,
             secret_access_key=secret,
             allowed_buckets=frozenset(S3_BUCKETS.read(environ)),
+            extra_endpoints=extra,
         )
 
 

@@ -16,6 +16,7 @@ Refused combinations (each pairs a marker with a verifier or a deleter):
   marker's default bucket;
 - the marker and a verifier resolve Pulsar 2.1 contexts to different default buckets;
 - a verifier allows a bucket a deleter may not delete in (every DELETE there dead-letters);
+- a verifier allows an S3 endpoint a deleter may not delete at (the same);
 - the marker's retry window is not shorter than a deleter's whole retry budget (the shortest
   time from first attempt to dead letter): a PDLI could be dead-lettered while the marker
   still counts on it instead of re-sending;
@@ -67,6 +68,9 @@ class Published:
     """marker, verifier: TOMBSTONE_OFFLOAD_DEFAULT_BUCKET."""
     allowed_buckets: tuple[str, ...] | None = None
     """verifier, deleter: TOMBSTONE_S3_ALLOWED_BUCKETS."""
+    allowed_endpoints: tuple[str, ...] | None = None
+    """verifier, deleter: the canonical S3 endpoints it may use (TOMBSTONE_S3_ENDPOINT_URL and
+    TOMBSTONE_S3_ALLOWED_ENDPOINTS); None from a peer that predates them."""
     retry_window_s: float | None = None
     """marker: TOMBSTONE_MARKER_RETRY_WINDOW."""
     retry_budget_s: float | None = None
@@ -82,12 +86,14 @@ class Published:
     def decode(cls, data: bytes) -> Published:
         raw = json.loads(data)
         buckets = raw.get("allowed_buckets")
+        endpoints = raw.get("allowed_endpoints")
         return cls(
             service=str(raw["service"]),
             instance=str(raw["instance"]),
             offload_tier=raw.get("offload_tier"),
             default_bucket=raw.get("default_bucket"),
             allowed_buckets=None if buckets is None else tuple(buckets),
+            allowed_endpoints=None if endpoints is None else tuple(endpoints),
             retry_window_s=raw.get("retry_window_s"),
             retry_budget_s=raw.get("retry_budget_s"),
             cluster=raw.get("cluster"),
@@ -179,14 +185,25 @@ def _marker_deleter(marker: Published, deleter: Published) -> list[str]:
 
 
 def _verifier_deleter(verifier: Published, deleter: Published) -> list[str]:
+    problems = []
+    who = f"verifier {verifier.instance} / deleter {deleter.instance}"
     missing = sorted(set(verifier.allowed_buckets or ()) - set(deleter.allowed_buckets or ()))
-    if not missing:
-        return []
-    return [
-        f"verifier {verifier.instance} / deleter {deleter.instance}: the verifier approves "
-        f"deletes in {', '.join(missing)} where the deleter may not delete "
-        "(TOMBSTONE_S3_ALLOWED_BUCKETS of the deleter)"
-    ]
+    if missing:
+        problems.append(
+            f"{who}: the verifier approves deletes in {', '.join(missing)} where the deleter "
+            "may not delete (TOMBSTONE_S3_ALLOWED_BUCKETS of the deleter)"
+        )
+    # A peer that publishes no endpoints predates them: it uses only its configured one,
+    # which it does not say, so nothing can be compared.
+    if verifier.allowed_endpoints is not None and deleter.allowed_endpoints is not None:
+        away = sorted(set(verifier.allowed_endpoints) - set(deleter.allowed_endpoints))
+        if away:
+            problems.append(
+                f"{who}: the verifier approves deletes at {', '.join(away)} where the deleter "
+                "may not delete (TOMBSTONE_S3_ENDPOINT_URL and TOMBSTONE_S3_ALLOWED_ENDPOINTS "
+                "of the deleter)"
+            )
+    return problems
 
 
 class SettingsStore(Protocol):

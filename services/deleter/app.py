@@ -106,6 +106,7 @@ def published_settings(config: DeleterConfig) -> Published:
         service="deleter",
         instance=config.deleter_id,
         allowed_buckets=tuple(sorted(config.s3.allowed_buckets)),
+        allowed_endpoints=tuple(sorted(config.s3.allowed_endpoints)),
         retry_budget_s=budget.total_seconds(),
     )
 

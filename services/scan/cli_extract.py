@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from services.core.config import S3Config
+from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
 from services.scan.cli_options import (
     analysis_options,
@@ -55,6 +55,15 @@ def extract_options(func: F) -> F:
         click.option("--s3-region", default=None, help="Region (else TOMBSTONE_S3_REGION)."),
         click.option(
             "--bucket", "buckets", multiple=True, help="An allowed offload bucket (repeatable)."
+        ),
+        click.option(
+            "--s3-location",
+            "s3_locations",
+            multiple=True,
+            metavar="BUCKET=ENDPOINT[,REGION]",
+            help="Where a --bucket is when not at --s3-endpoint (a namespace's own offload "
+            "policies): its endpoint (scheme://host[:port]) and region (else --s3-region). "
+            "Repeatable; the same credentials serve every endpoint.",
         ),
         click.option(
             "--inventory",
@@ -132,6 +141,35 @@ def check_head_objects(head_objects: bool, accept_unattributed_objects: bool) ->
     )
 
 
+def parse_s3_locations(
+    values: Sequence[str], buckets: Sequence[str]
+) -> tuple[tuple[str, str, str | None], ...]:
+    """`BUCKET=ENDPOINT[,REGION]` values as (bucket, canonical endpoint, region or None)."""
+    found: dict[str, tuple[str, str, str | None]] = {}
+    for value in values:
+        bucket, sep, rest = value.partition("=")
+        endpoint, _, region = rest.partition(",")
+        if not sep or not bucket or not endpoint:
+            raise click.BadParameter(
+                f"{value!r} is not BUCKET=ENDPOINT[,REGION]", param_hint="--s3-location"
+            )
+        if bucket not in buckets:
+            raise _bad_location(f"{bucket!r} is not a --bucket")
+        if bucket in found:
+            raise _bad_location(f"{bucket!r} is given twice")
+        try:
+            where = canonical_endpoint(endpoint)
+            named = check_region(region) if region else None
+        except ValueError as exc:
+            raise _bad_location(str(exc)) from exc
+        found[bucket] = (bucket, where, named)
+    return tuple(found.values())
+
+
+def _bad_location(message: str) -> click.BadParameter:
+    return click.BadParameter(message, param_hint="--s3-location")
+
+
 def extract_settings(cluster: str, **kw: Any) -> Any:
     from services.scan._s3 import S3Settings
     from services.scan.extract_plan import ExtractSettings
@@ -154,6 +192,7 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
         s3=s3,
         buckets=tuple(kw["buckets"]),
+        locations=parse_s3_locations(kw.get("s3_locations", ()), kw["buckets"]),
         inventories=tuple(str(Path(p).resolve()) for p in kw["inventories"]),
         inventory_schema=parse_schema(kw["inventory_schema"]),
         head_objects=kw["head_objects"],

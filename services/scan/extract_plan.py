@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
 from services.metadata import (
@@ -70,6 +70,10 @@ class ExtractSettings:
     s3: S3Settings = field(default_factory=S3Settings)
     buckets: tuple[str, ...] = ()
     """The allowed buckets: listed live, or read from the inventory files."""
+    locations: tuple[tuple[str, str, str | None], ...] = ()
+    """(bucket, endpoint, region or None) of buckets that are not at `s3`'s endpoint and
+    region (`--s3-location`): Pulsar's per-namespace offload policies can put each bucket
+    elsewhere. Listed there with the same credentials."""
     inventories: tuple[str, ...] = ()
     inventory_schema: tuple[str, ...] = DEFAULT_CSV_SCHEMA
     head_objects: bool = True
@@ -336,6 +340,14 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
         return store.last_zxid
 
 
+def bucket_s3(settings: ExtractSettings, bucket: str) -> S3Settings:
+    """How to reach `bucket`: its `--s3-location`, else the run's endpoint and region."""
+    for named, endpoint, region in settings.locations:
+        if named == bucket:
+            return replace(settings.s3, endpoint_url=endpoint, region=region or settings.s3.region)
+    return settings.s3
+
+
 async def _objects(unit: Unit, settings: ExtractSettings, out: T.Out, limits: T.ReadLimits) -> None:
     buckets = frozenset(settings.buckets)
     if unit.kind == INVENTORY and not settings.head_objects:
@@ -343,7 +355,9 @@ async def _objects(unit: Unit, settings: ExtractSettings, out: T.Out, limits: T.
             None, unit.scope, buckets, settings.inventory_schema, out, limits
         )
         return
-    async with open_lister(settings.s3) as lister:
+    # Inventory files list many buckets: their HEADs go to the run's endpoint.
+    where = bucket_s3(settings, unit.scope) if unit.kind == BUCKET else settings.s3
+    async with open_lister(where) as lister:
         if unit.kind == BUCKET:
             await T.read_bucket(lister, unit.scope, out, limits, head=settings.head_objects)
         else:

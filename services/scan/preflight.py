@@ -82,6 +82,8 @@ async def source_problems(
 ) -> list[Problem]:
     """Every problem of an extract's sources and outputs (metadata store, buckets, folders)."""
     # Imported here: aiozk and aiobotocore load only when a run really starts.
+    from services.scan._s3 import S3Settings
+    from services.scan.extract_plan import bucket_s3
     from services.scan.preflight_s3 import check_buckets
     from services.scan.preflight_zk import check_metadata
 
@@ -96,7 +98,11 @@ async def source_problems(
     ]
     # With inventory files, S3 is only asked for the objects' HEADs.
     if settings.buckets and (settings.head_objects or not settings.inventories):
-        checks.append(check_buckets(settings.s3, settings.buckets))
+        # Each bucket where it is listed: at its `--s3-location`, else the run's endpoint.
+        groups: dict[S3Settings, list[str]] = {}
+        for bucket in settings.buckets:
+            groups.setdefault(bucket_s3(settings, bucket), []).append(bucket)
+        checks += [check_buckets(where, group) for where, group in groups.items()]
     found = await asyncio.gather(*checks)
     # The folders are nested (`run`: OUT, then OUT/extract): the first one's problem is enough.
     local = next((found for found in map(output_problems, out_dirs) if found), [])

@@ -5,6 +5,9 @@ bucket, 403, 5xx, timeouts, connection errors) is `Unavailable`, so the decision
 RETRY. When S3 gave no answer at all (5xx, timeouts, connection errors) it is an outage,
 `S3Unavailable`, which the decision names `unavailable_s3` so that the deleter pauses on it; an
 answer that refuses (403, a missing bucket) is a misconfiguration, retried as any RETRY.
+
+Requests go to the location the offload record names (`S3Clients`, one client per endpoint
+and region); the inspector has checked that location against the allow-list already.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.config import S3Config
 from services.core.errors import Unavailable
-from services.core.s3_client import open_s3_client
+from services.core.s3_client import S3Clients, open_s3_clients
+from services.core.s3_locations import S3Location, TooManyLocations, default_location
 from services.verifier.ports import ObjectHead
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -39,21 +43,37 @@ def _refused(e: ClientError, what: str) -> Unavailable:
 
 
 class S3ObjectStore:
-    def __init__(self, client: Any, *, bucket_check_ttl: float = 60.0) -> None:
-        """`client` is an aiobotocore S3 client (its lifetime is the caller's)."""
+    def __init__(
+        self, client: Any, *, bucket_check_ttl: float = 60.0, clients: S3Clients | None = None
+    ) -> None:
+        """`client` is an aiobotocore S3 client (its lifetime is the caller's). With `clients`,
+        a request naming a location goes to that location's client, and `client` serves the
+        requests naming none; without, `client` serves every location (one S3 only)."""
         self._client = client
+        self._clients = clients
         self._ttl = bucket_check_ttl
-        self._buckets_seen: dict[str, float] = {}
+        self._buckets_seen: dict[tuple[S3Location | None, str], float] = {}
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def _client_for(self, location: S3Location | None) -> Any:
+        if location is None or self._clients is None:
+            return self._client
         try:
-            response = await self._client.head_object(Bucket=bucket, Key=key)
+            return await self._clients.client(location)
+        except TooManyLocations as e:
+            raise Unavailable(str(e)) from e
+
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
+        client = await self._client_for(location)
+        try:
+            response = await client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
                 # A HEAD 404 does not say whether the key or the whole bucket is missing; a
                 # missing bucket is a misconfiguration (endpoint, region), not an absence.
-                await self._require_bucket(bucket)
+                await self._require_bucket(client, location, bucket)
                 return None
             raise _refused(e, f"HEAD s3://{bucket}/{key}") from e
         except (BotoCoreError, OSError, TimeoutError) as e:
@@ -65,12 +85,21 @@ class S3ObjectStore:
         size = length if isinstance(length, int) and length >= 0 else None
         return ObjectHead(user_metadata=metadata, last_modified_ms=modified_ms, size=size)
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         if start < 0 or length <= 0:
             raise ValueError(f"bad range start={start} length={length}")
         where = f"GET s3://{bucket}/{key} bytes={start}-{start + length - 1}"
+        client = await self._client_for(location)
         try:
-            response = await self._client.get_object(
+            response = await client.get_object(
                 Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
             )
             async with response["Body"] as body:
@@ -78,7 +107,7 @@ class S3ObjectStore:
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
-                await self._require_bucket(bucket)
+                await self._require_bucket(client, location, bucket)
                 return None
             if code == "InvalidRange":
                 return b""  # the object is shorter than `start`
@@ -90,22 +119,24 @@ class S3ObjectStore:
             data = data[start : start + length]
         return data[:length]
 
-    async def _require_bucket(self, bucket: str) -> None:
-        """Raise `Unavailable` unless the bucket exists (positive answers cached for a TTL)."""
-        seen = self._buckets_seen.get(bucket)
+    async def _require_bucket(self, client: Any, location: S3Location | None, bucket: str) -> None:
+        """Raise `Unavailable` unless the bucket exists at the location (positive answers
+        cached for a TTL). Per location: one bucket name may exist at one endpoint only."""
+        seen = self._buckets_seen.get((location, bucket))
         if seen is not None and time.monotonic() - seen < self._ttl:
             return
         try:
-            await self._client.head_bucket(Bucket=bucket)
+            await client.head_bucket(Bucket=bucket)
         except ClientError as e:
             raise _refused(e, f"bucket {bucket!r} is not reachable") from e
         except (BotoCoreError, OSError, TimeoutError) as e:
             raise S3Unavailable(f"HEAD bucket {bucket!r}: {type(e).__name__}: {e}") from e
-        self._buckets_seen[bucket] = time.monotonic()
+        self._buckets_seen[(location, bucket)] = time.monotonic()
 
 
 @contextlib.asynccontextmanager
 async def open_s3(config: S3Config, *, timeout: float = 10.0) -> AsyncIterator[S3ObjectStore]:
-    """An S3 client for HEADs and ranged reads, closed on exit."""
-    async with open_s3_client(config, timeout=timeout) as client:
-        yield S3ObjectStore(client)
+    """An `S3ObjectStore` for HEADs and ranged reads at each record's location (the configured
+    one for records naming none), every client closed on exit."""
+    async with open_s3_clients(config, timeout=timeout) as clients:
+        yield S3ObjectStore(await clients.client(default_location(config)), clients=clients)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -11,9 +12,11 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.adaptive import AdaptiveLimiter
+from services.core.config import S3Config
 from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.peer_settings import PeerSettings, Published
 from services.core.s3_client import s3_signal
+from services.core.s3_locations import default_location
 from services.metadata.connect import at, connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
@@ -26,7 +29,7 @@ from services.verifier.config import VerifierConfig
 from services.verifier.decision import DecisionEngine, DecisionPolicy
 from services.verifier.limited import LimitedObjectStore, LimitedZnodeStore
 from services.verifier.metrics import CountingObjectStore, CountingZnodeStore, VerifierMetrics
-from services.verifier.offload import OffloadInspector
+from services.verifier.offload import OffloadInspector, OffloadPolicy
 from services.verifier.owners import OwnerCache
 from services.verifier.ports import ObjectStore, ZnodeStore
 from services.verifier.servicer import METHOD_ROLES, SERVICE_NAME, VerifierServicer
@@ -36,6 +39,14 @@ from services.verifier.store_adapter import MetadataZnodeStore
 from tombstone.v1 import verifier_pb2_grpc as _grpc
 
 _log = structlog.get_logger("tombstone.verifier")
+
+
+def located(policy: OffloadPolicy, s3: S3Config) -> OffloadPolicy:
+    """`policy` with the locations of `s3`, the config the object store's clients come from:
+    the two can never name different configured endpoints."""
+    return dataclasses.replace(
+        policy, default_location=default_location(s3), allowed_endpoints=s3.allowed_endpoints
+    )
 
 
 @dataclass
@@ -92,7 +103,9 @@ def build(
         store=counted,
         owners=owners,
         believed=believed,
-        offload=OffloadInspector(CountingObjectStore(objects, metrics), config.offload),
+        offload=OffloadInspector(
+            CountingObjectStore(objects, metrics), located(config.offload, config.s3)
+        ),
         shadows=shadows,
         policy=DecisionPolicy(
             locations=locations,
@@ -134,6 +147,7 @@ def published_settings(config: VerifierConfig) -> Published:
         instance=f"verifier-{socket.gethostname()}-{os.getpid()}",
         default_bucket=config.offload.default_bucket,
         allowed_buckets=tuple(sorted(config.offload.allowed_buckets)),
+        allowed_endpoints=tuple(sorted(config.s3.allowed_endpoints)),
         cluster=config.cluster_name,
     )
 

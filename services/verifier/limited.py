@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.core.adaptive import AdaptiveLimiter, Signal
+from services.core.s3_locations import S3Location
 from services.metadata.errors import StoreUnavailable
 from services.verifier.ports import (
     ObjectHead,
@@ -79,10 +80,22 @@ class LimitedObjectStore:
         self._inner = inner
         self._limiter = limiter
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
         async with self._limiter.slot():
-            return await self._inner.head(bucket=bucket, key=key)
+            return await self._inner.head(bucket=bucket, key=key, location=location)
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         async with self._limiter.slot():
-            return await self._inner.read_range(bucket=bucket, key=key, start=start, length=length)
+            return await self._inner.read_range(
+                bucket=bucket, key=key, start=start, length=length, location=location
+            )

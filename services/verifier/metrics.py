@@ -26,6 +26,7 @@ import structlog
 from prometheus_client import Counter
 
 from services.core.metrics import Metrics
+from services.core.s3_locations import S3Location
 from services.core.signing import SignatureStatus
 from services.verifier.model import SkipReason, Target, Verdict
 from services.verifier.ports import ObjectHead, ObjectStore, WatchCallback, Znode, ZnodeStore
@@ -194,10 +195,22 @@ class CountingObjectStore:
         self._heads = metrics.reads.labels("object_head")
         self._ranges = metrics.reads.labels("object_range")
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
         self._heads.inc()
-        return await self._inner.head(bucket=bucket, key=key)
+        return await self._inner.head(bucket=bucket, key=key, location=location)
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         self._ranges.inc()
-        return await self._inner.read_range(bucket=bucket, key=key, start=start, length=length)
+        return await self._inner.read_range(
+            bucket=bucket, key=key, start=start, length=length, location=location
+        )

@@ -111,6 +111,11 @@ class OffloadEvidence:
     filesystem_path: str = ""
     size_bytes: int | None = None
     """Total size of the objects found; None when any size is unknown (or a filesystem copy)."""
+    endpoint: str = ""
+    """Canonical endpoint the offload record names; empty: it names none, the objects are at
+    the configured endpoint (or a filesystem copy)."""
+    region: str = ""
+    """Region the offload record names; empty: the configured region (or a filesystem copy)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,10 @@
 The keys are always computed from the PDLI's uuid and ledger id (`services.metadata`), never
 taken as strings from a request. The bucket comes from the driver metadata (or the configured
 default for ledgers offloaded before driver metadata existed) and must be on the allow-list.
+So does the endpoint (`serviceEndpoint`, `endpoint` before 2.7) with the region: the objects
+are read there, and the verdict names that location for the deleter. A record naming no
+endpoint or region is at the configured ones; a named endpoint must be on the endpoint
+allow-list (the configured credentials go to no other host).
 
 Objects written before Pulsar 2.10 carry no `managedledgername`: they are deleted only with a
 proof of ownership, either the index object's own segment metadata naming the PDLI's ML, or
@@ -18,6 +22,13 @@ from dataclasses import dataclass
 
 from services.core.config import S3_DRIVERS
 from services.core.errors import InvalidArgument
+from services.core.s3_locations import (
+    UNCONFIGURED,
+    EndpointNotAllowed,
+    LocationRefused,
+    S3Location,
+    record_location,
+)
 from services.metadata.errors import CorruptMetadata
 from services.metadata.ledger_metadata import KEY_MANAGED_LEDGER
 from services.metadata.offload import (
@@ -73,6 +84,11 @@ class OffloadPolicy:
     """The offloader's current fs.defaultFS; None takes the ledger's `storageBasePath`."""
     cluster_name: str | None = None
     """This Pulsar cluster's name; objects naming another cluster are MISMATCH."""
+    default_location: S3Location = UNCONFIGURED
+    """The configured endpoint and region: where records naming none of their own live.
+    The service sets both from its `S3Config` (`app.located`)."""
+    allowed_endpoints: frozenset[str] = frozenset()
+    """Canonical endpoints a record may name besides the configured one."""
 
 
 class OffloadInspector:
@@ -126,15 +142,66 @@ class OffloadInspector:
         located = self._locate(target.offload)
         if isinstance(located, Verdict):
             return located
-        driver, bucket = located
+        driver, bucket, properties = located
         if bucket not in self._policy.allowed_buckets:
             diff = Difference("bucket", "an allowed bucket", bucket)
             return _mismatch(f"bucket {bucket!r} is not allowed", [diff])
+        try:
+            location = record_location(
+                properties,
+                default=self._policy.default_location,
+                allowed_endpoints=self._policy.allowed_endpoints,
+            )
+        except EndpointNotAllowed as e:
+            # As a bucket off the allow-list: not this verifier's to approve, dead-lettered.
+            diff = Difference("endpoint", "an allowed endpoint", e.endpoint)
+            return _mismatch(f"endpoint {e.endpoint!r} is not allowed", [diff])
+        except LocationRefused as e:
+            return skip(SkipReason.INVALID, "bad_location", f"offload location: {e}")
+        # The evidence names only what the record names: a record naming no endpoint (or
+        # region) is at each service's configured one, and a deleter may reach the same store
+        # by another address (its own proxy or private endpoint) than the verifier.
+        named = offload_location(properties)
+        said = (
+            (location.endpoint or "") if named.endpoint else "",
+            location.region if named.region else "",
+        )
+        return await self._objects_at(
+            target,
+            owner,
+            driver,
+            bucket,
+            location,
+            said,
+            believed=believed,
+            min_age_ms=min_age_ms,
+            now_ms=now_ms,
+        )
+
+    async def _objects_at(
+        self,
+        target: Target,
+        owner: Owner,
+        driver: str,
+        bucket: str,
+        location: S3Location,
+        said: tuple[str, str],
+        *,
+        believed: bool,
+        min_age_ms: int | None,
+        now_ms: int,
+    ) -> Verdict:
+        """The verdict on the objects of `target` in `bucket` at `location` (allowed);
+        `said` is the (endpoint, region) the evidence names, empty where the record names
+        none."""
+        assert target.offload is not None
         keys = (
             data_object_key(target.offload.uuid, target.ledger_id),
             index_object_key(target.offload.uuid, target.ledger_id),
         )
-        heads = await asyncio.gather(*(self._objects.head(bucket=bucket, key=k) for k in keys))
+        heads = await asyncio.gather(
+            *(self._objects.head(bucket=bucket, key=k, location=location) for k in keys)
+        )
         present = [h for h in heads if h is not None]
         if not present:
             return skip(
@@ -146,7 +213,7 @@ class OffloadInspector:
             return _mismatch("offloaded object of another owner", differences)
         if any(META_ML_NAME not in h.user_metadata for h in present):
             index_key = keys[1] if heads[1] is not None else None
-            refused = await self._owner_proof(target, owner, bucket, index_key, believed)
+            refused = await self._owner_proof(target, owner, bucket, location, index_key, believed)
             if refused is not None:
                 return refused
         if min_age_ms is not None and any(
@@ -156,16 +223,24 @@ class OffloadInspector:
             return retry("too_young", "object younger than the reconciler age window")
         sizes = [h.size for h in present]
         size = None if None in sizes else sum(s for s in sizes if s is not None)
-        evidence = OffloadEvidence(driver_name=driver, bucket=bucket, keys=keys, size_bytes=size)
+        evidence = OffloadEvidence(
+            driver_name=driver,
+            bucket=bucket,
+            keys=keys,
+            size_bytes=size,
+            endpoint=said[0],
+            region=said[1],
+        )
         return delete(
             "offload_objects",
-            f"{len(present)} object(s) in {bucket}",
+            f"{len(present)} object(s) in {bucket} at {location.describe()}",
             offload=evidence,
             believed=believed,
         )
 
-    def _locate(self, offload: OffloadTarget) -> tuple[str, str] | Verdict:
-        """(driver, bucket) of a blob-store copy, or the verdict that it cannot be placed."""
+    def _locate(self, offload: OffloadTarget) -> tuple[str, str, Mapping[str, str]] | Verdict:
+        """(driver, bucket, driver properties) of a blob-store copy, or the verdict that it
+        cannot be placed."""
         driver, properties = offload.driver_name, offload.driver_metadata
         default = self._policy.default_bucket
         if is_legacy_context(driver, properties):
@@ -193,16 +268,22 @@ class OffloadInspector:
         bucket = offload_location(properties, default_bucket=default).bucket
         if bucket is None:
             return skip(SkipReason.INVALID, "no_bucket", "driver metadata names no bucket")
-        return driver, bucket
+        return driver, bucket, properties
 
     async def _owner_proof(
-        self, target: Target, owner: Owner, bucket: str, index_key: str | None, believed: bool
+        self,
+        target: Target,
+        owner: Owner,
+        bucket: str,
+        location: S3Location,
+        index_key: str | None,
+        believed: bool,
     ) -> Verdict | None:
         """For objects without owner metadata (written before Pulsar 2.10): None when a proof
         of ownership holds, else the MISMATCH verdict. The index object's own metadata is read
         first, so an index naming another owner refuses even a signed or believed intent."""
         if index_key is not None:
-            named = await self._index_owner(bucket, index_key, target.ledger_id)
+            named = await self._index_owner(bucket, location, index_key, target.ledger_id)
             if named is not None and named != target.ml_name:
                 diff = Difference(f"{index_key} {KEY_MANAGED_LEDGER}", target.ml_name, named)
                 return _mismatch("the index object names another managed ledger", [diff])
@@ -217,10 +298,14 @@ class OffloadInspector:
             "nor a signed intent whose owner unlinked them proves whose they are",
         )
 
-    async def _index_owner(self, bucket: str, key: str, ledger_id: int) -> str | None:
+    async def _index_owner(
+        self, bucket: str, location: S3Location, key: str, ledger_id: int
+    ) -> str | None:
         """The ML the index object's segment metadata names; None when it names none or is
         not an index object. Read with ranged GETs: the header, then the metadata."""
-        data = await self._objects.read_range(bucket=bucket, key=key, start=0, length=_FIRST_READ)
+        data = await self._objects.read_range(
+            bucket=bucket, key=key, start=0, length=_FIRST_READ, location=location
+        )
         if data is None:
             return None
         try:
@@ -231,7 +316,11 @@ class OffloadInspector:
             return None
         if len(data) < need:
             rest = await self._objects.read_range(
-                bucket=bucket, key=key, start=len(data), length=need - len(data)
+                bucket=bucket,
+                key=key,
+                start=len(data),
+                length=need - len(data),
+                location=location,
             )
             data += rest or b""
         try:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from services.core.s3_locations import S3Location
+
 WatchCallback = Callable[[str], None]
 """Called (on the event loop) with the path when a watched znode changes or disappears."""
 
@@ -117,11 +119,21 @@ class ObjectHead:
 class ObjectStore(Protocol):
     """HEAD and ranged reads on offloaded objects."""
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
         """The object's head, or None when S3 answered 404 (and only then)."""
         ...
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         """Up to `length` bytes from offset `start` (fewer at the object's end), or None when
         S3 answered 404 (and only then). Used for an index object's header and metadata."""
         ...

@@ -58,6 +58,8 @@ def verdict_to_proto(verdict: Verdict) -> _pb.VerifyResponse:
         response.offload.bucket = evidence.bucket
         response.offload.keys.extend(evidence.keys)
         response.offload.filesystem_path = evidence.filesystem_path
+        response.offload.endpoint = evidence.endpoint
+        response.offload.region = evidence.region
         if evidence.size_bytes is not None:
             response.offload.size_bytes = evidence.size_bytes
     return response

@@ -92,6 +92,68 @@ def test_leaking_combinations_are_named(mine: Published, peer: Published, says: 
     assert [problem] == conflicts(peer, [mine])
 
 
+WEST, EAST = "http://s3.west.example:9000", "https://s3.east.example"
+
+
+def test_a_verifier_allowing_an_endpoint_the_deleter_does_not_is_named() -> None:
+    """The verifier approves deletes at an endpoint where the deleter may not delete: every
+    DELETE there would be dead-lettered. Named from either side, with the deleter's settings."""
+    verifier = Published(
+        "verifier", "v2", allowed_buckets=("offload",), allowed_endpoints=(EAST, WEST)
+    )
+    deleter = Published("deleter", "d2", allowed_buckets=("offload",), allowed_endpoints=(WEST,))
+    [problem] = conflicts(verifier, [deleter])
+    assert EAST in problem
+    assert "TOMBSTONE_S3_ALLOWED_ENDPOINTS" in problem
+    assert conflicts(deleter, [verifier]) == [problem]
+
+
+def test_a_deleter_allowing_more_endpoints_or_a_peer_predating_them_is_consistent() -> None:
+    """More endpoints at the deleter leak nothing; a peer publishing none cannot be compared."""
+    verifier = Published("verifier", "v2", allowed_buckets=("offload",), allowed_endpoints=(WEST,))
+    deleter = Published(
+        "deleter", "d2", allowed_buckets=("offload",), allowed_endpoints=(EAST, WEST)
+    )
+    assert conflicts(verifier, [deleter]) == []
+    assert conflicts(verifier, [DELETER]) == []
+    assert Published.decode(verifier.encode()) == verifier
+
+
+def test_both_services_publish_their_canonical_endpoints_from_the_environment() -> None:
+    """The configured endpoint and the extra ones, in canonical form, from the same
+    variables: a verifier and a deleter spelling one endpoint differently agree."""
+    from services.deleter import app as deleter_app
+    from services.deleter.config import DeleterConfig
+    from services.verifier import app as verifier_app
+    from services.verifier.config import VerifierConfig
+
+    common = {
+        "TOMBSTONE_S3_ALLOWED_BUCKETS": "offload",
+        "TOMBSTONE_VERIFIER_CLUSTER_NAME": "standalone",
+        "TOMBSTONE_PULSAR_SERVICE_URL": "pulsar://127.0.0.1:6650",
+    }
+    verifier = verifier_app.published_settings(
+        VerifierConfig.from_env(
+            {
+                **common,
+                "TOMBSTONE_S3_ENDPOINT_URL": "HTTP://Minio:9000/",
+                "TOMBSTONE_S3_ALLOWED_ENDPOINTS": "https://s3.east.example:443",
+            }
+        )
+    )
+    deleter = deleter_app.published_settings(
+        DeleterConfig.from_env(
+            {
+                **common,
+                "TOMBSTONE_S3_ENDPOINT_URL": "http://minio:9000",
+                "TOMBSTONE_S3_ALLOWED_ENDPOINTS": "https://S3.East.Example",
+            }
+        )
+    )
+    assert verifier.allowed_endpoints == ("http://minio:9000", "https://s3.east.example")
+    assert conflicts(verifier, [deleter]) == []
+
+
 def test_a_marker_without_the_offload_tier_needs_no_bucket() -> None:
     """TOMBSTONE_MARKER_OFFLOAD_TIER=false beside a verifier without buckets is consistent."""
     marker = Published("marker", "m2", offload_tier=False, retry_window_s=60.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.core.s3_locations import S3Location
 from services.verifier.ports import ObjectHead, WatchCallback, Znode
 
 
@@ -66,10 +67,20 @@ class MemoryObjects:
     def __init__(self) -> None:
         self.heads: dict[tuple[str, str], ObjectHead] = {}
 
-    async def head(self, *, bucket: str, key: str) -> ObjectHead | None:
+    async def head(
+        self, *, bucket: str, key: str, location: S3Location | None = None
+    ) -> ObjectHead | None:
         return self.heads.get((bucket, key))
 
-    async def read_range(self, *, bucket: str, key: str, start: int, length: int) -> bytes | None:
+    async def read_range(
+        self,
+        *,
+        bucket: str,
+        key: str,
+        start: int,
+        length: int,
+        location: S3Location | None = None,
+    ) -> bytes | None:
         # No object bodies are modelled: an index that cannot be read proves no owner.
         return None if (bucket, key) not in self.heads else b""
 

@@ -25,33 +25,33 @@ _sym_db = _symbol_database.Default()
 from tombstone.v1 import pending_delete_pb2 as tombstone_dot_v1_dot_pending__delete__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btombstone/v1/verifier.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"D\n\rVerifyRequest\x12\x33\n\x04pdli\x18\x01 \x01(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\"_\n\x12\x42ookKeeperEvidence\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x19\n\x0clength_bytes\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x0f\n\r_length_bytes\"\x85\x01\n\x0fOffloadEvidence\x12\x13\n\x0b\x64river_name\x18\x01 \x01(\t\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x17\n\x0f\x66ilesystem_path\x18\x04 \x01(\t\x12\x17\n\nsize_bytes\x18\x05 \x01(\x03H\x00\x88\x01\x01\x42\r\n\x0b_size_bytes\"\x81\x02\n\x0eVerifyResponse\x12(\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x16.tombstone.v1.Decision\x12-\n\x0bskip_reason\x18\x02 \x01(\x0e\x32\x18.tombstone.v1.SkipReason\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x36\n\nbookkeeper\x18\x04 \x01(\x0b\x32 .tombstone.v1.BookKeeperEvidenceH\x00\x12\x30\n\x07offload\x18\x05 \x01(\x0b\x32\x1d.tombstone.v1.OffloadEvidenceH\x00\x12\x10\n\x08\x62\x65lieved\x18\x06 \x01(\x08\x42\n\n\x08\x65vidence\"J\n\x12VerifyBatchRequest\x12\x34\n\x05pdlis\x18\x01 \x03(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\"E\n\x13VerifyBatchResponse\x12.\n\x08verdicts\x18\x01 \x03(\x0b\x32\x1c.tombstone.v1.VerifyResponse\"F\n\x0e\x42\x65lieveRequest\x12\x34\n\x05pdlis\x18\x01 \x03(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\":\n\x0f\x42\x65lieveResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12\x15\n\rbelieved_size\x18\x02 \x01(\x03*E\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\n\n\x06\x44\x45LETE\x10\x01\x12\x08\n\x04SKIP\x10\x02\x12\t\n\x05RETRY\x10\x03*\x89\x01\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\n\n\x06IN_USE\x10\x01\x12\x0c\n\x08MISMATCH\x10\x02\x12\r\n\tNOT_FOUND\x10\x03\x12\x0b\n\x07INVALID\x10\x04\x12\n\n\x06\x46ORGED\x10\x05\x12\x0f\n\x0bUNSUPPORTED\x10\x06\x12\x0b\n\x07\x46OREIGN\x10\x07\x32\xeb\x01\n\x08Verifier\x12\x43\n\x06Verify\x12\x1b.tombstone.v1.VerifyRequest\x1a\x1c.tombstone.v1.VerifyResponse\x12R\n\x0bVerifyBatch\x12 .tombstone.v1.VerifyBatchRequest\x1a!.tombstone.v1.VerifyBatchResponse\x12\x46\n\x07\x42\x65lieve\x12\x1c.tombstone.v1.BelieveRequest\x1a\x1d.tombstone.v1.BelieveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btombstone/v1/verifier.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"D\n\rVerifyRequest\x12\x33\n\x04pdli\x18\x01 \x01(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\"_\n\x12\x42ookKeeperEvidence\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x19\n\x0clength_bytes\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x0f\n\r_length_bytes\"\xa7\x01\n\x0fOffloadEvidence\x12\x13\n\x0b\x64river_name\x18\x01 \x01(\t\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\t\x12\x17\n\x0f\x66ilesystem_path\x18\x04 \x01(\t\x12\x17\n\nsize_bytes\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08\x65ndpoint\x18\x06 \x01(\t\x12\x0e\n\x06region\x18\x07 \x01(\tB\r\n\x0b_size_bytes\"\x81\x02\n\x0eVerifyResponse\x12(\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0e\x32\x16.tombstone.v1.Decision\x12-\n\x0bskip_reason\x18\x02 \x01(\x0e\x32\x18.tombstone.v1.SkipReason\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x36\n\nbookkeeper\x18\x04 \x01(\x0b\x32 .tombstone.v1.BookKeeperEvidenceH\x00\x12\x30\n\x07offload\x18\x05 \x01(\x0b\x32\x1d.tombstone.v1.OffloadEvidenceH\x00\x12\x10\n\x08\x62\x65lieved\x18\x06 \x01(\x08\x42\n\n\x08\x65vidence\"J\n\x12VerifyBatchRequest\x12\x34\n\x05pdlis\x18\x01 \x03(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\"E\n\x13VerifyBatchResponse\x12.\n\x08verdicts\x18\x01 \x03(\x0b\x32\x1c.tombstone.v1.VerifyResponse\"F\n\x0e\x42\x65lieveRequest\x12\x34\n\x05pdlis\x18\x01 \x03(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\":\n\x0f\x42\x65lieveResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12\x15\n\rbelieved_size\x18\x02 \x01(\x03*E\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\n\n\x06\x44\x45LETE\x10\x01\x12\x08\n\x04SKIP\x10\x02\x12\t\n\x05RETRY\x10\x03*\x89\x01\n\nSkipReason\x12\x1b\n\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\n\n\x06IN_USE\x10\x01\x12\x0c\n\x08MISMATCH\x10\x02\x12\r\n\tNOT_FOUND\x10\x03\x12\x0b\n\x07INVALID\x10\x04\x12\n\n\x06\x46ORGED\x10\x05\x12\x0f\n\x0bUNSUPPORTED\x10\x06\x12\x0b\n\x07\x46OREIGN\x10\x07\x32\xeb\x01\n\x08Verifier\x12\x43\n\x06Verify\x12\x1b.tombstone.v1.VerifyRequest\x1a\x1c.tombstone.v1.VerifyResponse\x12R\n\x0bVerifyBatch\x12 .tombstone.v1.VerifyBatchRequest\x1a!.tombstone.v1.VerifyBatchResponse\x12\x46\n\x07\x42\x65lieve\x12\x1c.tombstone.v1.BelieveRequest\x1a\x1d.tombstone.v1.BelieveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tombstone.v1.verifier_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DECISION']._serialized_start=922
-  _globals['_DECISION']._serialized_end=991
-  _globals['_SKIPREASON']._serialized_start=994
-  _globals['_SKIPREASON']._serialized_end=1131
+  _globals['_DECISION']._serialized_start=956
+  _globals['_DECISION']._serialized_end=1025
+  _globals['_SKIPREASON']._serialized_start=1028
+  _globals['_SKIPREASON']._serialized_end=1165
   _globals['_VERIFYREQUEST']._serialized_start=80
   _globals['_VERIFYREQUEST']._serialized_end=148
   _globals['_BOOKKEEPEREVIDENCE']._serialized_start=150
   _globals['_BOOKKEEPEREVIDENCE']._serialized_end=245
   _globals['_OFFLOADEVIDENCE']._serialized_start=248
-  _globals['_OFFLOADEVIDENCE']._serialized_end=381
-  _globals['_VERIFYRESPONSE']._serialized_start=384
-  _globals['_VERIFYRESPONSE']._serialized_end=641
-  _globals['_VERIFYBATCHREQUEST']._serialized_start=643
-  _globals['_VERIFYBATCHREQUEST']._serialized_end=717
-  _globals['_VERIFYBATCHRESPONSE']._serialized_start=719
-  _globals['_VERIFYBATCHRESPONSE']._serialized_end=788
-  _globals['_BELIEVEREQUEST']._serialized_start=790
-  _globals['_BELIEVEREQUEST']._serialized_end=860
-  _globals['_BELIEVERESPONSE']._serialized_start=862
-  _globals['_BELIEVERESPONSE']._serialized_end=920
-  _globals['_VERIFIER']._serialized_start=1134
-  _globals['_VERIFIER']._serialized_end=1369
+  _globals['_OFFLOADEVIDENCE']._serialized_end=415
+  _globals['_VERIFYRESPONSE']._serialized_start=418
+  _globals['_VERIFYRESPONSE']._serialized_end=675
+  _globals['_VERIFYBATCHREQUEST']._serialized_start=677
+  _globals['_VERIFYBATCHREQUEST']._serialized_end=751
+  _globals['_VERIFYBATCHRESPONSE']._serialized_start=753
+  _globals['_VERIFYBATCHRESPONSE']._serialized_end=822
+  _globals['_BELIEVEREQUEST']._serialized_start=824
+  _globals['_BELIEVEREQUEST']._serialized_end=894
+  _globals['_BELIEVERESPONSE']._serialized_start=896
+  _globals['_BELIEVERESPONSE']._serialized_end=954
+  _globals['_VERIFIER']._serialized_start=1168
+  _globals['_VERIFIER']._serialized_end=1403
 # @@protoc_insertion_point(module_scope)

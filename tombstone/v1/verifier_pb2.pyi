@@ -145,6 +145,8 @@ class OffloadEvidence(_message.Message):
     KEYS_FIELD_NUMBER: _builtins.int
     FILESYSTEM_PATH_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    ENDPOINT_FIELD_NUMBER: _builtins.int
+    REGION_FIELD_NUMBER: _builtins.int
     driver_name: _builtins.str
     bucket: _builtins.str
     filesystem_path: _builtins.str
@@ -152,6 +154,12 @@ class OffloadEvidence(_message.Message):
     """Total size in bytes of the objects found (Content-Length of their HEADs),
     set only when every one's size is known; unset for the filesystem offloader.
     """
+    endpoint: _builtins.str
+    """The location the offload record names, where the verifier found the objects: the
+    canonical endpoint (scheme://host[:port]) and the region. Empty where the record
+    names none (and from verifiers before these fields): each service's configured one.
+    """
+    region: _builtins.str
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -162,10 +170,12 @@ class OffloadEvidence(_message.Message):
         keys: _abc.Iterable[_builtins.str] | None = ...,
         filesystem_path: _builtins.str = ...,
         size_bytes: _builtins.int | None = ...,
+        endpoint: _builtins.str = ...,
+        region: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes", "size_bytes", b"size_bytes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes", "bucket", b"bucket", "driver_name", b"driver_name", "filesystem_path", b"filesystem_path", "keys", b"keys", "size_bytes", b"size_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes", "bucket", b"bucket", "driver_name", b"driver_name", "endpoint", b"endpoint", "filesystem_path", b"filesystem_path", "keys", b"keys", "region", b"region", "size_bytes", b"size_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__size_bytes: _TypeAlias = _typing.Literal["size_bytes"]  # noqa: Y015
     _WhichOneofArgType__size_bytes: _TypeAlias = _typing.Literal["_size_bytes", b"_size_bytes"]  # noqa: Y015

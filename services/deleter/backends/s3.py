@@ -5,6 +5,10 @@ keys (the S3 limit). A delete counts as done only after a listing shows both obj
 S3 reports a key as deleted whether or not it existed, and "not found" is success. Each
 request is one place under the adaptive concurrency limit; throttling (`SlowDown`, 503) and
 requests without an answer cut it.
+
+The verdict names where the verifier found the objects (endpoint and region, empty for the
+configured ones); the delete goes there, through one client per location (`S3Clients`), and
+only to an allowed endpoint and bucket. One adaptive limit covers every location.
 """
 
 from __future__ import annotations
@@ -20,7 +24,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from services.core.adaptive import Signal
 from services.core.config import S3Config
 from services.core.errors import InvalidArgument
-from services.core.s3_client import THROTTLE_CODES, open_s3_client
+from services.core.s3_client import THROTTLE_CODES, S3Clients, open_s3_clients
+from services.core.s3_locations import (
+    UNCONFIGURED,
+    EndpointNotAllowed,
+    LocationRefused,
+    S3Location,
+    TooManyLocations,
+    default_location,
+    resolve_location,
+)
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.batching import Batcher
 from services.deleter.ports import DeleteFailed, DeleteResult, Tier
@@ -45,7 +58,7 @@ OUTAGE_CODES = frozenset({"InternalError", "ServiceUnavailable", "SlowDown"})
 
 
 class S3OffloadDeleter:
-    """`OffloadDeleter` for blob-store offloads, limited to the allowed buckets."""
+    """`OffloadDeleter` for blob-store offloads, limited to the allowed buckets and endpoints."""
 
     def __init__(
         self,
@@ -54,30 +67,70 @@ class S3OffloadDeleter:
         allowed_buckets: frozenset[str],
         limits: BackendLimits,
         batch_max: int = MAX_KEYS_PER_REQUEST,
+        clients: S3Clients | None = None,
+        default_location: S3Location = UNCONFIGURED,
+        allowed_endpoints: frozenset[str] = frozenset(),
     ) -> None:
+        """`client` serves the configured location (`default_location`). With `clients`,
+        evidence naming another allowed location is deleted through that location's client;
+        without, `client` serves every location (one S3 only)."""
         self._client = client
+        self._clients = clients
+        self._default = default_location
+        self._allowed_endpoints = allowed_endpoints
         self._allowed = allowed_buckets
         self._limits = limits
         self._batch_max = min(batch_max, MAX_KEYS_PER_REQUEST)
-        self._batchers: dict[str, Batcher[str, str | None]] = {}
+        self._batchers: dict[tuple[S3Location, str], Batcher[str, str | None]] = {}
 
     async def delete_offloaded(
         self, *, ledger_id: int, evidence: _vf.OffloadEvidence
     ) -> DeleteResult:
         bucket, keys = evidence.bucket, list(dict.fromkeys(evidence.keys))
         self._check(ledger_id, bucket, keys)
-        errors = await asyncio.gather(*(self._batcher(bucket).submit(key) for key in keys))
+        location = self._location(evidence)
+        client = await self._client_for(location)
+        batcher = self._batcher(client, location, bucket)
+        errors = await asyncio.gather(*(batcher.submit(key) for key in keys))
         failed = {key: error for key, error in zip(keys, errors, strict=True) if error}
         if failed:
             codes = {error.split(":", 1)[0] for error in failed.values()}
             raise DeleteFailed(
                 Tier.S3,
-                f"s3://{bucket}: {failed}",
+                f"s3://{bucket} at {location.describe()}: {failed}",
                 permanent=bool(codes & PERMANENT_CODES),
                 outage=codes <= OUTAGE_CODES,
             )
-        await self._confirm_absent(bucket, keys)
-        return DeleteResult(Tier.S3, True, {"bucket": bucket, "keys": keys})
+        await self._confirm_absent(client, bucket, keys)
+        result: dict[str, object] = {"bucket": bucket, "keys": keys, "region": location.region}
+        if location.endpoint is not None:
+            result["endpoint"] = location.endpoint
+        return DeleteResult(Tier.S3, True, result)
+
+    def _location(self, evidence: _vf.OffloadEvidence) -> S3Location:
+        """Where the verifier found the objects; an endpoint off this deleter's allow-list is
+        a permanent failure naming it (a verifier allowing more than its deleters)."""
+        try:
+            return resolve_location(
+                evidence.endpoint,
+                evidence.region,
+                default=self._default,
+                allowed_endpoints=self._allowed_endpoints,
+            )
+        except EndpointNotAllowed as exc:
+            raise DeleteFailed(
+                Tier.S3, f"endpoint {exc.endpoint!r} is not allowed", permanent=True
+            ) from exc
+        except LocationRefused as exc:
+            raise DeleteFailed(Tier.S3, f"offload location: {exc}", permanent=True) from exc
+
+    async def _client_for(self, location: S3Location) -> Any:
+        if self._clients is None or location == self._default:
+            return self._client
+        try:
+            return await self._clients.client(location)
+        except TooManyLocations as exc:
+            raise DeleteFailed(Tier.S3, str(exc)) from exc
 
     async def probe(self) -> None:
         """HEAD of an allowed bucket: returns once S3 answers (outage probe). Any answer but a
@@ -103,27 +156,30 @@ class S3OffloadDeleter:
                     Tier.S3, f"key {key!r} names ledger {named}, not {ledger_id}", permanent=True
                 )
 
-    def _batcher(self, bucket: str) -> Batcher[str, str | None]:
-        batcher = self._batchers.get(bucket)
+    def _batcher(self, client: Any, location: S3Location, bucket: str) -> Batcher[str, str | None]:
+        # Per location as well: one DeleteObjects request goes to one endpoint.
+        batcher = self._batchers.get((location, bucket))
         if batcher is None:
 
             async def run(keys: Sequence[str]) -> list[str | None]:
-                return await self._delete_objects(bucket, keys)
+                return await self._delete_objects(client, bucket, keys)
 
             batcher = Batcher(
                 run, max_batch=self._batch_max, limiter=self._limits.limiter, judge=_judge
             )
-            self._batchers[bucket] = batcher
+            self._batchers[(location, bucket)] = batcher
         return batcher
 
-    async def _delete_objects(self, bucket: str, keys: Sequence[str]) -> list[str | None]:
+    async def _delete_objects(
+        self, client: Any, bucket: str, keys: Sequence[str]
+    ) -> list[str | None]:
         """One DeleteObjects request (the batcher holds its place under the limit); per key,
         None or `Code: message`."""
         unique = list(dict.fromkeys(keys))
         request = {"Objects": [{"Key": key} for key in unique], "Quiet": True}
         try:
             await self._limits.pace()
-            response = await self._client.delete_objects(Bucket=bucket, Delete=request)
+            response = await client.delete_objects(Bucket=bucket, Delete=request)
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             raise DeleteFailed(
@@ -144,14 +200,12 @@ class S3OffloadDeleter:
         }
         return [errors.get(key) for key in keys]
 
-    async def _confirm_absent(self, bucket: str, keys: Sequence[str]) -> None:
+    async def _confirm_absent(self, client: Any, bucket: str, keys: Sequence[str]) -> None:
         """One listing under the keys' common prefix must show none of them."""
         prefix = os.path.commonprefix(list(keys))  # noqa: RUF071 - S3 keys, not paths
         try:
             async with self._limits.operation():
-                response = await self._client.list_objects_v2(
-                    Bucket=bucket, Prefix=prefix, MaxKeys=100
-                )
+                response = await client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=100)
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             raise DeleteFailed(
@@ -178,10 +232,17 @@ class S3OffloadDeleter:
 async def open_s3_deleter(
     config: S3Config, *, limits: BackendLimits, timeout: float = 10.0, **kwargs: Any
 ) -> AsyncIterator[S3OffloadDeleter]:
-    """An `S3OffloadDeleter` with its own client, closed on exit."""
-    async with open_s3_client(config, timeout=timeout) as client:
+    """An `S3OffloadDeleter` with its own clients (one per location), closed on exit."""
+    async with open_s3_clients(config, timeout=timeout) as clients:
+        default = default_location(config)
         deleter = S3OffloadDeleter(
-            client, allowed_buckets=config.allowed_buckets, limits=limits, **kwargs
+            await clients.client(default),
+            allowed_buckets=config.allowed_buckets,
+            limits=limits,
+            clients=clients,
+            default_location=default,
+            allowed_endpoints=config.allowed_endpoints,
+            **kwargs,
         )
         try:
             yield deleter
