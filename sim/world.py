@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -779,23 +780,27 @@ class World:
         if not candidates:
             return
         chosen = tuple(sorted(set(rng.sample(candidates, min(2, len(candidates))))))
-        owner = resolve_owner(
-            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
-        )
-        self.requests += 1
-        request = MarkRequest(
-            owner=owner,
-            ledger_ids=(),
-            source=_pd.RECONCILER,
-            request_id=f"req-{self.requests}",
-            reconciler_ledgers=tuple(LedgerRef(i) for i in chosen),
-        )
+        request = self._reconciler_request(t.ml, chosen)
         try:
             result = await rng.choice(self.markers).mark(request)
         except TombstoneError as exc:
             self.sched.log(f"reconciler {chosen} failed: {type(exc).__name__}")
             return
         self.sched.log(f"reconciler {chosen}: sent {[i for i, _ in result.marked]}")
+
+    def _reconciler_request(self, ml: str, ledger_ids: Iterable[int]) -> MarkRequest:
+        """A reconciler's MarkLedgers request for `ledger_ids` of `ml`, as a scan submits it."""
+        owner = resolve_owner(
+            _pd.MANAGED_LEDGER, topic_name="", ml_name=ml, cursor_name="", schema_id=""
+        )
+        self.requests += 1
+        return MarkRequest(
+            owner=owner,
+            ledger_ids=(),
+            source=_pd.RECONCILER,
+            request_id=f"req-{self.requests}",
+            reconciler_ledgers=tuple(LedgerRef(i) for i in sorted(ledger_ids)),
+        )
 
     # --- the workload: forged, duplicated and garbage messages ------------------------------
 
@@ -852,17 +857,7 @@ class World:
         if not theirs:
             return
         chosen = tuple(self.neighbour.rng.sample(theirs, min(2, len(theirs))))
-        owner = resolve_owner(
-            _pd.MANAGED_LEDGER, topic_name="", ml_name=t.ml, cursor_name="", schema_id=""
-        )
-        self.requests += 1
-        request = MarkRequest(
-            owner=owner,
-            ledger_ids=(),
-            source=_pd.RECONCILER,
-            request_id=f"req-{self.requests}",
-            reconciler_ledgers=tuple(LedgerRef(i) for i in sorted(chosen)),
-        )
+        request = self._reconciler_request(t.ml, chosen)
         try:
             result = await self.neighbour.rng.choice(self.markers).mark(request)
         except TombstoneError as exc:
