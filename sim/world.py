@@ -92,6 +92,11 @@ REUSE_SHARE = 0.2
 """Of the verifier's DELETE verdicts on BookKeeper copies, the share whose id is used again."""
 UNMODIFIED_SHARE = 0.5
 """Of the topics, the share whose broker is unmodified (no marker call: the follower's)."""
+FRESH_SHARE = 0.3
+"""Of the runs, the share that starts as a fresh deployment without `tombstone setup`: the
+system topic has no subscription and no retention, and the markers start before any deleter
+(which creates the subscription when it subscribes, up to `FRESH_DELETER_DELAY` later)."""
+FRESH_DELETER_DELAY = 15.0
 
 
 class Service(Protocol):
@@ -181,6 +186,9 @@ class World:
         self.zk.on_request = self._check_znode_path
         self.s3.on_request = self._check_object_key
         self.seed = seed
+        self.fresh = random.Random(seed * 389 + 11).random() < FRESH_SHARE
+        if self.fresh:
+            self.main.subscribed = self.main.retained = False
         self.property_ledgers: set[int] = set()
         """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
         self.schemas = Schemas(self, seed)
@@ -345,7 +353,8 @@ class World:
         self.owners[managed_ledger_path(self.reuse_topic.ml)] = frozenset()
         self.cluster.create_topic(self.reuse_topic.ml, self.reuse_topic.cursor)
         self.deleters = [
-            DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
+            DeleterService(self.durable, f"deleter-{i}", self.verifier, start=not self.fresh)
+            for i in range(2)
         ]
 
     def create_topic(self, t: TopicState, rng: random.Random) -> None:
@@ -980,6 +989,15 @@ class World:
                 self.sched.log(f"restart {victim.name}")
                 victim.start()
 
+    async def _deleters_arrive(self) -> None:
+        """A fresh deployment: the deleters start a while after the markers."""
+        self.sched.log("fresh deployment: no subscription, no retention; deleters not started")
+        for deleter in self.deleters:
+            await asyncio.sleep(self.sched.rng.uniform(0.0, FRESH_DELETER_DELAY))
+            if not deleter.up:
+                self.sched.log(f"start {deleter.name}")
+                deleter.start()
+
     def _faulting(self) -> bool:
         return self.sched.faults_on
 
@@ -1016,6 +1034,8 @@ class World:
         chaos = asyncio.create_task(self.chaos())
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
         work.append(asyncio.create_task(self.attacker()))
+        if self.fresh:
+            work.append(asyncio.create_task(self._deleters_arrive()))
         # The shadows' brokers copy their sources' lists until the run ends.
         self.shadow_followers = [asyncio.create_task(s.follow_source()) for s in self.shadows]
         for shadow in list(self.shadows):
