@@ -48,6 +48,8 @@ from sim.zk import ZooKeeper
 
 PATHS = LedgerPaths()
 CLUSTER = "sim"
+NEIGHBOUR = "east"
+"""The cluster sharing our ledgers root (`sim/neighbour.py`)."""
 BUCKET = "offload"
 FOREIGN_BUCKET = "staging-offload"
 """A bucket of another environment with look-alike objects: never on the allow-list."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -38,7 +38,6 @@ from sim.namespaces import DeletedNamespace
 from sim.neighbour import (
     GEO_NAMESPACE,
     GEO_SHARE,
-    NEIGHBOUR,
     SHARED_NAMESPACE,
     NeighbourCluster,
 )
@@ -49,6 +48,7 @@ from sim.pulsar import (
     ENCODINGS,
     FOREIGN_BUCKET,
     LAYOUTS,
+    NEIGHBOUR,
     OFFLOADER_ERAS,
     Cluster,
     cursor_meta,
@@ -75,14 +75,11 @@ from sim.shadows import (
     create_later,
     create_shadow,
 )
+from sim.state import LEDGER, OFFLOAD, Copy, TopicState
 from sim.topic import ACKED, Entry, Producer, Topic
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
-
-LEDGER, OFFLOAD = "ledger", "offload"
-Copy = tuple[int, str, str]
-"""(ledger id, tier, uuid or ""): one copy of a ledger that an owner references."""
 
 CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
@@ -112,16 +109,6 @@ class Service(Protocol):
 class Violation:
     invariant: str
     detail: str
-
-
-@dataclass
-class TopicState:
-    ml: str
-    cursor: str
-    broker: int
-    unmodified: bool = False
-    """Its broker never calls the marker: it writes the metadata itself, then deletes."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class World:
@@ -183,7 +170,7 @@ class World:
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
         self.registry.on_failure = self._service_failed
-        self.zk.on_request = self._check_znode_path
+        self.zk.on_request = self.check_znode_path
         self.s3.on_request = self._check_object_key
         self.seed = seed
         self.fresh = random.Random(seed * 389 + 11).random() < FRESH_SHARE
@@ -280,7 +267,7 @@ class World:
         verifier's shadow index) that ends with an error would stop the real process."""
         self.violation("crash", f"{service}'s loop ended: {type(error).__name__}: {error}")
 
-    def _check_znode_path(self, path: str, by: str) -> None:
+    def check_znode_path(self, path: str, by: str) -> None:
         """Names at the port (docs/design.md §4.6): no path a service sends ZooKeeper has an
         empty, `.` or `..` segment. ZooKeeper does not resolve them: Debian's server answers a
         read of `/a/./b` with "no such znode" (`tests/sim/test_zk_differential.py`), so an
@@ -374,7 +361,7 @@ class World:
         info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
         self.cluster.write_ml(t.ml, info, version)
         cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-        self._write_cursor(t, cursor_ledger)
+        self.write_cursor(t, cursor_ledger)
 
     def _create_namespaces(self) -> None:
         """Pulsar's namespace policies in our store (ours is also the configuration store),
@@ -410,7 +397,7 @@ class World:
         got = self.cluster.ml_info(t.ml)
         return ManagedLedgerInfo() if got is None else got[0]
 
-    def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
+    def write_cursor(self, t: TopicState, ledger_id: int) -> None:
         """`ManagedCursorImpl.persistPositionToMetaStore` after a switch: the new ledger, the
         properties kept."""
         path = cursor_path(t.ml, t.cursor)
@@ -446,10 +433,10 @@ class World:
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
                 before = list(self._ml_now(t).ledgerInfo)
-                if t.unmodified and hasattr(self, f"_unmodified_{action}"):
-                    await getattr(self, f"_unmodified_{action}")(t)
+                if t.unmodified and hasattr(self, f"unmodified_{action}"):
+                    await getattr(self, f"unmodified_{action}")(t)
                 else:
-                    await getattr(self, f"_{action}")(t)
+                    await getattr(self, action)(t)
             if action == "trim" and self.shadow_rng.random() < LATE_SHARE:
                 self.late_shadows.append(asyncio.create_task(create_later(self, t, before)))
 
@@ -460,7 +447,7 @@ class World:
         await asyncio.sleep(self.shadow_rng.uniform(0.0, CHAOS_SECONDS))
         await create_later(self, t, list(self._ml_now(t).ledgerInfo))
 
-    async def _rollover(self, t: TopicState) -> None:
+    async def rollover(self, t: TopicState) -> None:
         """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
         before the ML list names it; a reconciler scan may see it unreferenced meanwhile."""
         info, _ = self._ml(t)
@@ -474,7 +461,7 @@ class World:
         info.ledgerInfo.add(ledgerId=ledger_id, entries=0, size=0, timestamp=self.sched.now_ms())
         self.cluster.write_ml(t.ml, info, version)
 
-    async def _offload(self, t: TopicState) -> None:
+    async def offload(self, t: TopicState) -> None:
         rng = self.sched.rng
         info, version = self._ml(t)
         candidates = [e for e in info.ledgerInfo[:-1] if not e.HasField("offloadContext")]
@@ -491,7 +478,7 @@ class World:
         set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET, era=era)
         self.cluster.write_ml(t.ml, info, version)
         if bk_deleted and t.unmodified:
-            await self._broker_deletes_ledger(t, entry.ledgerId)
+            await self.broker_deletes_ledger(t, entry.ledgerId)
         elif bk_deleted:
             # Pulsar deletes the BookKeeper copy itself once `bookkeeperDeleted` is written.
             path = self.cluster.ledger_path(entry.ledgerId)
@@ -500,7 +487,7 @@ class World:
 
     # --- the workload: unmodified brokers (no marker call; the follower's) -------------------
 
-    async def _broker_deletes_ledger(self, t: TopicState, ledger_id: int) -> None:
+    async def broker_deletes_ledger(self, t: TopicState, ledger_id: int) -> None:
         """An unmodified broker deletes a ledger it unlinked itself (`asyncDeleteLedger`):
         after its metadata write, and a drawn share of the time it fails, never retried."""
         await self.sched.delay()
@@ -529,12 +516,12 @@ class World:
         for entry in entries:
             ctx = entry.offloadContext if entry.HasField("offloadContext") else None
             if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
-                await self._broker_deletes_ledger(t, entry.ledgerId)
+                await self.broker_deletes_ledger(t, entry.ledgerId)
             uuid = offload_uuid(ctx) if ctx is not None and ctx.HasField("uidMsb") else None
             if uuid:
                 await self._broker_deletes_offloaded(t, entry.ledgerId, uuid)
 
-    async def _unmodified_trim(self, t: TopicState) -> None:
+    async def unmodified_trim(self, t: TopicState) -> None:
         """`ManagedLedgerImpl.internalTrimLedgers` as released: the shorter list written at
         the version read, then the dropped ledgers deleted (each tier they had)."""
         info, version = self._ml(t)
@@ -549,17 +536,17 @@ class World:
         self.sched.log(f"broker-{t.broker} trimmed {[e.ledgerId for e in dropped]} itself")
         await self._broker_deletes_entries(t, dropped)
 
-    async def _unmodified_cursor(self, t: TopicState) -> None:
+    async def unmodified_cursor(self, t: TopicState) -> None:
         """`switchToNewLedger` as released: the cursor znode names the new ledger, then the
         broker deletes the old one."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
         new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-        self._write_cursor(t, new)
+        self.write_cursor(t, new)
         self.sched.log(f"broker-{t.broker} cursor switch {old}->{new} itself")
         if old is not None and old >= 0:
-            await self._broker_deletes_ledger(t, old)
+            await self.broker_deletes_ledger(t, old)
 
-    async def _unmodified_unsubscribe(self, t: TopicState, *, recreate: bool = True) -> None:
+    async def unmodified_unsubscribe(self, t: TopicState, *, recreate: bool = True) -> None:
         """`asyncDeleteCursor` as released: the cursor znode deleted, then its ledger."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
         path = cursor_path(t.ml, t.cursor)
@@ -570,15 +557,15 @@ class World:
             self.zk.create(path, self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1)))
         self.sched.log(f"broker-{t.broker} unsubscribed {t.cursor} [{old}] itself")
         if old is not None and old >= 0:
-            await self._broker_deletes_ledger(t, old)
+            await self.broker_deletes_ledger(t, old)
 
-    async def _unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
+    async def unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """`ManagedLedgerImpl.asyncDelete` as released: the cursor, then the ML znode, then
         every ledger (each tier); the topic is created again under the same name unless
         its namespace is being deleted. Always deleted (True)."""
         info, _ = self._ml(t)
         entries = list(info.ledgerInfo)
-        await self._unmodified_unsubscribe(t, recreate=False)
+        await self.unmodified_unsubscribe(t, recreate=False)
         self._delete_other_cursors(t)
         path = managed_ledger_path(t.ml)
         stat = self.zk.stat(path)
@@ -605,7 +592,7 @@ class World:
             if path != cursor_path(t.ml, t.cursor):
                 self.zk.delete(path, version=-1, by="pulsar")
 
-    async def _trim(self, t: TopicState) -> None:
+    async def trim(self, t: TopicState) -> None:
         rng = self.sched.rng
         info, version = self._ml(t)
         listed = [e.ledgerId for e in info.ledgerInfo[:-1]]
@@ -645,12 +632,12 @@ class World:
             info.ledgerInfo.extend(keep)
             self.cluster.write_ml(t.ml, info, now)
 
-    async def _cursor(self, t: TopicState) -> None:
+    async def cursor(self, t: TopicState) -> None:
         """`ManagedCursorImpl.switchToNewLedger`: a new OPEN ledger; the old one unlinked."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
         new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
         if old is None or old < 0:
-            self._write_cursor(t, new)
+            self.write_cursor(t, new)
             return
         owner = resolve_owner(
             _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
@@ -669,7 +656,7 @@ class World:
             return
         self.sched.log(f"cursor switch {old}->{new}: marked {[i for i, _ in result.marked]}")
 
-    async def _unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
+    async def unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Unsubscribe (`ManagedCursorImpl.asyncDeleteCursor`): the cursor ledger is unlinked
         through the marker, then the broker removes the cursor znode; the ledger is OPEN."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
@@ -701,12 +688,12 @@ class World:
             )
         return True
 
-    async def _delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
+    async def delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
         marker, then the broker removes the cursor and ML znodes; the topic is created again
         under the same name (new znodes at version 0, new ledgers) unless its namespace is
         being deleted. Whether the topic was deleted."""
-        if not await self._unsubscribe(t, recreate=False):
+        if not await self.unsubscribe(t, recreate=False):
             return False  # the cursor ledger is still referenced: Pulsar does not go on
         info, _ = self._ml(t)
         ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
@@ -775,7 +762,7 @@ class World:
             f"ledger id {ledger_id} created again (version {stat.version + 1}), listed by {t.ml}"
         )
 
-    async def _reconcile(self, t: TopicState) -> None:
+    async def reconcile(self, t: TopicState) -> None:
         """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
         found unreferenced, some of them only in creation (a rollover not listed yet)."""
         rng = self.sched.rng

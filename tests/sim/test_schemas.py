@@ -16,7 +16,8 @@ from sim.loop import VirtualLoop
 from sim.pulsar import CLUSTER, PATHS
 from sim.run import _cancel_rest, _quiet, _virtual_time, run_seed
 from sim.schemas import TopicSchema
-from sim.world import LEDGER, World
+from sim.state import LEDGER
+from sim.world import World
 
 _T = TypeVar("_T")
 
