@@ -25,7 +25,8 @@ from services.metadata.pulsar_formats import ManagedCursorInfo, decode_cursor_in
 from services.metadata.pulsar_names import cursor_path
 
 if TYPE_CHECKING:
-    from sim.state import TopicState, WorldView
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 COMPACTION_CURSOR = "__compaction"
 COMPACTED_LEDGER = "CompactedTopicLedger"

@@ -25,7 +25,8 @@ from services.metadata.namespaces import encode_policies, policies_path
 from sim.pulsar import CLUSTER
 
 if TYPE_CHECKING:
-    from sim.state import TopicState, WorldView
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 TEMP_NAMESPACE = "public/temp"
 SHARE = 0.5
@@ -57,12 +58,12 @@ class DeletedNamespace:
         for _ in range(self.rng.randint(0, 2)):
             await asyncio.sleep(self.rng.uniform(0.0, 8.0))
             async with t.lock:
-                await (w.unmodified_trim(t) if t.unmodified else w.trim(t))
+                await (w.unmodified.trim(t) if t.unmodified else w.trim(t))
         await asyncio.sleep(self.rng.uniform(0.0, 10.0))
         async with t.lock:
             w.sched.log(f"broker-{t.broker} deletes namespace {TEMP_NAMESPACE}")
             if t.unmodified:
-                deleted = await w.unmodified_delete_topic(t, recreate=False)
+                deleted = await w.unmodified.delete_topic(t, recreate=False)
             else:
                 deleted = await w.delete_topic(t, recreate=False)
             if not deleted:

@@ -60,7 +60,7 @@ from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
-    from sim.state import WorldView
+    from sim.view import WorldView
 
 GEO_NAMESPACE = "public/geo"
 LOCAL_NAMESPACE = "public/east-local"

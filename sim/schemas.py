@@ -54,7 +54,8 @@ from sim.pulsar import CLUSTER
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
-    from sim.state import TopicState, WorldView
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 SCHEMA_SHARE = 0.6
 """Of the topics, the share that have a schema at the start (the others may get one later)."""
@@ -222,4 +223,4 @@ class Schemas:
         w.zk.delete(s.path, version=version, by="pulsar")
         w.sched.log(f"broker-{t.broker} deleted schema {s.schema_id} {list(ledger_ids)} itself")
         for ledger_id in ledger_ids:
-            await w.broker_deletes_ledger(t, ledger_id)
+            await w.unmodified.deletes_ledger(t, ledger_id)

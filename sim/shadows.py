@@ -29,7 +29,8 @@ from services.metadata.pulsar_formats import (
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from sim.pulsar import cursor_meta
-from sim.state import TopicState, WorldView
+from sim.state import TopicState
+from sim.view import WorldView
 
 SHADOW_SHARE = 0.3
 """Of the topics, the share that has a shadow topic."""
@@ -85,7 +86,7 @@ class Shadow:
         await asyncio.sleep(world.sched.rng.uniform(0.0, 30.0))
         async with self.source.lock:
             world.sched.log(f"broker-{self.state.broker} deletes shadow topic {self.state.ml}")
-            await world.unmodified_unsubscribe(self.state, recreate=False)
+            await world.unmodified.unsubscribe(self.state, recreate=False)
             self.deleted = True
             stat = world.zk.stat(self.path)
             if stat is not None:
@@ -124,7 +125,7 @@ def create_shadow(
     world.zk.create(shadow.path, world.cluster.ml_bytes(info))
     world.zk.create(cursor, world.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1)))
     ledger = world.cluster.new_ledger(cursor_meta(state.ml, state.cursor), closed=False)
-    world.write_cursor(state, ledger)
+    world.cluster.write_cursor(state.ml, state.cursor, ledger)
     world.shadows.append(shadow)
     return shadow
 

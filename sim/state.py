@@ -1,24 +1,12 @@
-"""What the world and its workloads share: a topic's state, the copies an owner references, and
-the surface of the world a workload drives (`WorldView`).
-
-The workloads (`cursor_refs`, `namespaces`, `neighbour`, `schemas`, `shadows`) are driven by
-the world and drive it back (a namespace deletion trims and deletes topics, a shadow writes a
-cursor). They depend on this protocol, not on `sim.world`, so that the world imports them and
-nothing imports the world but the runner.
-"""
+"""What the world and its workloads share: a topic's state and the copies an owner references."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from sim.pulsar import Cluster
-from sim.scheduler import Scheduler
-from sim.services import MarkerService
-from sim.zk import ZooKeeper
-
+CHAOS_SECONDS = 30.0
+"""The span of the workload and the faults; then the run heals and quiesces."""
 LEDGER, OFFLOAD = "ledger", "offload"
 Copy = tuple[int, str, str]
 """(ledger id, tier, uuid or ""): one copy of a ledger that an owner references."""
@@ -32,42 +20,3 @@ class TopicState:
     unmodified: bool = False
     """Its broker never calls the marker: it writes the metadata itself, then deletes."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-class WorldView(Protocol):
-    """The world as its workloads see it (`sim.world.World` is the one implementation)."""
-
-    sched: Scheduler
-    zk: ZooKeeper
-    cluster: Cluster
-    markers: list[MarkerService]
-    requests: int
-    """MarkLedgers requests made so far (each request's id is `req-<n>`)."""
-    owners: dict[str, frozenset[Copy]]
-    """Owner znode path -> the copies it references now."""
-    property_ledgers: set[int]
-    """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
-    unmodified_paths: set[str]
-    """Owner znodes written by unmodified brokers (their unlinks reach the follower only)."""
-    shadow_rng: random.Random
-    shadow_lists: dict[str, frozenset[Copy]]
-    shadow_followers: list[asyncio.Task[None]]
-    late_shadow_count: int
-
-    def create_topic(self, t: TopicState, rng: random.Random) -> None: ...
-
-    def write_cursor(self, t: TopicState, ledger_id: int) -> None: ...
-
-    def check_znode_path(self, path: str, by: str) -> None: ...
-
-    async def trim(self, t: TopicState) -> None: ...
-
-    async def delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool: ...
-
-    async def unmodified_trim(self, t: TopicState) -> None: ...
-
-    async def unmodified_unsubscribe(self, t: TopicState, *, recreate: bool = True) -> None: ...
-
-    async def unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool: ...
-
-    async def broker_deletes_ledger(self, t: TopicState, ledger_id: int) -> None: ...
