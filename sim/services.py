@@ -57,8 +57,7 @@ from services.verifier.shadows import ShadowIndex
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
-from sim.neighbour import NEIGHBOUR
-from sim.pulsar import CLUSTER
+from sim.pulsar import CLUSTER, NEIGHBOUR
 from sim.s3 import S3, S3Client
 from sim.scheduler import Fault, Scheduler
 from sim.topic import Consumer, Producer, SubscriptionAdmin, Topic
