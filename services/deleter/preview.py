@@ -26,6 +26,7 @@ it started; the metrics add up across replicas and restarts as counters do.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from collections.abc import Callable, Sequence
@@ -54,6 +55,9 @@ _log = structlog.get_logger(__name__)
 WOULD_DELETE = "would_delete"
 SETTLED = "settled"
 WOULD_DEAD_LETTER = "would_dead_letter"
+RECENTLY_COUNTED = 100_000
+"""Messages remembered as counted (about 150 bytes each). A batch comes again soon after one
+of its messages was released, so the last ones suffice."""
 
 
 # --- backends that delete nothing ----------------------------------------------------------
@@ -199,9 +203,21 @@ class PreviewSettler:
         self._policy = policy
         self._max_redeliveries = max_redeliveries
         self._metrics = metrics
+        self._counted: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        """The messages counted last (topic, message id), oldest first."""
 
     async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> bool:
         """True when the message was acknowledged, False when it comes again later."""
+        if (message.topic, message.message_id) in self._counted:
+            # Acknowledged and counted already: the broker sent its batch again (a negative
+            # acknowledgement of one message of a batch, or a reconnect, redelivers the whole
+            # entry). A deleter would find it settled; a preview must not count it twice.
+            _log.info("preview_counted_already", message_id=message.message_id)
+            try:
+                await source.acknowledge(message)
+            except TombstoneError as exc:
+                _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
+            return True
         s = self._final(message, s)
         if s.action in (Action.RETRY, Action.RELEASE):
             self.tally.retries += 1
@@ -209,16 +225,25 @@ class PreviewSettler:
             _log.info("preview_deferred", message_id=message.message_id, reason=s.reason)
             await source.release(message)
             return False
-        verdict = _verdict(s)
+        # Shielded: a stop that cancels this deleter's work must not come between the
+        # acknowledgement and the count (the message would be counted by nobody).
+        await asyncio.shield(self._acknowledge_and_record(source, message, s))
+        return True
+
+    async def _acknowledge_and_record(
+        self, source: MessageSource, message: IncomingMessage, s: Settlement
+    ) -> None:
         try:
             await source.acknowledge(message)
         except TombstoneError as exc:
             # It comes again and is decided again; counted then, not now.
             _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
-            return True
+            return
         self._metrics.acknowledged.inc()
-        self._record(message, s, verdict)
-        return True
+        self._record(message, s, _verdict(s))
+        self._counted[(message.topic, message.message_id)] = None
+        if len(self._counted) > RECENTLY_COUNTED:
+            self._counted.popitem(last=False)
 
     def _final(self, message: IncomingMessage, s: Settlement) -> Settlement:
         """A RETRY past the budget, or a message that kept crashing the handler, is what a
