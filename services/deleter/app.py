@@ -80,6 +80,10 @@ async def run(config: DeleterConfig) -> None:
         metrics = DeleterMetrics(runner.metrics)
         metrics.preview.set(1 if config.preview else 0)
         deleter = await build(runner.resources, config, metrics)
+        if config.preview:
+            _log.warning(
+                "deleter_preview", subscription=config.preview_subscription, deletes="nothing"
+            )
         servicer = DeleterAdminServicer(deleter.admin)
         runner.add_servicer(_dl_grpc.add_DeleterAdminServicer_to_server, servicer, SERVICE_NAME)
         runner.add_background("pool", lambda: deleter.pool.run(runner.stopping))
