@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -46,7 +48,8 @@ from tests.deleter.stack import (
     write_cluster,
 )
 from tests.deleter_e2e.checks import ledgers_in_zookeeper, objects_in_s3
-from tests.deleter_e2e.process import ROOT, deleter_env
+from tests.deleter_e2e.conftest import Trimmed
+from tests.deleter_e2e.process import ROOT, DeleterProcess, cli, deleter_env
 from tests.deleter_e2e.test_bad_input import publish
 from tests.helpers import assert_eventually
 from tests.verifier.world import World
@@ -367,3 +370,69 @@ async def test_the_refusal_is_one_line_and_exit_2(
     assert "preview subscription 'tombstone-preview' is missing" in refusals[0]
     assert "tombstone setup" in refusals[0]
     assert "Traceback" not in out.decode() + err.decode()
+
+
+async def test_a_killed_preview_process_and_its_successor_miss_nothing(
+    trimmed: Trimmed,
+    zk: ZooKeeperServer,
+    s3: S3Server,
+    broker: PulsarBrokerProcess,
+    tmp_path: Path,
+) -> None:
+    """`python -m services.deleter` in preview, killed (SIGKILL) as soon as it recorded a first
+    verdict, then a second preview process: every PDLI has a verdict in one of the two audit
+    trails, neither trail names a message twice, the successor's `tombstone deleter status`
+    counts exactly its own lines, and nothing was deleted."""
+    setup_topics(broker, preview=True)
+    every = {led.ledger_id for led in trimmed.model.bookkeeper_ledgers()}
+    present = await ledgers_in_zookeeper(zk, every)
+    published = sum(len(ids) for ids in trimmed.marked.values())
+    env = deleter_env(
+        zk,
+        s3,
+        broker,
+        trimmed.verifier,
+        TOMBSTONE_DELETER_MODE="preview",
+        TOMBSTONE_DELETER_RELEASE_DELAY="500ms",
+    )
+    first = await DeleterProcess.start(env, tmp_path / "first.log")
+    try:
+        await first.wait_for("preview_verdict", timeout=60)
+        first.process.kill()
+        await first.process.wait()
+    finally:
+        await first.stop()
+    second = await DeleterProcess.start(env, tmp_path / "second.log")
+    try:
+        ready = await second.wait_for("service_ready")
+        address = f"127.0.0.1:{ready['port']}"
+
+        async def drained_preview() -> dict[str, Any]:
+            code, out = await cli("deleter", "status", "--json", "--address", address)
+            assert code == 0, out
+            status: dict[str, Any] = json.loads(out)
+            assert (status["mode"], status["estimated_in_flight"], status["in_process"]) == (
+                "preview",
+                0,
+                0,
+            )
+            return status
+
+        status = await assert_eventually(drained_preview, timeout=90, interval=0.5)
+    finally:
+        await second.stop()
+    trails = [
+        [e["message_id"] for e in p.events() if e.get("event") == "preview_verdict"]
+        for p in (first, second)
+    ]
+    assert trails[0]
+    assert all(len(trail) == len(set(trail)) for trail in trails)
+    assert len(set(trails[0]) | set(trails[1])) == published
+    preview = status["preview"]
+    counted = sum(
+        sum(int(v) for v in preview.get(key, {}).values())
+        for key in ("would_delete", "settled", "would_dead_letter")
+    )
+    assert counted == len(trails[1])
+    assert await ledgers_in_zookeeper(zk, every) == present
+    assert objects_in_s3(s3) == trimmed.objects_before
