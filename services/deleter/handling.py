@@ -269,7 +269,8 @@ class Handler:
         try:
             result = await self._delete(pdli, verdict)
         except DeleteFailed as exc:
-            self._metrics.failed.labels(exc.tier.value).inc()
+            if self._preview is None:  # a preview attempted no delete
+                self._metrics.failed.labels(exc.tier.value).inc()
             if exc.permanent:
                 return Settlement(
                     Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
