@@ -15,9 +15,9 @@ from datetime import timedelta
 import structlog
 from grpc import aio
 
+from devstack.fake_verifier import METHOD_ROLES, FakeVerifier, add_fake_verifier, verify_request
 from services.core.config import AuthConfig, GrpcServerConfig, Principal
 from services.core.grpc_server import ServiceRunner
-from tests.core.fake_verifier import METHOD_ROLES, FakeVerifier, add_fake_verifier, verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
 TOKEN = "bench-token"

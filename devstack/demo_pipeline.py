@@ -122,7 +122,7 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
 
     - 2.1 offload contexts carry no driver or bucket: the operator's default offloader
       applies, the same for the marker, the verifier and the deleter (the services compare
-      it with each other at start, `services.core.peer_settings`).
+      it with each other at start, `services.metadata.peer_settings`).
     - Signed intents (the marker's signing key, the verifier's trusted key, signatures
       required) are the proof of ownership of artifacts without owner metadata (pre-2.2
       ledgers, pre-2.10 objects) and of an unsubscribed cursor's OPEN ledger.

@@ -25,7 +25,8 @@ from services.metadata.pulsar_formats import ManagedCursorInfo, decode_cursor_in
 from services.metadata.pulsar_names import cursor_path
 
 if TYPE_CHECKING:
-    from sim.world import TopicState, World
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 COMPACTION_CURSOR = "__compaction"
 COMPACTED_LEDGER = "CompactedTopicLedger"
@@ -41,7 +42,7 @@ def property_refs(info: ManagedCursorInfo) -> set[int]:
     return ids
 
 
-def add_cursor_refs(world: World, topics: list[TopicState], seed: int) -> None:
+def add_cursor_refs(world: WorldView, topics: list[TopicState], seed: int) -> None:
     """Compacted ledgers and bucket snapshots for a drawn share of `topics` (a generator of
     their own, so the other draws of the seed stay as they were), each id put in
     `world.property_ledgers`."""
@@ -55,7 +56,7 @@ def add_cursor_refs(world: World, topics: list[TopicState], seed: int) -> None:
             _bucket(world, t, topic, rng)
 
 
-def _compacted(world: World, t: TopicState, topic: str, *, legacy: bool) -> None:
+def _compacted(world: WorldView, t: TopicState, topic: str, *, legacy: bool) -> None:
     custom = (
         {}
         if legacy
@@ -75,7 +76,7 @@ def _compacted(world: World, t: TopicState, topic: str, *, legacy: bool) -> None
     world.zk.create(path, world.cluster.cursor_bytes(info))
 
 
-def _bucket(world: World, t: TopicState, topic: str, rng: random.Random) -> None:
+def _bucket(world: WorldView, t: TopicState, topic: str, rng: random.Random) -> None:
     start = rng.randint(1, 5)
     key = f"{BUCKET_PREFIX}_{start}_{start + 1}"
     ledger = world.cluster.new_ledger(

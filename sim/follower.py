@@ -28,7 +28,7 @@ from typing import Any
 
 import services.marker.follower.checkpoint as checkpoint
 import services.marker.follower.follower as follower
-import services.verifier.believed as believed
+import services.verifier.believed.replica as believed
 from services.marker.follower.index import OwnerIndex, kind_of, ledger_ids, ml_refs
 from services.marker.follower.owner_paths import Kind
 from services.metadata.offload import uuid_from_bits

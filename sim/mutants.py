@@ -195,6 +195,20 @@ def _shadow_scan_only() -> Callable[[], None]:
     return _patch(ShadowIndex, "fresh_since", lambda self, ms: True)
 
 
+def _publish_without_subscription() -> Callable[[], None]:
+    """The marker and the follower publish whether or not the deleters' subscription exists."""
+    from services.systopic.subscription_watch import SubscriptionWatch
+
+    undo_ready = _patch(SubscriptionWatch, "ready", property(lambda self: True))
+    undo_reason = _patch(SubscriptionWatch, "unready_reason", lambda self: None)
+
+    def undo() -> None:
+        undo_reason()
+        undo_ready()
+
+    return undo
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -216,6 +230,7 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "absent-owner-anywhere": _absent_owner_anywhere,
     "cluster-field-ignored": _cluster_field_ignored,
     "shadow-scan-only": _shadow_scan_only,
+    "publish-without-subscription": _publish_without_subscription,
 }
 
 

@@ -25,7 +25,8 @@ from services.metadata.namespaces import encode_policies, policies_path
 from sim.pulsar import CLUSTER
 
 if TYPE_CHECKING:
-    from sim.world import TopicState, World
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 TEMP_NAMESPACE = "public/temp"
 SHARE = 0.5
@@ -33,14 +34,14 @@ SHARE = 0.5
 
 
 class DeletedNamespace:
-    def __init__(self, world: World, seed: int) -> None:
+    def __init__(self, world: WorldView, seed: int) -> None:
         self.world = world
         self.rng = random.Random(seed * 7717 + 11)
         self.topic: TopicState | None = None
 
     def setup(self) -> None:
         """The namespace's policies, then its topic (as Pulsar: the namespace first)."""
-        from sim.world import TopicState
+        from sim.state import TopicState
 
         if self.rng.random() >= SHARE:
             return
@@ -57,14 +58,14 @@ class DeletedNamespace:
         for _ in range(self.rng.randint(0, 2)):
             await asyncio.sleep(self.rng.uniform(0.0, 8.0))
             async with t.lock:
-                await (w._unmodified_trim(t) if t.unmodified else w._trim(t))
+                await (w.unmodified.trim(t) if t.unmodified else w.trim(t))
         await asyncio.sleep(self.rng.uniform(0.0, 10.0))
         async with t.lock:
             w.sched.log(f"broker-{t.broker} deletes namespace {TEMP_NAMESPACE}")
             if t.unmodified:
-                deleted = await w._unmodified_delete_topic(t, recreate=False)
+                deleted = await w.unmodified.delete_topic(t, recreate=False)
             else:
-                deleted = await w._delete_topic(t, recreate=False)
+                deleted = await w.delete_topic(t, recreate=False)
             if not deleted:
                 w.sched.log(f"namespace {TEMP_NAMESPACE} not deleted: a topic is left")
                 return

@@ -54,15 +54,14 @@ from services.metadata.pulsar_names import (
 )
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
-from sim.pulsar import CLUSTER, cursor_meta, data_meta
+from sim.pulsar import CLUSTER, NEIGHBOUR, cursor_meta, data_meta
 from sim.schemas import is_schema_path, locator_ledgers, schema_meta
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
-    from sim.world import World
+    from sim.view import WorldView
 
-NEIGHBOUR = "east"
 GEO_NAMESPACE = "public/geo"
 LOCAL_NAMESPACE = "public/east-local"
 SHARED_NAMESPACE = "public/default"
@@ -95,12 +94,12 @@ class EastTopic:
 class NeighbourCluster:
     """`east`: its metadata store, its brokers' workload, and what it references."""
 
-    def __init__(self, world: World, seed: int) -> None:
+    def __init__(self, world: WorldView, seed: int) -> None:
         self.world = world
         # A generator of its own: the other draws of a seed stay as they were.
         self.rng = random.Random(seed * 104729 + 31)
         self.zk = ZooKeeper(world.sched)
-        self.zk.on_request = world._check_znode_path
+        self.zk.on_request = world.check_znode_path
         self.zk.on_write = self._on_write
         self.refs: dict[str, frozenset[int]] = {}
         """Owner path in `east`'s store -> the ledgers it references now."""

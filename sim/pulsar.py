@@ -48,6 +48,8 @@ from sim.zk import ZooKeeper
 
 PATHS = LedgerPaths()
 CLUSTER = "sim"
+NEIGHBOUR = "east"
+"""The cluster sharing our ledgers root (`sim/neighbour.py`)."""
 BUCKET = "offload"
 FOREIGN_BUCKET = "staging-offload"
 """A bucket of another environment with look-alike objects: never on the allow-list."""
@@ -253,6 +255,51 @@ class Cluster:
         self.zk.create(
             cursor_path(ml, cursor), self.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1))
         )
+
+    # --- writes both kinds of broker make ----------------------------------------------------
+
+    def ml(self, ml: str) -> tuple[ManagedLedgerInfo, int]:
+        """The ML znode of a topic that exists (its info and version)."""
+        got = self.ml_info(ml)
+        assert got is not None, ml
+        return got
+
+    def ml_now(self, ml: str) -> ManagedLedgerInfo:
+        """The ML as it is now, empty while an unmodified broker deletes the topic (its znode
+        is gone until the broker has deleted the ledgers and created the topic again)."""
+        got = self.ml_info(ml)
+        return ManagedLedgerInfo() if got is None else got[0]
+
+    def write_cursor(self, ml: str, cursor: str, ledger_id: int) -> None:
+        """`ManagedCursorImpl.persistPositionToMetaStore` after a switch: the new ledger, the
+        properties kept."""
+        path = cursor_path(ml, cursor)
+        node = self.zk.nodes.get(path)
+        info = ManagedCursorInfo()
+        if node is not None:
+            info.CopyFrom(decode_cursor_info(node.data, path=path))
+        info.cursorsLedgerId = ledger_id
+        data = self.cursor_bytes(info)
+        if node is None:  # a new subscription after an unsubscribe
+            self.zk.create(path, data)
+        else:
+            self.zk.set(path, data, version=node.version)
+
+    def recreate_topic(self, ml: str, cursor: str, now_ms: int) -> None:
+        """A topic created again under a deleted one's name: new znodes, a new OPEN ledger."""
+        self.create_topic(ml, cursor)
+        info, version = self.ml(ml)
+        first = self.new_ledger(data_meta(ml), closed=False)
+        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=now_ms)
+        self.write_ml(ml, info, version)
+
+    def delete_other_cursors(self, ml: str, cursor: str) -> None:
+        """The topic's other cursors (the `__compaction` one) go with it; their ledgers are
+        referenced from properties only, which Tombstone does not follow (the reconciler's)."""
+        prefix = managed_ledger_path(ml) + "/"
+        for path in [p for p in self.zk.nodes if p.startswith(prefix)]:
+            if path != cursor_path(ml, cursor):
+                self.zk.delete(path, version=-1, by="pulsar")
 
 
 def set_offload(

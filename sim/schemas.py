@@ -54,7 +54,8 @@ from sim.pulsar import CLUSTER
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
-    from sim.world import TopicState, World
+    from sim.state import TopicState
+    from sim.view import WorldView
 
 SCHEMA_SHARE = 0.6
 """Of the topics, the share that have a schema at the start (the others may get one later)."""
@@ -99,7 +100,7 @@ class TopicSchema:
 class Schemas:
     """The schema workload of one run (see the module docstring)."""
 
-    def __init__(self, world: World, seed: int) -> None:
+    def __init__(self, world: WorldView, seed: int) -> None:
         self.world = world
         self.rng = random.Random(seed * 6007 + 23)
         self.schemas: list[TopicSchema] = []
@@ -222,4 +223,4 @@ class Schemas:
         w.zk.delete(s.path, version=version, by="pulsar")
         w.sched.log(f"broker-{t.broker} deleted schema {s.schema_id} {list(ledger_ids)} itself")
         for ledger_id in ledger_ids:
-            await w._broker_deletes_ledger(t, ledger_id)
+            await w.unmodified.deletes_ledger(t, ledger_id)

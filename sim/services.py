@@ -45,6 +45,7 @@ from services.metadata.layout import LayoutWatch
 from services.metadata.paths import LedgerLayout, LedgerLocations
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.systopic.retry import RetryPolicy
+from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.believed import BelievedConfig, BelievedSet
 from services.verifier.clusters import ClusterScope, Neighbour
@@ -56,11 +57,10 @@ from services.verifier.shadows import ShadowIndex
 from services.verifier.signatures import SignatureGate
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
-from sim.neighbour import NEIGHBOUR
-from sim.pulsar import CLUSTER
+from sim.pulsar import CLUSTER, NEIGHBOUR
 from sim.s3 import S3, S3Client
 from sim.scheduler import Fault, Scheduler
-from sim.topic import Consumer, Producer, Topic
+from sim.topic import Consumer, Producer, SubscriptionAdmin, Topic
 from sim.zk import Session, ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
@@ -214,6 +214,16 @@ window it guards (`putSchema` closes the ledger and writes the locator within a 
 SHADOW_MARGIN = timedelta(seconds=10)
 """`TOMBSTONE_VERIFIER_SHADOW_CLOCK_ALLOWANCE`, its default; it also covers a shadow's broker
 reading its source's list up to 2 s before writing the shadow (`sim/shadows.py`)."""
+DELETER_SUBSCRIPTION = "tombstone-deleter"
+WATCH = WatchSettings(
+    topic="persistent://pulsar/system/main",
+    subscription=DELETER_SUBSCRIPTION,
+    partitions=3,
+    interval=timedelta(seconds=2),
+    unknown_grace=timedelta(seconds=10),
+)
+"""The markers' watch on the deleters' subscription (`TOMBSTONE_MARKER_SUBSCRIPTION_CHECK_*`,
+shortened to the run's scale)."""
 SHADOW_MIN_GAP = timedelta(seconds=5)
 """`TOMBSTONE_VERIFIER_SHADOW_SCAN_MIN_GAP`: a verdict waiting for a fresh shadow scan gets one
 within margin + gap (15 s), well inside the retry budget."""
@@ -236,6 +246,15 @@ class MarkerService:
         d = self.d
         self.session = Session(d.zk, self.name)
         self.producer = Producer(d.main, self.name)
+        # As `open_watch` and `GatedPublisher` in the service: nothing is published before
+        # a check has found the deleters' subscription on every partition.
+        self.watch = SubscriptionWatch(
+            SubscriptionAdmin(d.main, DELETER_SUBSCRIPTION),  # type: ignore[arg-type]
+            WATCH,
+            clock=d.sched.now,
+        )
+        d.registry.background(self.name, _run_watch(self.watch))
+        self.publisher = GatedPublisher(self.producer, self.watch)
         settings = MarkingSettings(
             marker_id=self.name,
             cluster=CLUSTER,
@@ -252,7 +271,7 @@ class MarkerService:
         metrics = _metrics(self.name, MarkerMetrics)
         self.marker = Marker(
             store=self.session,
-            publisher=self.producer,
+            publisher=self.publisher,
             journal=journal,
             settings=settings,
             metrics=metrics,
@@ -268,7 +287,7 @@ class MarkerService:
         self.follower_session = Session(d.zk, f"{self.name}-follower")
         self.follower = Follower(
             store=self.follower_session,  # type: ignore[arg-type]  # the port it uses
-            publisher=self.producer,
+            publisher=self.publisher,
             settings=FollowerSettings(
                 marker_id=self.name,
                 cluster=CLUSTER,
@@ -279,6 +298,7 @@ class MarkerService:
             metrics=_metrics(f"{self.name}-follower", FollowerMetrics),
             signer=signer,
             own_writes=self.marker.own_writes,
+            gate=self.watch,
         )
         self.d.registry.background(self.name, self.follower.run(asyncio.Event()))
 
@@ -312,6 +332,11 @@ class MarkerService:
         if fault is Fault.AFTER:
             raise Unavailable(f"{self.name}: answer lost")
         return result
+
+
+async def _run_watch(watch: SubscriptionWatch) -> None:
+    await watch.check()
+    await watch.run(asyncio.Event())
 
 
 class VerifierService:
@@ -430,10 +455,15 @@ class VerifierService:
 
 
 class DeleterService:
-    def __init__(self, d: Durable, name: str, verifier: VerifierService) -> None:
+    def __init__(
+        self, d: Durable, name: str, verifier: VerifierService, *, start: bool = True
+    ) -> None:
+        """With `start` False the deleter is not up yet (a deployment whose markers start
+        first): `start()` later subscribes, which creates the subscription."""
         self.d, self.name, self.verifier = d, name, verifier
         self.up = False
-        self.start()
+        if start:
+            self.start()
 
     def start(self) -> None:
         d = self.d

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from services.metadata.pulsar_formats import (
     SHADOW_SOURCE,
@@ -29,9 +29,8 @@ from services.metadata.pulsar_formats import (
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from sim.pulsar import cursor_meta
-
-if TYPE_CHECKING:
-    from sim.world import TopicState, World
+from sim.state import TopicState
+from sim.view import WorldView
 
 SHADOW_SHARE = 0.3
 """Of the topics, the share that has a shadow topic."""
@@ -47,7 +46,7 @@ shadow's ML znode (seconds)."""
 
 
 class Shadow:
-    def __init__(self, world: World, source: TopicState, state: TopicState) -> None:
+    def __init__(self, world: WorldView, source: TopicState, state: TopicState) -> None:
         self.world, self.source, self.state = world, source, state
         self.deleted = False
 
@@ -87,15 +86,21 @@ class Shadow:
         await asyncio.sleep(world.sched.rng.uniform(0.0, 30.0))
         async with self.source.lock:
             world.sched.log(f"broker-{self.state.broker} deletes shadow topic {self.state.ml}")
-            await world._unmodified_unsubscribe(self.state, recreate=False)
+            await world.unmodified.unsubscribe(self.state, recreate=False)
             self.deleted = True
             stat = world.zk.stat(self.path)
             if stat is not None:
                 world.zk.delete(self.path, version=stat.version, by="pulsar")
 
 
+class ShadowWorld(WorldView, Protocol):
+    """The world as the shadows' creation sees it: it also keeps the shadows."""
+
+    shadows: list[Shadow]
+
+
 def create_shadow(
-    world: World,
+    world: ShadowWorld,
     source: TopicState,
     *,
     name: str = "",
@@ -104,8 +109,6 @@ def create_shadow(
     """A shadow of `source` with one subscription of its own: its ML znode written at once
     with `PULSAR.SHADOW_SOURCE` and `listed` (the source's list as its broker read it; the
     list as it is now when None)."""
-    from sim.world import TopicState
-
     tenant, namespace, _, local = source.ml.split("/")
     state = TopicState(name or f"{source.ml}-shadow", "sub", source.broker, unmodified=True)
     shadow = Shadow(world, source, state)
@@ -122,13 +125,13 @@ def create_shadow(
     world.zk.create(shadow.path, world.cluster.ml_bytes(info))
     world.zk.create(cursor, world.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1)))
     ledger = world.cluster.new_ledger(cursor_meta(state.ml, state.cursor), closed=False)
-    world._write_cursor(state, ledger)
+    world.cluster.write_cursor(state.ml, state.cursor, ledger)
     world.shadows.append(shadow)
     return shadow
 
 
 async def create_later(
-    world: World, source: TopicState, listed: Sequence[ManagedLedgerInfo.LedgerInfo]
+    world: ShadowWorld, source: TopicState, listed: Sequence[ManagedLedgerInfo.LedgerInfo]
 ) -> None:
     """`createShadowTopic` during the run: the shadow's broker read `listed` from its source,
     and writes the shadow up to `READ_TO_WRITE` seconds later, its source's trims meanwhile

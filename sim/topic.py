@@ -12,7 +12,12 @@ Modelled on the broker and client behaviour the deleter relies on:
   the DLQ (the backstop) instead of delivering it;
 - a producer is named; the broker drops a message whose sequence id is not above the last one
   stored for that name (PIP-6), so the client's own resend after a lost answer is stored once;
-  a producer that restarts continues from the broker's last sequence id.
+  a producer that restarts continues from the broker's last sequence id;
+- a message published while the topic has no subscription and no retention policy is not kept
+  for a subscription created later (`ManagedLedgerImpl` trims what no cursor holds; the
+  devstack broker drops it too, `Broker.retains` in `devstack/pulsar/broker.py`): the first
+  consumer's subscribe creates the subscription, and only what is published afterwards
+  reaches it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY
 from services.systopic.ports import OutgoingMessage, SendResult
 from sim.scheduler import Fault, Scheduler
 
-PENDING, DELIVERED, ACKED = "pending", "delivered", "acked"
+PENDING, DELIVERED, ACKED, DROPPED = "pending", "delivered", "acked", "dropped"
 
 
 @dataclass
@@ -61,6 +66,10 @@ class Topic:
     last_sequence: dict[str, int] = field(default_factory=dict)
     on_append: Callable[[Entry], None] | None = None
     """Called with each stored message (the checks follow retry chains with it)."""
+    subscribed: bool = True
+    """Whether the deleters' durable subscription exists (a consumer's subscribe creates it)."""
+    retained: bool = True
+    """Whether a retention policy keeps what no subscription holds (`tombstone setup` sets one)."""
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _ledger: int = 0
 
@@ -86,6 +95,10 @@ class Topic:
             available_at=self.sched.now(),
         )
         entries.append(entry)
+        if not self.subscribed and not self.retained:
+            entry.state = DROPPED
+            self.sched.log(f"{entry.message_id} dropped: no subscription, no retention")
+            return entry.message_id  # the broker's receipt: it did store the message
         if self.on_append is not None:
             self.on_append(entry)
         if self.backstop is None:
@@ -98,7 +111,7 @@ class Topic:
         return [e for part in self.log for e in part]
 
     def unacked(self) -> list[Entry]:
-        return [e for e in self.entries() if e.state != ACKED]
+        return [e for e in self.entries() if e.state not in (ACKED, DROPPED)]
 
     def redeliver(self, entry: Entry, delay: float = 0.0) -> None:
         if entry.state == ACKED:
@@ -166,6 +179,7 @@ class Consumer:
         self._sched = topic.sched
         self.name = name
         self.closed = False
+        topic.subscribed = True  # subscribing creates the durable subscription
 
     @property
     def topic(self) -> str:
@@ -249,3 +263,19 @@ class Producer:
 
     async def close(self) -> None:
         self.closed = True
+
+
+class SubscriptionAdmin:
+    """The one admin call the subscription watch makes (`PulsarAdmin.subscriptions`), answered
+    from `topic`: the deleters' subscription is on every partition once it exists. The call can
+    fail or lose its answer as any port call: an unknown answer, never "missing"."""
+
+    def __init__(self, topic: Topic, subscription: str) -> None:
+        self._topic = topic
+        self._subscription = subscription
+
+    async def subscriptions(self, name: str) -> list[str]:
+        fault = await self._topic.sched.io(f"admin subscriptions {name}")
+        if fault is not Fault.NONE:
+            raise Unavailable(f"admin call on {name} failed ({fault.value})")
+        return [self._subscription] if self._topic.subscribed else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -29,16 +29,14 @@ from services.metadata.pulsar_formats import (
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
-from services.systopic.messages import encode_intent
-from services.systopic.ports import OutgoingMessage
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
 from sim.cursor_refs import add_cursor_refs, property_refs
 from sim.follower import known
+from sim.intruder import Intruder
 from sim.namespaces import DeletedNamespace
 from sim.neighbour import (
     GEO_NAMESPACE,
     GEO_SHARE,
-    NEIGHBOUR,
     SHARED_NAMESPACE,
     NeighbourCluster,
 )
@@ -47,8 +45,8 @@ from sim.pulsar import (
     CLUSTER,
     DRIVER,
     ENCODINGS,
-    FOREIGN_BUCKET,
     LAYOUTS,
+    NEIGHBOUR,
     OFFLOADER_ERAS,
     Cluster,
     cursor_meta,
@@ -75,16 +73,13 @@ from sim.shadows import (
     create_later,
     create_shadow,
 )
-from sim.topic import ACKED, Entry, Producer, Topic
+from sim.state import CHAOS_SECONDS, LEDGER, OFFLOAD, Copy, TopicState
+from sim.topic import ACKED, Entry, Topic
+from sim.unmodified import UnmodifiedBrokers
 from sim.zk import ZooKeeper
 from tombstone.v1 import pending_delete_pb2 as _pd
 from tombstone.v1 import verifier_pb2 as _vf
 
-LEDGER, OFFLOAD = "ledger", "offload"
-Copy = tuple[int, str, str]
-"""(ledger id, tier, uuid or ""): one copy of a ledger that an owner references."""
-
-CHAOS_SECONDS = 30.0
 QUIESCE_SECONDS = 900.0
 MAX_MESSAGES = 5000
 """Messages stored on the three topics beyond which a run is stopped as an L2 violation."""
@@ -92,6 +87,11 @@ REUSE_SHARE = 0.2
 """Of the verifier's DELETE verdicts on BookKeeper copies, the share whose id is used again."""
 UNMODIFIED_SHARE = 0.5
 """Of the topics, the share whose broker is unmodified (no marker call: the follower's)."""
+FRESH_SHARE = 0.3
+"""Of the runs, the share that starts as a fresh deployment without `tombstone setup`: the
+system topic has no subscription and no retention, and the markers start before any deleter
+(which creates the subscription when it subscribes, up to `FRESH_DELETER_DELAY` later)."""
+FRESH_DELETER_DELAY = 15.0
 
 
 class Service(Protocol):
@@ -107,16 +107,6 @@ class Service(Protocol):
 class Violation:
     invariant: str
     detail: str
-
-
-@dataclass
-class TopicState:
-    ml: str
-    cursor: str
-    broker: int
-    unmodified: bool = False
-    """Its broker never calls the marker: it writes the metadata itself, then deletes."""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class World:
@@ -154,7 +144,7 @@ class World:
         )
         self.both_follow = sched.rng.random() < 0.5
         """marker-0 follows; marker-1 too in half the runs (one leads, one stands by)."""
-        self.delete_failure_share = sched.rng.choice([0.2, 0.5, 1.0])
+        self._delete_failure_share = sched.rng.choice([0.2, 0.5, 1.0])
         """Of an unmodified broker's own deletes, the share that fails (never retried)."""
         self.unmodified_unlinks: set[Copy] = set()
         """Copies an unmodified broker's write unlinked (only the follower sends their PDLIs)."""
@@ -178,9 +168,12 @@ class World:
         self.zk.on_delete = self._on_ledger_delete
         self.s3.on_delete = self._on_object_delete
         self.registry.on_failure = self._service_failed
-        self.zk.on_request = self._check_znode_path
+        self.zk.on_request = self.check_znode_path
         self.s3.on_request = self._check_object_key
         self.seed = seed
+        self.fresh = random.Random(seed * 389 + 11).random() < FRESH_SHARE
+        if self.fresh:
+            self.main.subscribed = self.main.retained = False
         self.property_ledgers: set[int] = set()
         """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
         self.schemas = Schemas(self, seed)
@@ -272,7 +265,7 @@ class World:
         verifier's shadow index) that ends with an error would stop the real process."""
         self.violation("crash", f"{service}'s loop ended: {type(error).__name__}: {error}")
 
-    def _check_znode_path(self, path: str, by: str) -> None:
+    def check_znode_path(self, path: str, by: str) -> None:
         """Names at the port (docs/design.md §4.6): no path a service sends ZooKeeper has an
         empty, `.` or `..` segment. ZooKeeper does not resolve them: Debian's server answers a
         read of `/a/./b` with "no such znode" (`tests/sim/test_zk_differential.py`), so an
@@ -309,6 +302,10 @@ class World:
     def setup(self) -> None:
         rng = self.sched.rng
         self.cluster = Cluster(self.zk, self.s3, self.durable.encoding, self.durable.layout)
+        self.unmodified = UnmodifiedBrokers(
+            self.sched, self.cluster, self.s3, self._delete_failure_share
+        )
+        self.intruder = Intruder(self)
         self.topics: list[TopicState] = []
         self._create_namespaces()
         for i in range(rng.randint(1, 3)):
@@ -345,7 +342,8 @@ class World:
         self.owners[managed_ledger_path(self.reuse_topic.ml)] = frozenset()
         self.cluster.create_topic(self.reuse_topic.ml, self.reuse_topic.cursor)
         self.deleters = [
-            DeleterService(self.durable, f"deleter-{i}", self.verifier) for i in range(2)
+            DeleterService(self.durable, f"deleter-{i}", self.verifier, start=not self.fresh)
+            for i in range(2)
         ]
 
     def create_topic(self, t: TopicState, rng: random.Random) -> None:
@@ -356,7 +354,7 @@ class World:
         if t.unmodified:
             self.unmodified_paths.update(self.owners_of(t))
         self.cluster.create_topic(t.ml, t.cursor)
-        info, version = self._ml(t)
+        info, version = self.cluster.ml(t.ml)
         for _ in range(rng.randint(2, 5)):
             legacy = rng.random() < 0.1  # created before Pulsar 2.2: no custom metadata
             ledger_id = self.cluster.new_ledger({} if legacy else data_meta(t.ml), closed=True)
@@ -365,7 +363,7 @@ class World:
         info.ledgerInfo.add(ledgerId=last, entries=0, size=0, timestamp=0)
         self.cluster.write_ml(t.ml, info, version)
         cursor_ledger = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-        self._write_cursor(t, cursor_ledger)
+        self.cluster.write_cursor(t.ml, t.cursor, cursor_ledger)
 
     def _create_namespaces(self) -> None:
         """Pulsar's namespace policies in our store (ours is also the configuration store),
@@ -390,32 +388,6 @@ class World:
     def owners_of(t: TopicState) -> tuple[str, str]:
         return managed_ledger_path(t.ml), cursor_path(t.ml, t.cursor)
 
-    def _ml(self, t: TopicState):  # type: ignore[no-untyped-def]
-        got = self.cluster.ml_info(t.ml)
-        assert got is not None
-        return got
-
-    def _ml_now(self, t: TopicState) -> ManagedLedgerInfo:
-        """The ML as it is now, empty while an unmodified broker deletes the topic (its znode
-        is gone until the broker has deleted the ledgers and created the topic again)."""
-        got = self.cluster.ml_info(t.ml)
-        return ManagedLedgerInfo() if got is None else got[0]
-
-    def _write_cursor(self, t: TopicState, ledger_id: int) -> None:
-        """`ManagedCursorImpl.persistPositionToMetaStore` after a switch: the new ledger, the
-        properties kept."""
-        path = cursor_path(t.ml, t.cursor)
-        node = self.zk.nodes.get(path)
-        info = ManagedCursorInfo()
-        if node is not None:
-            info.CopyFrom(decode_cursor_info(node.data, path=path))
-        info.cursorsLedgerId = ledger_id
-        data = self.cluster.cursor_bytes(info)
-        if node is None:  # a new subscription after an unsubscribe
-            self.zk.create(path, data)
-        else:
-            self.zk.set(path, data, version=node.version)
-
     # --- the workload: brokers -------------------------------------------------------------
 
     async def broker_topic(self, t: TopicState) -> None:
@@ -436,11 +408,11 @@ class World:
             )
             async with t.lock:
                 self.sched.log(f"broker-{t.broker} {action} {t.ml}")
-                before = list(self._ml_now(t).ledgerInfo)
-                if t.unmodified and hasattr(self, f"_unmodified_{action}"):
-                    await getattr(self, f"_unmodified_{action}")(t)
+                before = list(self.cluster.ml_now(t.ml).ledgerInfo)
+                if t.unmodified and hasattr(self.unmodified, action):
+                    await getattr(self.unmodified, action)(t)
                 else:
-                    await getattr(self, f"_{action}")(t)
+                    await getattr(self, action)(t)
             if action == "trim" and self.shadow_rng.random() < LATE_SHARE:
                 self.late_shadows.append(asyncio.create_task(create_later(self, t, before)))
 
@@ -449,25 +421,25 @@ class World:
         if self.shadow_rng.random() >= LATE_SHARE:
             return
         await asyncio.sleep(self.shadow_rng.uniform(0.0, CHAOS_SECONDS))
-        await create_later(self, t, list(self._ml_now(t).ledgerInfo))
+        await create_later(self, t, list(self.cluster.ml_now(t.ml).ledgerInfo))
 
-    async def _rollover(self, t: TopicState) -> None:
+    async def rollover(self, t: TopicState) -> None:
         """`ManagedLedgerImpl.createLedgerAfterClosed`: the new ledger exists (OPEN) a while
         before the ML list names it; a reconciler scan may see it unreferenced meanwhile."""
-        info, _ = self._ml(t)
+        info, _ = self.cluster.ml(t.ml)
         if info.ledgerInfo:
             self.cluster.close_ledger(info.ledgerInfo[-1].ledgerId, data_meta(t.ml))
         ledger_id = self.cluster.new_ledger(data_meta(t.ml), closed=False)
         self.in_creation.append((t, ledger_id))
         await asyncio.sleep(self.sched.rng.uniform(0.0, 2.0))
         self.in_creation.remove((t, ledger_id))
-        info, version = self._ml(t)
+        info, version = self.cluster.ml(t.ml)
         info.ledgerInfo.add(ledgerId=ledger_id, entries=0, size=0, timestamp=self.sched.now_ms())
         self.cluster.write_ml(t.ml, info, version)
 
-    async def _offload(self, t: TopicState) -> None:
+    async def offload(self, t: TopicState) -> None:
         rng = self.sched.rng
-        info, version = self._ml(t)
+        info, version = self.cluster.ml(t.ml)
         candidates = [e for e in info.ledgerInfo[:-1] if not e.HasField("offloadContext")]
         if not candidates:
             return
@@ -482,123 +454,16 @@ class World:
         set_offload(entry, uuid, complete=complete, bk_deleted=bk_deleted, bucket=BUCKET, era=era)
         self.cluster.write_ml(t.ml, info, version)
         if bk_deleted and t.unmodified:
-            await self._broker_deletes_ledger(t, entry.ledgerId)
+            await self.unmodified.deletes_ledger(t, entry.ledgerId)
         elif bk_deleted:
             # Pulsar deletes the BookKeeper copy itself once `bookkeeperDeleted` is written.
             path = self.cluster.ledger_path(entry.ledgerId)
             if self.zk.stat(path) is not None:
                 self.zk.delete(path, version=-1, by="pulsar")
 
-    # --- the workload: unmodified brokers (no marker call; the follower's) -------------------
-
-    async def _broker_deletes_ledger(self, t: TopicState, ledger_id: int) -> None:
-        """An unmodified broker deletes a ledger it unlinked itself (`asyncDeleteLedger`):
-        after its metadata write, and a drawn share of the time it fails, never retried."""
-        await self.sched.delay()
-        if self.sched.chance(self.delete_failure_share):
-            self.sched.log(f"broker-{t.broker} own delete of [{ledger_id}] failed")
-            return
-        path = self.cluster.ledger_path(ledger_id)
-        if self.zk.stat(path) is not None:
-            self.zk.delete(path, version=-1, by="pulsar")
-
-    async def _broker_deletes_offloaded(self, t: TopicState, ledger_id: int, uuid: str) -> None:
-        """The offloaded copy of a trimmed ledger (`offloader.deleteOffloaded`), same fate."""
-        await self.sched.delay()
-        if self.sched.chance(self.delete_failure_share):
-            self.sched.log(f"broker-{t.broker} own delete of {uuid}-ledger-{ledger_id} failed")
-            return
-        objects = self.s3.buckets[BUCKET]
-        for key in (data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)):
-            if key in objects:
-                self.s3.on_delete(BUCKET, key, "pulsar")
-                del objects[key]
-
-    async def _broker_deletes_entries(
-        self, t: TopicState, entries: list[ManagedLedgerInfo.LedgerInfo]
-    ) -> None:
-        for entry in entries:
-            ctx = entry.offloadContext if entry.HasField("offloadContext") else None
-            if ctx is None or not (ctx.complete and ctx.bookkeeperDeleted):
-                await self._broker_deletes_ledger(t, entry.ledgerId)
-            uuid = offload_uuid(ctx) if ctx is not None and ctx.HasField("uidMsb") else None
-            if uuid:
-                await self._broker_deletes_offloaded(t, entry.ledgerId, uuid)
-
-    async def _unmodified_trim(self, t: TopicState) -> None:
-        """`ManagedLedgerImpl.internalTrimLedgers` as released: the shorter list written at
-        the version read, then the dropped ledgers deleted (each tier they had)."""
-        info, version = self._ml(t)
-        if len(info.ledgerInfo) < 2:
-            return
-        count = self.sched.rng.randint(1, min(3, len(info.ledgerInfo) - 1))
-        dropped = [ManagedLedgerInfo.LedgerInfo() for _ in range(count)]
-        for copy, entry in zip(dropped, info.ledgerInfo[:count], strict=True):
-            copy.CopyFrom(entry)
-        del info.ledgerInfo[:count]
-        self.cluster.write_ml(t.ml, info, version)
-        self.sched.log(f"broker-{t.broker} trimmed {[e.ledgerId for e in dropped]} itself")
-        await self._broker_deletes_entries(t, dropped)
-
-    async def _unmodified_cursor(self, t: TopicState) -> None:
-        """`switchToNewLedger` as released: the cursor znode names the new ledger, then the
-        broker deletes the old one."""
-        old = self.cluster.cursor_ledger(t.ml, t.cursor)
-        new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
-        self._write_cursor(t, new)
-        self.sched.log(f"broker-{t.broker} cursor switch {old}->{new} itself")
-        if old is not None and old >= 0:
-            await self._broker_deletes_ledger(t, old)
-
-    async def _unmodified_unsubscribe(self, t: TopicState, *, recreate: bool = True) -> None:
-        """`asyncDeleteCursor` as released: the cursor znode deleted, then its ledger."""
-        old = self.cluster.cursor_ledger(t.ml, t.cursor)
-        path = cursor_path(t.ml, t.cursor)
-        stat = self.zk.stat(path)
-        if stat is not None:
-            self.zk.delete(path, version=stat.version, by="pulsar")
-        if recreate:
-            self.zk.create(path, self.cluster.cursor_bytes(ManagedCursorInfo(cursorsLedgerId=-1)))
-        self.sched.log(f"broker-{t.broker} unsubscribed {t.cursor} [{old}] itself")
-        if old is not None and old >= 0:
-            await self._broker_deletes_ledger(t, old)
-
-    async def _unmodified_delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
-        """`ManagedLedgerImpl.asyncDelete` as released: the cursor, then the ML znode, then
-        every ledger (each tier); the topic is created again under the same name unless
-        its namespace is being deleted. Always deleted (True)."""
-        info, _ = self._ml(t)
-        entries = list(info.ledgerInfo)
-        await self._unmodified_unsubscribe(t, recreate=False)
-        self._delete_other_cursors(t)
-        path = managed_ledger_path(t.ml)
-        stat = self.zk.stat(path)
-        if stat is not None:
-            self.zk.delete(path, version=stat.version, by="pulsar")
-        self.sched.log(f"broker-{t.broker} deleted topic {t.ml} itself")
-        await self._broker_deletes_entries(t, entries)
-        if recreate:
-            self._recreate_topic(t)
-        return True
-
-    def _recreate_topic(self, t: TopicState) -> None:
-        self.cluster.create_topic(t.ml, t.cursor)
-        info, version = self._ml(t)
-        first = self.cluster.new_ledger(data_meta(t.ml), closed=False)
-        info.ledgerInfo.add(ledgerId=first, entries=0, size=0, timestamp=self.sched.now_ms())
-        self.cluster.write_ml(t.ml, info, version)
-
-    def _delete_other_cursors(self, t: TopicState) -> None:
-        """The topic's other cursors (the `__compaction` one) go with it; their ledgers are
-        referenced from properties only, which Tombstone does not follow (the reconciler's)."""
-        prefix = managed_ledger_path(t.ml) + "/"
-        for path in [p for p in self.zk.nodes if p.startswith(prefix)]:
-            if path != cursor_path(t.ml, t.cursor):
-                self.zk.delete(path, version=-1, by="pulsar")
-
-    async def _trim(self, t: TopicState) -> None:
+    async def trim(self, t: TopicState) -> None:
         rng = self.sched.rng
-        info, version = self._ml(t)
+        info, version = self.cluster.ml(t.ml)
         listed = [e.ledgerId for e in info.ledgerInfo[:-1]]
         if not listed:
             return
@@ -627,7 +492,7 @@ class World:
             if rng.random() < 0.1:
                 self.sched.log(f"broker-{t.broker} crashed before its own write")
                 return
-            info, now = self._ml(t)
+            info, now = self.cluster.ml(t.ml)
             if now != result.read_version:
                 return
             gone = set(marked)
@@ -636,12 +501,12 @@ class World:
             info.ledgerInfo.extend(keep)
             self.cluster.write_ml(t.ml, info, now)
 
-    async def _cursor(self, t: TopicState) -> None:
+    async def cursor(self, t: TopicState) -> None:
         """`ManagedCursorImpl.switchToNewLedger`: a new OPEN ledger; the old one unlinked."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
         new = self.cluster.new_ledger(cursor_meta(t.ml, t.cursor), closed=False)
         if old is None or old < 0:
-            self._write_cursor(t, new)
+            self.cluster.write_cursor(t.ml, t.cursor, new)
             return
         owner = resolve_owner(
             _pd.MANAGED_CURSOR, topic_name="", ml_name=t.ml, cursor_name=t.cursor, schema_id=""
@@ -660,7 +525,7 @@ class World:
             return
         self.sched.log(f"cursor switch {old}->{new}: marked {[i for i, _ in result.marked]}")
 
-    async def _unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
+    async def unsubscribe(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Unsubscribe (`ManagedCursorImpl.asyncDeleteCursor`): the cursor ledger is unlinked
         through the marker, then the broker removes the cursor znode; the ledger is OPEN."""
         old = self.cluster.cursor_ledger(t.ml, t.cursor)
@@ -692,14 +557,14 @@ class World:
             )
         return True
 
-    async def _delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
+    async def delete_topic(self, t: TopicState, *, recreate: bool = True) -> bool:
         """Topic deletion (`ManagedLedgerImpl.asyncDelete`): every ledger unlinked through the
         marker, then the broker removes the cursor and ML znodes; the topic is created again
         under the same name (new znodes at version 0, new ledgers) unless its namespace is
         being deleted. Whether the topic was deleted."""
-        if not await self._unsubscribe(t, recreate=False):
+        if not await self.unsubscribe(t, recreate=False):
             return False  # the cursor ledger is still referenced: Pulsar does not go on
-        info, _ = self._ml(t)
+        info, _ = self.cluster.ml(t.ml)
         ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo)
         if ledger_ids:
             owner = resolve_owner(
@@ -720,14 +585,14 @@ class World:
             self.sched.log(f"delete topic {t.ml} {list(ledger_ids)}: marked {marked}")
             if len(result.marked) != len(ledger_ids) or not result.written:
                 return False
-        self._delete_other_cursors(t)
+        self.cluster.delete_other_cursors(t.ml, t.cursor)
         for path in (cursor_path(t.ml, t.cursor), managed_ledger_path(t.ml)):
             stat = self.zk.stat(path)
             if stat is not None:
                 self.zk.delete(path, version=stat.version, by="pulsar")
         self.sched.log(f"topic {t.ml} deleted" + ("; created again" if recreate else ""))
         if recreate:
-            self._recreate_topic(t)
+            self.cluster.recreate_topic(t.ml, t.cursor, self.sched.now_ms())
         return True
 
     def _reuse_after_verdict(self, pdli: _pd.PendingDeleteLedgerInfo, decision: int) -> None:
@@ -756,7 +621,7 @@ class World:
         if stat is None or ledger_id not in self.cluster.data_ledgers:
             return
         t = self.reuse_topic
-        info, version = self._ml(t)
+        info, version = self.cluster.ml(t.ml)
         # No await here: the id is deleted, created again and listed at one instant.
         self.zk.delete(path, version=-1, by="bookkeeper-client")
         self.cluster.recreate_ledger(ledger_id, data_meta(t.ml), stat.version + 1)
@@ -766,7 +631,7 @@ class World:
             f"ledger id {ledger_id} created again (version {stat.version + 1}), listed by {t.ml}"
         )
 
-    async def _reconcile(self, t: TopicState) -> None:
+    async def reconcile(self, t: TopicState) -> None:
         """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
         found unreferenced, some of them only in creation (a rollover not listed yet)."""
         rng = self.sched.rng
@@ -780,7 +645,7 @@ class World:
         if not candidates:
             return
         chosen = tuple(sorted(set(rng.sample(candidates, min(2, len(candidates))))))
-        request = self._reconciler_request(t.ml, chosen)
+        request = self.reconciler_request(t.ml, chosen)
         try:
             result = await rng.choice(self.markers).mark(request)
         except TombstoneError as exc:
@@ -788,7 +653,7 @@ class World:
             return
         self.sched.log(f"reconciler {chosen}: sent {[i for i, _ in result.marked]}")
 
-    def _reconciler_request(self, ml: str, ledger_ids: Iterable[int]) -> MarkRequest:
+    def reconciler_request(self, ml: str, ledger_ids: Iterable[int]) -> MarkRequest:
         """A reconciler's MarkLedgers request for `ledger_ids` of `ml`, as a scan submits it."""
         owner = resolve_owner(
             _pd.MANAGED_LEDGER, topic_name="", ml_name=ml, cursor_name="", schema_id=""
@@ -801,167 +666,6 @@ class World:
             request_id=f"req-{self.requests}",
             reconciler_ledgers=tuple(LedgerRef(i) for i in sorted(ledger_ids)),
         )
-
-    # --- the workload: forged, duplicated and garbage messages ------------------------------
-
-    async def attacker(self) -> None:
-        rng = self.sched.rng
-        producer = Producer(self.main, "intruder")
-        for _ in range(rng.randint(0, 4)):
-            await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
-            kind = rng.choice(
-                [
-                    "garbage",
-                    "replay",
-                    "foreign-ledger",
-                    "foreign-bucket",
-                    "listed",
-                    "alias",
-                    "call",
-                    "property",
-                ]
-            )
-            if kind == "call":
-                await self._hostile_call()
-                continue
-            self.sched.log(f"intruder sends {kind}")
-            message = self._forged(kind)
-            if message is not None:
-                await producer.publish([message])
-
-    async def neighbour_intruder(self) -> None:
-        """Forged PDLIs for the neighbour's ledgers (`NeighbourCluster.forged`), and
-        reconciler submissions through our marker naming them (signed when the marker signs:
-        a scan of the shared root finds the neighbour's leaks under our geo topics' names)."""
-        rng = self.neighbour.rng
-        producer = Producer(self.main, "intruder-east")
-        for _ in range(rng.randint(1, 5)):
-            await asyncio.sleep(rng.uniform(0, CHAOS_SECONDS))
-            if rng.random() < 0.25:
-                await self._reconcile_neighbours()
-                continue
-            message = self.neighbour.forged()
-            if message is not None:
-                await producer.publish([message])
-
-    async def _reconcile_neighbours(self) -> None:
-        geo = [t for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
-        if not geo:
-            return
-        t = self.neighbour.rng.choice(geo)
-        theirs = sorted(
-            i
-            for i, owned in self.neighbour.ledgers.items()
-            if owned.ml == t.ml and not owned.cursor
-        )
-        if not theirs:
-            return
-        chosen = tuple(self.neighbour.rng.sample(theirs, min(2, len(theirs))))
-        request = self._reconciler_request(t.ml, chosen)
-        try:
-            result = await self.neighbour.rng.choice(self.markers).mark(request)
-        except TombstoneError as exc:
-            self.sched.log(f"reconciler {chosen} of {NEIGHBOUR} failed: {type(exc).__name__}")
-            return
-        self.sched.log(f"reconciler {chosen} of {NEIGHBOUR}: sent {[i for i, _ in result.marked]}")
-
-    def _alias(self, t: TopicState) -> tuple[int, str, str]:
-        """An owner named with a dot segment, next to a live one: (component, ML name,
-        cursor name). `tenant/./persistent/x` or `x`'s cursor `.` (whose path resolves to the
-        ML's own znode on a filesystem), each a spelling no real owner has."""
-        tenant, namespace, domain, local = t.ml.split("/")
-        return self.sched.rng.choice(
-            [
-                (_pd.MANAGED_LEDGER, f"{tenant}/./{domain}/{local}", ""),
-                (_pd.MANAGED_LEDGER, f"{tenant}/{namespace}/{domain}/.", ""),
-                (_pd.MANAGED_LEDGER, f"../{namespace}/{domain}/{local}", ""),
-                (_pd.MANAGED_CURSOR, t.ml, "."),
-                (_pd.MANAGED_CURSOR, t.ml, ".."),
-            ]
-        )
-
-    async def _hostile_call(self) -> None:
-        """A MarkLedgers call naming an owner with a dot segment (a compromised broker's
-        credential, or a bug): the marker's validation (`resolve_owner`, as its gRPC servicer
-        calls it) must refuse it before anything reaches ZooKeeper."""
-        t = self.sched.rng.choice(self.topics)
-        component, ml, cursor = self._alias(t)
-        info = self._ml_now(t)
-        ledger_ids = tuple(e.ledgerId for e in info.ledgerInfo[:1])
-        self.sched.log(f"intruder calls MarkLedgers for {ml!r} cursor {cursor!r} {ledger_ids}")
-        try:
-            owner = resolve_owner(
-                component, topic_name="", ml_name=ml, cursor_name=cursor, schema_id=""
-            )
-            self.requests += 1
-            request = MarkRequest(
-                owner=owner, ledger_ids=ledger_ids, request_id=f"req-{self.requests}"
-            )
-            result = await self.sched.rng.choice(self.markers).mark(request)
-        except TombstoneError as exc:
-            self.sched.log(f"intruder's call refused: {type(exc).__name__}")
-            return
-        self.sched.log(f"intruder's call accepted: marked {[i for i, _ in result.marked]}")
-
-    def _forged(self, kind: str) -> OutgoingMessage | None:
-        rng = self.sched.rng
-        t = rng.choice(self.topics)
-        if kind == "garbage":
-            return OutgoingMessage(b"\xff\x00not a pdli", "7", {})
-        if kind == "replay":
-            entries = self.main.entries()
-            if not entries:
-                return None
-            e = rng.choice(entries)
-            return OutgoingMessage(e.payload, e.key, e.properties)
-        pdli = _pd.PendingDeleteLedgerInfo(
-            component=_pd.MANAGED_LEDGER,
-            managed_ledger_name=t.ml,
-            ledger_type=_pd.LEDGER,
-            source=_pd.BROKER,
-            cluster=CLUSTER,
-        )
-        if kind == "alias":
-            info = self._ml_now(t)
-            if not info.ledgerInfo:
-                return None
-            component, ml, cursor = self._alias(t)
-            pdli.component, pdli.managed_ledger_name = component, ml  # type: ignore[assignment]
-            if cursor:
-                pdli.cursor_name = cursor
-            pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
-        elif kind == "property":
-            # A compacted or bucket-snapshot ledger, as if its topic's ML had listed it.
-            if not self.property_ledgers:
-                return None
-            pdli.ledger_id = rng.choice(sorted(self.property_ledgers))
-        elif kind == "foreign-ledger":
-            if not self.foreign_ledgers:
-                return None
-            pdli.ledger_id = rng.choice(sorted(self.foreign_ledgers))
-        elif kind == "listed":
-            info = self._ml_now(t)
-            if not info.ledgerInfo:
-                return None
-            pdli.ledger_id = rng.choice(info.ledgerInfo).ledgerId
-        else:  # look-alike objects of another environment, named by a fresh uuid
-            info = self._ml_now(t)
-            if not info.ledgerInfo:
-                return None
-            ledger_id = rng.choice(info.ledgerInfo).ledgerId
-            uuid = self.cluster.new_uuid()
-            self.cluster.upload(FOREIGN_BUCKET, uuid, ledger_id, t.ml)
-            entry = _pd.PendingDeleteLedgerInfo()
-            pdli.ledger_id, pdli.ledger_type = ledger_id, _pd.OFFLOAD_LEDGER
-            from services.metadata.offload import uuid_to_bits
-
-            msb, lsb = uuid_to_bits(uuid)
-            pdli.offload_context.uuid_msb, pdli.offload_context.uuid_lsb = msb, lsb
-            pdli.offload_context.complete = True
-            pdli.offload_context.driver_name = DRIVER
-            pdli.offload_context.driver_metadata["bucket"] = FOREIGN_BUCKET
-            del entry
-        return encode_intent(pdli)
 
     # --- faults: crashes and restarts ------------------------------------------------------
 
@@ -979,6 +683,15 @@ class World:
                 await asyncio.sleep(rng.uniform(0.0, 3.0))
                 self.sched.log(f"restart {victim.name}")
                 victim.start()
+
+    async def _deleters_arrive(self) -> None:
+        """A fresh deployment: the deleters start a while after the markers."""
+        self.sched.log("fresh deployment: no subscription, no retention; deleters not started")
+        for deleter in self.deleters:
+            await asyncio.sleep(self.sched.rng.uniform(0.0, FRESH_DELETER_DELAY))
+            if not deleter.up:
+                self.sched.log(f"start {deleter.name}")
+                deleter.start()
 
     def _faulting(self) -> bool:
         return self.sched.faults_on
@@ -1015,7 +728,9 @@ class World:
         self.setup()
         chaos = asyncio.create_task(self.chaos())
         work = [asyncio.create_task(self.broker_topic(t)) for t in self.topics]
-        work.append(asyncio.create_task(self.attacker()))
+        work.append(asyncio.create_task(self.intruder.attacker()))
+        if self.fresh:
+            work.append(asyncio.create_task(self._deleters_arrive()))
         # The shadows' brokers copy their sources' lists until the run ends.
         self.shadow_followers = [asyncio.create_task(s.follow_source()) for s in self.shadows]
         for shadow in list(self.shadows):
@@ -1024,7 +739,7 @@ class World:
         work.extend(self.schemas.tasks())
         work.extend(self.neighbour.tasks())
         work.append(asyncio.create_task(self.deleted_namespace.run()))
-        work.append(asyncio.create_task(self.neighbour_intruder()))
+        work.append(asyncio.create_task(self.intruder.neighbour_intruder()))
         work.extend(asyncio.create_task(self._shadow_at_random(t)) for t in self.topics)
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)

@@ -103,7 +103,7 @@ def service_envs(
             # Shorter than the 5 s default so a short run measures deletion, not waiting.
             "TOMBSTONE_MARKER_DELIVERY_DELAY": "1s",
             # Shorter than the deleter's retry budget below (30 s at least), which the
-            # services check against each other at start (services.core.peer_settings).
+            # services check against each other at start (services.metadata.peer_settings).
             "TOMBSTONE_MARKER_RETRY_WINDOW": "20s",
             "TOMBSTONE_VERIFIER_ADDRESS": verifier,
             **marker_signing,

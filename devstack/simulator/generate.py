@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from devstack.simulator import orphans
 from devstack.simulator._factory import (
@@ -34,6 +34,7 @@ from devstack.simulator.model import (
     Planted,
     Schema,
     SchemaVersion,
+    TopicPlan,
 )
 from devstack.simulator.spec import ClusterSpec, IdLayout, PathWriter
 from services.metadata import LedgerState, TopicName
@@ -42,22 +43,6 @@ from tombstone.formats import schema_pb2 as _schema
 
 # SchemaRegistryFormat.SchemaInfo.SchemaType.AVRO
 _AVRO = 5
-
-
-@dataclass(frozen=True)
-class TopicPlan:
-    """One topic (partitioned or not) before its ledgers exist."""
-
-    tenant: str
-    namespace: str
-    local_name: str
-    partitions: int
-    """0 for a non-partitioned topic."""
-    new: bool
-    schema: bool
-
-    def topic(self, local_name: str | None = None) -> TopicName:
-        return TopicName("persistent", self.tenant, self.namespace, local_name or self.local_name)
 
 
 def build_model(spec: ClusterSpec) -> ClusterModel:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from devstack.simulator.spec import ClusterSpec
-from services.metadata import LedgerMetadata, LedgerState
+from services.metadata import LedgerMetadata, LedgerState, TopicName
 from services.metadata.paths import LedgerLayout
 
 # The Pulsar custom-metadata keys (reference §4).
@@ -302,3 +302,19 @@ class ClusterModel:
             "objects": len(self.objects),
             "planted": len(self.planted),
         }
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    """One topic (partitioned or not) before its ledgers exist."""
+
+    tenant: str
+    namespace: str
+    local_name: str
+    partitions: int
+    """0 for a non-partitioned topic."""
+    new: bool
+    schema: bool
+
+    def topic(self, local_name: str | None = None) -> TopicName:
+        return TopicName("persistent", self.tenant, self.namespace, local_name or self.local_name)

@@ -11,15 +11,11 @@ them after the age boundary.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from devstack.simulator._factory import Factory, LedgerShape, pulsar_metadata
-from devstack.simulator.model import Ledger, LedgerKind, OrphanKind, Planted
+from devstack.simulator.model import Ledger, LedgerKind, OrphanKind, Planted, TopicPlan
 from services.core.errors import InvalidArgument
 from services.metadata import LedgerState, TopicName
-
-if TYPE_CHECKING:
-    from devstack.simulator.generate import TopicPlan
 
 # Plan field → the kind it plants, for orphans that live inside a topic.
 HOSTED = {

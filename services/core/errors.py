@@ -63,6 +63,11 @@ class FailedPrecondition(TombstoneError):
     grpc_code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class StartupRefused(FailedPrecondition):
+    """What the service found at start is not what it needs (the cluster's metadata, a topic's
+    partitions); the message is one line, and the process exits with code 2."""
+
+
 class CorruptData(TombstoneError):
     """Stored data could not be decoded. Never treated as absence."""
 

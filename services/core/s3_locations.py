@@ -8,11 +8,9 @@ here: the ports and policies of the services import this module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.core.config import S3Config, canonical_endpoint, check_region
-from services.metadata.offload import offload_location
 
 
 @dataclass(frozen=True)
@@ -75,20 +73,6 @@ def resolve_location(
     except ValueError as exc:
         raise LocationRefused(f"region: {exc}") from exc
     return S3Location(where, signed_for)
-
-
-def record_location(
-    driver_metadata: Mapping[str, str],
-    *,
-    default: S3Location,
-    allowed_endpoints: frozenset[str],
-) -> S3Location:
-    """`resolve_location` for an offload record's driver metadata (`serviceEndpoint`, or the
-    pre-2.7 `endpoint`, and `region`); empty metadata (Pulsar 2.1) is the configured location."""
-    found = offload_location(driver_metadata)
-    return resolve_location(
-        found.endpoint, found.region, default=default, allowed_endpoints=allowed_endpoints
-    )
 
 
 UNCONFIGURED = S3Location(None, S3Config().region)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from services.core.config import PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
-from services.core.errors import ConfigError, ExposedWithoutAuth, Unavailable
+from services.core.errors import ConfigError, ExposedWithoutAuth, StartupRefused, Unavailable
 
 EXIT_CONFIG = 1
 EXIT_REFUSED = 2
@@ -42,7 +42,6 @@ PROBE_TIMEOUT = 2.0
 def run_service(service: str, run: Callable[[], None]) -> None:
     """Run a service's `main`, turning the failures an operator can fix into one line on
     stderr and the exit code above, never a traceback."""
-    from services.metadata.layout import StartupRefused
 
     warn_unknown_variables(os.environ)
     try:

@@ -16,7 +16,6 @@ from services.core.adaptive import Signal
 from services.core.client import open_channel
 from services.core.errors import Conflict
 from services.core.grpc_server import ServiceRunner
-from services.core.peer_settings import PeerSettings, Published, retry_budget
 from services.core.s3_client import s3_signal
 from services.core.service_main import check_reachable
 from services.deleter._verifier import GrpcVerdictSource
@@ -45,6 +44,7 @@ from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
 from services.metadata.connect import connect_store
 from services.metadata.errors import zookeeper_signal
+from services.metadata.peer_settings import PeerSettings, Published, retry_budget
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -107,7 +107,7 @@ async def follow_outages(outage: OutageGate, runner: ServiceRunner) -> None:
 
 
 def published_settings(config: DeleterConfig) -> Published:
-    """What the marker and the verifier must agree with (`services.core.peer_settings`)."""
+    """What the marker and the verifier must agree with (`services.metadata.peer_settings`)."""
     policy = config.retry
     budget = retry_budget(
         initial=policy.initial_delay,

@@ -10,7 +10,6 @@ import structlog
 
 from services.core.client import open_channel
 from services.core.grpc_server import ServiceRunner, follow_session
-from services.core.peer_settings import PeerSettings, Published
 from services.core.service_main import check_reachable
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
@@ -24,6 +23,7 @@ from services.marker.neighbours import Neighbours
 from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
 from services.metadata.connect import at, connect_store
+from services.metadata.peer_settings import PeerSettings, Published
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.admin import PulsarAdmin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
@@ -57,7 +57,7 @@ def marking_settings(config: MarkerConfig) -> MarkingSettings:
 
 
 def published_settings(config: MarkerConfig) -> Published:
-    """What the verifier and the deleter must agree with (`services.core.peer_settings`)."""
+    """What the verifier and the deleter must agree with (`services.metadata.peer_settings`)."""
     return Published(
         service="marker",
         instance=config.marker_id,

@@ -14,7 +14,7 @@ import contextlib
 
 import structlog
 
-from services.core.errors import FailedPrecondition, InvalidArgument
+from services.core.errors import InvalidArgument, StartupRefused
 from services.metadata.errors import CorruptMetadata, NodeExists, NoNode, StoreUnavailable
 from services.metadata.paths import (
     LedgerLayout,
@@ -28,10 +28,6 @@ from services.metadata.store import MetadataStore, WatchEvent
 
 _log = structlog.get_logger(__name__)
 _RETRY_DELAY = 1.0
-
-
-class StartupRefused(FailedPrecondition):
-    """The cluster's metadata is not what the service needs; the message is one line."""
 
 
 async def confirm_ledgers_root(store: MetadataStore, root: str) -> LedgerLocations:

@@ -22,8 +22,7 @@ import pulsar
 import structlog
 
 from services.core.config import PulsarConfig
-from services.core.errors import Unavailable
-from services.metadata.layout import StartupRefused
+from services.core.errors import StartupRefused, Unavailable
 from services.systopic._lanes import PartitionLane
 from services.systopic.ports import OutgoingMessage, ProducerSettings, SendResult
 from services.systopic.window import InflightWindow

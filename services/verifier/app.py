@@ -14,13 +14,13 @@ import structlog
 from services.core.adaptive import AdaptiveLimiter
 from services.core.config import S3Config
 from services.core.grpc_server import ServiceRunner, follow_session
-from services.core.peer_settings import PeerSettings, Published
 from services.core.s3_client import s3_signal
 from services.core.s3_locations import default_location
 from services.metadata.connect import at, connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
+from services.metadata.peer_settings import PeerSettings, Published
 from services.metadata.pulsar_stores import ManagedLedgers
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
@@ -141,7 +141,7 @@ def limited(
 
 
 def published_settings(config: VerifierConfig) -> Published:
-    """What the marker and the deleter must agree with (`services.core.peer_settings`)."""
+    """What the marker and the deleter must agree with (`services.metadata.peer_settings`)."""
     return Published(
         service="verifier",
         instance=f"verifier-{socket.gethostname()}-{os.getpid()}",

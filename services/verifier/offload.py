@@ -27,7 +27,7 @@ from services.core.s3_locations import (
     EndpointNotAllowed,
     LocationRefused,
     S3Location,
-    record_location,
+    resolve_location,
 )
 from services.metadata.errors import CorruptMetadata
 from services.metadata.ledger_metadata import KEY_MANAGED_LEDGER
@@ -363,3 +363,17 @@ def _canonical_owner_ml(target: Target) -> str:
 
 def _mismatch(reason: str, differences: Sequence[Difference]) -> Verdict:
     return skip(SkipReason.MISMATCH, "mismatch", reason, differences=tuple(differences))
+
+
+def record_location(
+    driver_metadata: Mapping[str, str],
+    *,
+    default: S3Location,
+    allowed_endpoints: frozenset[str],
+) -> S3Location:
+    """`resolve_location` for an offload record's driver metadata (`serviceEndpoint`, or the
+    pre-2.7 `endpoint`, and `region`); empty metadata (Pulsar 2.1) is the configured location."""
+    found = offload_location(driver_metadata)
+    return resolve_location(
+        found.endpoint, found.region, default=default, allowed_endpoints=allowed_endpoints
+    )

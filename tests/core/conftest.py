@@ -11,9 +11,9 @@ import pytest
 import structlog
 from grpc import aio
 
+from devstack.fake_verifier import METHOD_ROLES, FakeVerifier, add_fake_verifier
 from services.core.config import AuthConfig, GrpcServerConfig, Principal
 from services.core.grpc_server import ServiceRunner
-from tests.core.fake_verifier import METHOD_ROLES, FakeVerifier, add_fake_verifier
 from tombstone.v1 import verifier_pb2_grpc
 
 TOKENS = {

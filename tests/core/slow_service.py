@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 
+from devstack.fake_verifier import METHOD_ROLES, add_fake_verifier
 from services.core.config import GrpcServerConfig, LogConfig, MetricsConfig
 from services.core.grpc_server import ServiceRunner
 from services.core.logging import configure_logging
-from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier
 
 
 async def main() -> None:

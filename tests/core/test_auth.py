@@ -10,11 +10,11 @@ import pytest
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from devstack.fake_verifier import verify_request
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import PermissionDenied, Unauthenticated
 from tests.core.conftest import Running
-from tests.core.fake_verifier import verify_request
 from tombstone.v1 import verifier_pb2 as _pb
 from tombstone.v1 import verifier_pb2_grpc
 

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from devstack.fake_verifier import CRASH_LEDGER, SLOW_LEDGER, verify_request
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import InvalidArgument, TombstoneError, Unavailable
 from tests.core.conftest import Running
-from tests.core.fake_verifier import CRASH_LEDGER, SLOW_LEDGER, verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
 

@@ -11,9 +11,9 @@ import grpc
 import pytest
 from grpc import aio
 
+from devstack.fake_verifier import verify_request
 from services.core._interceptors import MAX_DETAILS
 from tests.core.conftest import Running
-from tests.core.fake_verifier import verify_request
 
 VERIFY = "/tombstone.v1.Verifier/Verify"
 NOT_PROTOBUF = [

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from devstack.fake_verifier import METHOD_ROLES, add_fake_verifier
 from services.core.config import AuthConfig, GrpcServerConfig, is_loopback
 from services.core.errors import ConfigError, ExposedWithoutAuth
 from services.core.grpc_server import ServiceRunner
-from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier
 
 LOOPBACK = ["127.0.0.1", "127.1.2.3", "127.255.255.254", "::1", "[::1]", "localhost", "LocalHost"]
 EXPOSED = [

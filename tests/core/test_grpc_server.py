@@ -10,10 +10,10 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from devstack.fake_verifier import CRASH_LEDGER, SERVICE, verify_request
 from services.core.config import GrpcServerConfig
 from services.core.grpc_server import LIVENESS, READINESS, ServiceRunner
 from tests.core.conftest import Running, grpc_config, start_service
-from tests.core.fake_verifier import CRASH_LEDGER, SERVICE, verify_request
 from tombstone.v1 import verifier_pb2 as _pb
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

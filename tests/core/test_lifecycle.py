@@ -9,10 +9,10 @@ import pytest
 import structlog
 from grpc import aio
 
+from devstack.fake_verifier import METHOD_ROLES, SLOW_LEDGER, add_fake_verifier, verify_request
 from services.core.config import GrpcServerConfig
 from services.core.grpc_server import BackgroundTaskFailed, ServiceRunner
 from tests.core.conftest import grpc_config
-from tests.core.fake_verifier import METHOD_ROLES, SLOW_LEDGER, add_fake_verifier, verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
 

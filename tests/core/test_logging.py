@@ -9,10 +9,10 @@ import pytest
 import structlog
 from grpc import aio
 
+from devstack.fake_verifier import verify_request
 from services.core.config import LogConfig
 from services.core.logging import configure_logging
 from tests.core.conftest import Running
-from tests.core.fake_verifier import verify_request
 
 
 def log_to_buffer(level: str = "info") -> io.StringIO:

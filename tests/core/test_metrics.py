@@ -8,10 +8,10 @@ from datetime import timedelta
 import aiohttp
 from grpc import aio
 
+from devstack.fake_verifier import METHOD_ROLES, add_fake_verifier, verify_request
 from services.core.config import GrpcServerConfig, MetricsConfig
 from services.core.grpc_server import ServiceRunner
 from services.core.metrics import Metrics, MetricsServer, version
-from tests.core.fake_verifier import METHOD_ROLES, add_fake_verifier, verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from devstack.zookeeper import ZooKeeperServer
 from services.core.metrics import Metrics
-from services.core.peer_settings import (
+from services.metadata.peer_settings import (
     PeerSettings,
     Published,
     UnsafeSettings,

@@ -7,7 +7,7 @@ import signal
 
 from grpc import aio
 
-from tests.core.fake_verifier import SLOW_LEDGER, verify_request
+from devstack.fake_verifier import SLOW_LEDGER, verify_request
 from tests.helpers import READ_TIMEOUT, LoggedProcess
 from tombstone.v1 import verifier_pb2_grpc
 

@@ -15,12 +15,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from devstack.fake_verifier import verify_request
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig, TlsServerConfig
 from services.core.errors import Unavailable
 from services.core.grpc_server import ServiceRunner
 from tests.core.conftest import grpc_config, start_service
-from tests.core.fake_verifier import verify_request
 from tombstone.v1 import verifier_pb2_grpc
 
 

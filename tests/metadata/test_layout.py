@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.core.errors import InvalidArgument
+from services.core.errors import InvalidArgument, StartupRefused
 from services.metadata import ZkMetadataStore
-from services.metadata.layout import LayoutWatch, StartupRefused, confirm_ledgers_root
+from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLayout, LedgerLocations, layout_text
 from tests.helpers import assert_eventually
 

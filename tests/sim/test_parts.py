@@ -1,6 +1,6 @@
 """The in-memory parts' own rules that the differential tests cannot reach: PIP-6
-deduplication, redelivery after a lost ack, the client's backstop, watches on a lost
-connection, and the virtual clock."""
+deduplication, redelivery after a lost ack, the client's backstop, a topic without a
+subscription, watches on a lost connection, and the virtual clock."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY
 from services.systopic.ports import OutgoingMessage
 from sim.loop import VirtualLoop
 from sim.scheduler import Fault, FaultRates, Scheduler
-from sim.topic import ACKED, Consumer, Producer, Topic
+from sim.topic import ACKED, DROPPED, Consumer, Producer, SubscriptionAdmin, Topic
 from sim.zk import SESSION_TIMEOUT, Session, ZooKeeper
 
 _T = TypeVar("_T")
@@ -60,6 +60,31 @@ def test_a_resend_with_the_same_sequence_id_is_stored_once() -> None:
         return topic
 
     assert len(_run(main()).entries()) == 3
+
+
+def test_without_subscription_or_retention_a_message_is_not_kept_for_a_later_subscriber() -> None:
+    """As the devstack broker (`Broker.retains`, pinned by tests/devstack_pulsar) and Pulsar
+    (`ManagedLedgerImpl` keeps no entry that no cursor holds, without retention): the send is
+    acknowledged, the message is gone; the first subscribe creates the subscription."""
+
+    async def main() -> None:
+        topic = Topic("t", _quiet(), partitions=1, subscribed=False, retained=False)
+        admin = SubscriptionAdmin(topic, "sub")
+        assert await admin.subscriptions("t-partition-0") == []
+        [lost] = await Producer(topic, "p").publish([OutgoingMessage(b"lost", "1")])
+        assert lost.ok
+        assert topic.entries()[0].state == DROPPED
+        assert topic.unacked() == []
+        consumer = Consumer(topic, "c")
+        assert await admin.subscriptions("t-partition-0") == ["sub"]
+        await Producer(topic, "p").publish([OutgoingMessage(b"kept", "1")])
+        assert (await consumer.receive()).payload == b"kept"
+
+        retained = Topic("r", _quiet(), partitions=1, subscribed=False, retained=True)
+        await Producer(retained, "p").publish([OutgoingMessage(b"kept", "1")])
+        assert (await Consumer(retained, "c").receive()).payload == b"kept"
+
+    _run(main())
 
 
 def test_a_lost_ack_redelivers_what_the_consumer_held() -> None:

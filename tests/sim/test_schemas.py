@@ -16,7 +16,8 @@ from sim.loop import VirtualLoop
 from sim.pulsar import CLUSTER, PATHS
 from sim.run import _cancel_rest, _quiet, _virtual_time, run_seed
 from sim.schemas import TopicSchema
-from sim.world import LEDGER, World
+from sim.state import LEDGER
+from sim.world import World
 
 _T = TypeVar("_T")
 
@@ -148,7 +149,7 @@ def test_an_unmodified_brokers_schema_delete_is_the_followers_to_catch() -> None
         s = _with_schema(world)
         s.topic.unmodified = True
         world.unmodified_paths.add(s.path)
-        world.delete_failure_share = 1.0
+        world.unmodified.delete_failure_share = 1.0
         ledgers = _ledgers(world, s)
         await world.schemas.delete(s)
         assert world.zk.stat(s.path) is None

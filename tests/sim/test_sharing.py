@@ -9,7 +9,7 @@ import functools
 
 from sim.run import run_seed
 
-SEEDS = range(5)
+SEEDS = range(6)
 
 
 @functools.cache

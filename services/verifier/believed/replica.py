@@ -1,53 +1,10 @@
-"""The believed set: (ledger, tier, owner) identities the marker reported as unlinked.
-
-Durable and shared in the metadata store, with bounded ZooKeeper work per `Believe` call, bounded
-znodes and bounded children lists (`<root>` is `TOMBSTONE_VERIFIER_BELIEVED_PATH`):
-
-    <root>/v2/<slot>-<roll>/b-<sequence>
-
-- **Batches.** A batch znode holds a compact encoding (16 bytes per entry: the ledger id and a
-  64-bit digest of the rest of the identity), at most `max_batch_entries` entries.
-- **Group commit.** `add` queues the call's keys and waits; a committer (at most
-  `writes_in_flight` at once) takes whatever queued while the other writes were in flight
-  (after `commit_delay`), writes it as ONE sequential znode, and only then answers every call
-  it carried. So N concurrent single-key calls cost a few creates per write latency, not N
-  creates; a failed write fails exactly the calls it carried, and nothing of it enters memory
-  (memory only ever holds durable batches).
-- **Buckets.** Batches go under a bucket named by the writer's time slot (`bucket_span`, 13-digit
-  ms of the slot start) and a roll number. A writer rolls to the next roll number when the
-  bucket reached `bucket_batches` batches or a quarter of `max_entries` entries. So a bucket's
-  children list is bounded (plus the writes in flight when it filled), and the list of
-  buckets is bounded by age (`max_age / bucket_span` slots) and count (each kept bucket holds
-  at least `bucket_batches` batches or a quarter of the entries, or is one of the slots).
-- **Incremental followers.** Batches are PERSISTENT_SEQUENTIAL, so within a bucket their
-  numbers are 0, 1, 2... (ZooKeeper's cversion of the bucket; buckets only gain children until
-  they are deleted whole). A replica knows, per bucket, the first number it has not looked at,
-  and keeps an exists-watch on that one name. When it fires the replica reads the bucket's
-  stat (cversion: the next number to be given) and the batches in between (multiRead), and
-  watches the next name: O(1) requests per batch written, whatever the set's size. Only the
-  bucket list (`<root>/v2`) is listed with a children watch, and it changes once per bucket.
-- **Bounds.** One deterministic rule on bucket names, applied by every replica: walking from
-  the newest bucket, keep buckets while their cumulative entries are within `max_entries` and
-  their slot starts within `max_age`; drop the rest (whole buckets) from memory, and delete
-  them from the store (best effort, any replica: the children with ZooKeeper multi, then the
-  bucket). Entries are therefore held at most `max_age` and at least `max_age - bucket_span`.
-- **Refresh.** `refresh` (before a MISMATCH verdict, at start, after a reconnection, every
-  resync) lists the buckets, reads every bucket's stat in one multiRead per 256 buckets, and
-  reads only the batches created since: never every batch name.
-
-A miss is never unsafe: it only means the full metadata check. A corrupt or foreign batch is
-skipped with a warning, never fatal. The old layout (batches directly under `<root>`) is not
-read; what it held only costs the full check.
-"""
+"""One replica of the believed set: group-committed writes, bounds, and the incremental
+follower of what other replicas write (the package's docstring has the whole design)."""
 
 from __future__ import annotations
 
 import array
 import asyncio
-import hashlib
-import re
-import struct
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -57,134 +14,28 @@ from datetime import timedelta
 import structlog
 
 from services.core.errors import CorruptData, TombstoneError, Unavailable
-from services.verifier.model import Component, OffloadTarget, Target, Tier
+from services.verifier.believed.codec import (
+    BATCH_NAME,
+    BATCH_PREFIX,
+    BUCKET_NAME,
+    HEADER,
+    LAYOUT,
+    MAX_ROLL,
+    batch_name,
+    bucket_name,
+    decode_batch,
+    encode_batch,
+    key_values,
+    keys_of,
+)
+from services.verifier.believed.config import BelievedConfig
 from services.verifier.ports import ZnodeStore
 
 _log = structlog.get_logger(__name__)
 
-MAGIC = b"TBB1"
-_HEADER = struct.Struct(">4sI")
-LAYOUT = "v2"
-"""Child of the root holding the buckets (the version of this layout)."""
-BATCH_PREFIX = "b-"
-_BUCKET_NAME = re.compile(r"(\d{13})-(\d{4})")
-_BATCH_NAME = re.compile(r"b-(\d{10})")
-_MAX_ROLL = 9999
 _READ_BYTES = 4 << 20
 """Batch bytes per multiRead while loading (bounds a reply; batches are ≤ 16 B per entry)."""
 _READS_IN_FLIGHT = 4
-
-
-def bucket_name(slot_ms: int, roll: int) -> str:
-    """`<13-digit ms of the slot start>-<4-digit roll>`: sorts by time, then by roll."""
-    return f"{slot_ms:013d}-{roll:04d}"
-
-
-def batch_name(sequence: int) -> str:
-    """ZooKeeper's name for the `sequence`-th sequential child `b-`."""
-    return f"{BATCH_PREFIX}{sequence:010d}"
-
-
-def identity_key(target: Target) -> int:
-    """`ledger_id << 64 | digest64(tier, component, owner, cursor, schema, offload identity)`.
-
-    Any field that a forged PDLI could change without changing the ledger id changes the
-    key, so a belief about ledger X of topic A never vouches for "ledger X of topic B".
-    """
-    return make_identity_key(
-        target.ledger_id,
-        target.tier,
-        target.component,
-        target.ml_name,
-        target.cursor,
-        target.schema_id,
-        target.offload,
-    )
-
-
-def make_identity_key(
-    ledger_id: int,
-    tier: Tier,
-    component: Component,
-    ml_name: str | None,
-    cursor: str | None,
-    schema_id: str | None,
-    offload: OffloadTarget | None,
-) -> int:
-    """`identity_key` from the parts, before a `Target` exists."""
-    parts = [tier.value, component.value, ml_name or "", cursor or "", schema_id or ""]
-    if offload is not None:
-        parts += [offload.uuid, offload.driver_name]
-        parts += [f"{k}={v}" for k, v in sorted(offload.driver_metadata.items())]
-    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
-    return (ledger_id << 64) | int.from_bytes(digest, "big")
-
-
-def _values(keys: Sequence[int]) -> array.array[int]:
-    values = array.array("Q")
-    for key in keys:
-        values.append(key >> 64)
-        values.append(key & 0xFFFFFFFFFFFFFFFF)
-    return values
-
-
-def encode_batch(keys: Sequence[int]) -> bytes:
-    """Header (magic, count) then each key as two big-endian uint64 (id, digest)."""
-    values = _values(keys)
-    if sys.byteorder == "little":
-        values.byteswap()
-    return _HEADER.pack(MAGIC, len(keys)) + values.tobytes()
-
-
-def decode_batch(data: bytes, path: str) -> array.array[int]:
-    """The flat (id, digest, id, digest...) array of a batch; `CorruptData` if malformed."""
-    if len(data) < _HEADER.size:
-        raise CorruptData(f"{path}: believed batch truncated")
-    magic, count = _HEADER.unpack_from(data)
-    if magic != MAGIC or len(data) != _HEADER.size + 16 * count:
-        raise CorruptData(f"{path}: not a believed batch (magic {magic!r}, {len(data)} bytes)")
-    values = array.array("Q")
-    values.frombytes(data[_HEADER.size :])
-    if sys.byteorder == "little":
-        values.byteswap()
-    return values
-
-
-def _keys(values: array.array[int]) -> list[int]:
-    return [(values[i] << 64) | values[i + 1] for i in range(0, len(values), 2)]
-
-
-@dataclass(frozen=True)
-class BelievedConfig:
-    """Where the set lives and how big and old it may grow."""
-
-    root: str = "/tombstone/believed"
-    """Parent znode of the layout (`<root>/v2/<bucket>/<batch>`)."""
-    max_entries: int = 500_000
-    """Bound on the entries held (newest buckets win)."""
-    max_age: timedelta = timedelta(hours=24)
-    """Buckets whose slot started longer ago than this are dropped."""
-    max_batch_entries: int = 16_384
-    """Entries per batch znode (16 bytes each: 256 KiB, well under ZooKeeper's 1 MB)."""
-    bucket_span: timedelta = timedelta(hours=1)
-    """Time slot of a bucket: the granularity of the age bound."""
-    bucket_batches: int = 1_000
-    """Batches per bucket before writers roll to the next (bounds a children list)."""
-    commit_delay: timedelta = timedelta(milliseconds=2)
-    """How long a committer waits for more calls before a write."""
-    writes_in_flight: int = 4
-    """Batch writes in flight at once (each carries what queued while the others ran)."""
-
-    @property
-    def bucket_entries(self) -> int:
-        """Entries per bucket before writers roll: a quarter of the bound, so dropping whole
-        buckets by count keeps at least three quarters of `max_entries`."""
-        return max(1, self.max_entries // 4)
-
-    @property
-    def batch_entries(self) -> int:
-        """Entries per write (a batch never alone fills more than a bucket may hold)."""
-        return max(1, min(self.max_batch_entries, self.bucket_entries))
 
 
 @dataclass(eq=False)
@@ -342,7 +193,7 @@ class BelievedSet:
         bucket = self._target_bucket(len(keys))
         prefix = f"{self._layout}/{bucket.name}/{BATCH_PREFIX}"
         path = await self._store.create_sequential(prefix, encode_batch(keys))
-        match = _BATCH_NAME.fullmatch(path.rsplit("/", 1)[-1])
+        match = BATCH_NAME.fullmatch(path.rsplit("/", 1)[-1])
         if match is None:  # not what ZooKeeper names a sequential child
             raise CorruptData(f"{path}: unexpected sequential name")
         sequence = int(match.group(1))
@@ -354,7 +205,7 @@ class BelievedSet:
         else:
             bucket = self._buckets[bucket.name]
             new_bucket = False
-        self._insert(bucket, sequence, _values(keys))
+        self._insert(bucket, sequence, key_values(keys))
         if sequence + 1 >= self._config.bucket_batches:
             bucket.full = True
         self._writing = bucket
@@ -374,7 +225,7 @@ class BelievedSet:
         if current is None:
             return _Bucket(bucket_name(slot_ms, 0), slot_ms)
         room = current.entries == 0 or current.entries + count <= self._config.bucket_entries
-        if (current.full or not room) and current.roll < _MAX_ROLL:
+        if (current.full or not room) and current.roll < MAX_ROLL:
             name = bucket_name(slot_ms, current.roll + 1)
             return self._buckets.get(name) or _Bucket(name, slot_ms)
         return current
@@ -390,7 +241,7 @@ class BelievedSet:
         self._size += count
         self._batch_count += 1
         members = self._members
-        for key in _keys(values):
+        for key in keys_of(values):
             members[key] = members.get(key, 0) + 1
         while bucket.next_seq in bucket.batches:
             bucket.next_seq += 1
@@ -403,7 +254,7 @@ class BelievedSet:
             self._store.unwatch(self._batch_path(name, bucket.watched), self._on_batch)
         members = self._members
         for values in bucket.batches.values():
-            for key in _keys(values):
+            for key in keys_of(values):
                 left = members[key] - 1
                 if left:
                     members[key] = left
@@ -495,7 +346,7 @@ class BelievedSet:
         # No bucket yet: watch for the layout's creation instead.
         if names is None and await self._store.watch_node(self._layout, self._on_buckets):
             names = await self._store.children(self._layout, watch=self._on_buckets)
-        present = {name for name in names or () if _BUCKET_NAME.fullmatch(name)}
+        present = {name for name in names or () if BUCKET_NAME.fullmatch(name)}
         for name, bucket in list(self._buckets.items()):
             # A bucket this replica's writer registered after the list was asked for may
             # be missing from it: not gone.
@@ -539,7 +390,7 @@ class BelievedSet:
 
     async def _load(self, wanted: list[tuple[_Bucket, int]]) -> None:
         """Read and insert these batches (multiRead, a few requests in flight)."""
-        per_read = max(1, _READ_BYTES // (16 * self._config.max_batch_entries + _HEADER.size))
+        per_read = max(1, _READ_BYTES // (16 * self._config.max_batch_entries + HEADER.size))
         groups = [wanted[i : i + per_read] for i in range(0, len(wanted), per_read)]
         limit = asyncio.Semaphore(_READS_IN_FLIGHT)
         failures: list[Exception] = []

@@ -1,4 +1,5 @@
-"""A test-only Verifier servicer whose behaviour is chosen by the request's ledger id.
+"""A Verifier servicer whose behaviour is chosen by the request's ledger id (the core's tests
+and the RPC benchmark).
 
 It stands behind a real gRPC port so the bootstrap can be tested end to end; it knows
 nothing of the real verifier's decision.
