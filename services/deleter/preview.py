@@ -35,12 +35,11 @@ from typing import Protocol
 
 import structlog
 
-from services.core.errors import FailedPrecondition, TombstoneError
+from services.core.errors import FailedPrecondition, StartupRefused, TombstoneError
 from services.core.logging import audit
 from services.deleter.handling import Action, Backends, Settlement, deleted_bytes, source_name
 from services.deleter.metrics import DeleterMetrics
 from services.deleter.ports import BookKeeperDeleter, DeleteResult, OffloadDeleter, Tier
-from services.metadata.layout import StartupRefused
 from services.systopic.admin import partition_names
 from services.systopic.consumer import IncomingMessage, MessageSource
 from services.systopic.dead_letter import ReasonCode

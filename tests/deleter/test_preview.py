@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from services.core.adaptive import LimitSettings
-from services.core.errors import FailedPrecondition
+from services.core.errors import FailedPrecondition, StartupRefused
 from services.deleter.backends.filesystem import FilesystemOffloadDeleter
 from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.s3 import S3OffloadDeleter
@@ -25,7 +25,6 @@ from services.deleter.preview import (
     preview_backends,
     require_preview_subscription,
 )
-from services.metadata.layout import StartupRefused
 from services.systopic.consumer import IncomingMessage
 from services.systopic.retry import RetryPolicy
 from tests.deleter.fakes import (

@@ -24,10 +24,10 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
+from services.core.errors import StartupRefused
 from services.deleter.handling import Backends
 from services.deleter.ports import DeleteResult
 from services.deleter.preview import PreviewReport
-from services.metadata.layout import StartupRefused
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic.admin import PulsarAdmin
 from services.systopic.messages import encode_intent
