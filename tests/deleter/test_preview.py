@@ -243,3 +243,15 @@ async def test_a_missing_preview_subscription_refuses_the_start() -> None:
         await require_preview_subscription(lister, ["sys"], "tombstone-preview", 2)
     lister = Lister({"sys": ["tombstone-preview"]})
     await require_preview_subscription(lister, ["sys"], "tombstone-preview", 0)
+
+
+async def test_a_batch_sent_again_is_not_counted_twice() -> None:
+    """The broker sends a batch again, acknowledged messages included: the second delivery of
+    a counted message is acknowledged again and not counted."""
+    preview = Preview(FakeVerifier(lambda p: delete_verdict(p.ledger_id)))
+    message = incoming(pdli(7))
+    assert await preview.run(message)
+    assert await preview.run(replace(message, redelivery_count=1))
+    assert preview.source.acked == [message.message_id] * 2
+    assert preview.tally.would_delete == {"bookkeeper": 1}
+    assert preview.verdicts("would_delete", "bookkeeper") == 1
