@@ -393,6 +393,21 @@ SUBSCRIPTION = setting(
 DLQ_SUBSCRIPTION = setting(
     "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
 )
+# Preview (docs/deleter.md, "Preview"): `tombstone setup` creates the preview subscription
+# while the deleters are in preview and removes it once they delete.
+DELETER_MODE = setting(
+    "DELETER_MODE",
+    parse_choice("delete", "preview"),
+    "delete",
+    "`preview`: verify every PDLI and report what would be deleted, deleting nothing, on the "
+    "preview subscription; `delete`: the deleters' work.",
+)
+PREVIEW_SUBSCRIPTION = setting(
+    "DELETER_PREVIEW_SUBSCRIPTION",
+    parse_str,
+    "tombstone-preview",
+    "Subscription a preview reads (the deleters' own keeps its whole backlog).",
+)
 ADMIN_URL = setting(
     "DELETER_PULSAR_ADMIN_URL",
     parse_str,
