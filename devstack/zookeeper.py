@@ -17,6 +17,7 @@ from types import TracebackType
 
 from devstack.child import ChildProcess
 from devstack.ports import ensure_free, free_port, wait_until
+from services.metadata.acl import digest_id
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -43,7 +44,10 @@ class ZooKeeperServer:
         host: str = "127.0.0.1",
         tick_ms: int = 500,
         max_session_timeout_ms: int = 60_000,
+        super_password: str | None = None,
     ) -> None:
+        """`super_password`: the password of ZooKeeper's `super` digest user (who passes
+        every ACL), for servers whose znodes carry ACLs; None: no super user."""
         if not ZOOKEEPER_JAR.exists():
             raise FileNotFoundError(
                 f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper package "
@@ -56,6 +60,7 @@ class ZooKeeperServer:
         # A short tick lets tests expire sessions in seconds (minimum session = 2 ticks).
         self.tick_ms = tick_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.super_password = super_password
         self._child = ChildProcess(self.data_dir / "stdout.log")
 
     @property
@@ -110,6 +115,7 @@ class ZooKeeperServer:
             # Pulsar creates CONTAINER parents; reap empty ones within a second, not a minute.
             # The server reads this only as a system property, not from zoo.cfg.
             "-Dznode.container.checkIntervalMs=1000",
+            *self._super_digest(),
             "-cp",
             f"{self.data_dir}:{ZOOKEEPER_JAR}",
             MAIN_CLASS,
@@ -121,6 +127,12 @@ class ZooKeeperServer:
         except BaseException:
             self._child.stop(timeout=15)
             raise
+
+    def _super_digest(self) -> list[str]:
+        if self.super_password is None:
+            return []
+        digest = digest_id("super", self.super_password)
+        return [f"-Dzookeeper.DigestAuthenticationProvider.superDigest={digest}"]
 
     def _ready(self) -> bool:
         code = self._child.exited_with()
