@@ -8,7 +8,10 @@ permission and nobody else any.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -217,3 +220,37 @@ async def test_sasl_is_refused_before_connecting(server: ZooKeeperServer) -> Non
     with pytest.raises(ZooKeeperRefused, match="TOMBSTONE_ZOOKEEPER_SASL"):
         async with _connect(server, ZooKeeperSecurity(sasl=True)):
             pass
+
+
+async def _secure_cli(server: ZooKeeperServer, *args: str) -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "TOMBSTONE_ZOOKEEPER_SERVERS": server.address,
+        "TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER": "tombstone",
+        "TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_PASSWORD": "t-pass",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.cli",
+        "zookeeper",
+        "secure",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await process.communicate()
+    return await process.wait(), out.decode()
+
+
+async def test_secure_command_fixes_world_writable_znodes(server: ZooKeeperServer) -> None:
+    """`tombstone zookeeper secure --check` lists the open znodes (exit 1); `secure` fixes
+    them (exit 0), after which the check passes."""
+    async with _connect(server, None) as old:
+        await old.create("/tombstone/settings", b"", make_parents=True)
+    code, out = await _secure_cli(server, "--check")
+    assert (code, "unsecured /tombstone/settings: world:anyone:rwcda" in out) == (1, True)
+    code, out = await _secure_cli(server)
+    assert (code, "secured /tombstone/settings" in out) == (0, True)
+    assert (await _secure_cli(server, "--check"))[0] == 0
