@@ -11,6 +11,7 @@ starting.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,9 +203,24 @@ def _tls(environ: Environ) -> ZooKeeperTls | None:
     cert, key = files[TLS_CERT_FILE.name], files[TLS_KEY_FILE.name]
     if (cert is None) != (key is None):
         raise ConfigError(TLS_KEY_FILE.name, f"set together with {TLS_CERT_FILE.name}")
-    return ZooKeeperTls(
+    tls = ZooKeeperTls(
         ca_file=files[TLS_CA_FILE.name],
         cert_file=cert,
         key_file=key,
         verify_hostname=TLS_VERIFY_HOSTNAME.read(environ),
     )
+    _load(tls)
+    return tls
+
+
+def _load(tls: ZooKeeperTls) -> None:
+    """Load the files once now, so that a bad one is named at start-up, not at connect."""
+    try:
+        context = ssl.create_default_context(cafile=tls.ca_file)
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(TLS_CA_FILE.name, f"not a PEM CA bundle: {e}") from e
+    if tls.cert_file is not None:
+        try:
+            context.load_cert_chain(tls.cert_file, tls.key_file)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(TLS_CERT_FILE.name, f"certificate and key do not load: {e}") from e

@@ -141,21 +141,28 @@ class TlsConnection(Connection):  # type: ignore[misc]
         self.reader, self.writer = await self._open()
 
 
-def use_tls(session: Any, context: ssl.SSLContext) -> None:
-    """Make every connection of `session` a `TlsConnection`."""
+class TlsDialer:
+    """Makes every connection of `session` a `TlsConnection`; remembers the last failure
+    (an untrusted certificate, a wrong host name) so that a connect that timed out can say
+    why."""
 
-    async def make_connection(host: str, port: int) -> Connection | None:
+    def __init__(self, session: Any, context: ssl.SSLContext) -> None:
+        self._session = session
+        self._context = context
+        self.last_error: str | None = None
+        session.make_connection = self.make_connection
+
+    async def make_connection(self, host: str, port: int) -> Connection | None:
         conn = TlsConnection(
             host,
             port,
-            watch_handler=session.event_dispatch,
-            read_timeout=session.read_timeout,
-            context=context,
+            watch_handler=self._session.event_dispatch,
+            read_timeout=self._session.read_timeout,
+            context=self._context,
         )
         try:
             await conn.connect()
-        except Exception:  # aiozk's own make_connection: try the next server
+        except Exception as e:  # as aiozk's own make_connection: try the next server
+            self.last_error = f"{host}:{port}: {type(e).__name__}: {e}"
             return None
         return conn
-
-    session.make_connection = make_connection

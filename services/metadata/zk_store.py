@@ -30,9 +30,9 @@ from aiozk.states import States
 from services.core.zk_security import ZooKeeperSecurity
 from services.metadata._zk_security import (
     DigestAuth,
+    TlsDialer,
     acl_entries,
     tls_context,
-    use_tls,
     zk_acl,
 )
 from services.metadata._zk_session import (
@@ -139,8 +139,9 @@ class ZkMetadataStore:
         if security.digest_user is not None:
             credential = f"{security.digest_user}:{security.digest_password}".encode()
             self._auth = DigestAuth(client.session, "digest", credential)
+        self._tls: TlsDialer | None = None
         if security.tls is not None:
-            use_tls(client.session, tls_context(security.tls))
+            self._tls = TlsDialer(client.session, tls_context(security.tls))
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -185,7 +186,10 @@ class ZkMetadataStore:
             raise AuthenticationFailed(chroot or "/") from e
         except (TimeoutError, *UNAVAILABLE) as e:
             await store.close()
-            raise StoreUnavailable(chroot or "/", f"cannot connect to {servers}: {e!r}") from e
+            reason = f"cannot connect to {servers}: {e!r}"
+            if store._tls is not None and store._tls.last_error is not None:
+                reason += f" (TLS: {store._tls.last_error})"
+            raise StoreUnavailable(chroot or "/", reason) from e
         try:
             yield store
         finally:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from devstack.zk_tls import make_tls_files
 from services.core.config import ZooKeeperConfig
 from services.core.errors import ConfigError
 from services.core.zk_security import ZooKeeperRefused, ZooKeeperSecurity, ZooKeeperTls
@@ -81,8 +82,7 @@ def test_empty_password_file_is_refused(tmp_path: Path) -> None:
 
 def test_tls_settings(tmp_path: Path) -> None:
     """TLS on with a CA file and hostname verification off."""
-    ca = tmp_path / "ca.pem"
-    ca.write_text("x")
+    ca = make_tls_files(tmp_path).ca
     environ = {
         "TOMBSTONE_ZOOKEEPER_TLS": "true",
         "TOMBSTONE_ZOOKEEPER_TLS_CA_FILE": str(ca),
@@ -97,3 +97,11 @@ def test_sasl_is_parsed_then_refused_naming_the_setting() -> None:
     security = ZooKeeperSecurity.from_env({"TOMBSTONE_ZOOKEEPER_SASL": "true"})
     with pytest.raises(ZooKeeperRefused, match="TOMBSTONE_ZOOKEEPER_SASL=true"):
         security.check()
+
+
+def test_a_ca_file_that_is_not_pem_is_named(tmp_path: Path) -> None:
+    """A CA file that does not load is refused at start-up, naming the variable."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not a certificate")
+    environ = {"TOMBSTONE_ZOOKEEPER_TLS": "true", "TOMBSTONE_ZOOKEEPER_TLS_CA_FILE": str(ca)}
+    assert _refused(environ).variable == "TOMBSTONE_ZOOKEEPER_TLS_CA_FILE"
