@@ -49,11 +49,13 @@ class ZooKeeperServer:
         max_session_timeout_ms: int = 60_000,
         super_password: str | None = None,
         tls: bool = False,
+        tombstone_identity: tuple[str, str] | None = None,
     ) -> None:
         """`super_password`: the password of ZooKeeper's `super` digest user (who passes
         every ACL), for servers whose znodes carry ACLs; None: no super user. `tls`: also
         serve a TLS port (`secure_port`, client certificates required) with fresh
-        certificates in `tls_files`."""
+        certificates in `tls_files`. `tombstone_identity`: the digest (user, password) the
+        services get from `service_env()`."""
         if not ZOOKEEPER_JAR.exists():
             raise FileNotFoundError(
                 f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper package "
@@ -67,6 +69,7 @@ class ZooKeeperServer:
         self.tick_ms = tick_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.super_password = super_password
+        self.tombstone_identity = tombstone_identity
         self.secure_port = free_port(host) if tls else None
         self.tls_files: TlsFiles | None = None
         self._child = ChildProcess(self.data_dir / "stdout.log")
@@ -75,6 +78,16 @@ class ZooKeeperServer:
     def address(self) -> str:
         """host:port, the form aiozk and Pulsar's metadataStoreUrl take."""
         return f"{self.host}:{self.port}"
+
+    def service_env(self) -> dict[str, str]:
+        """The `TOMBSTONE_ZOOKEEPER_*` settings of a service using this server: its address,
+        and the digest identity when the server was given one."""
+        env = {"TOMBSTONE_ZOOKEEPER_SERVERS": self.address}
+        if self.tombstone_identity is not None:
+            user, password = self.tombstone_identity
+            env["TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER"] = user
+            env["TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_PASSWORD"] = password
+        return env
 
     @property
     def secure_address(self) -> str:
