@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from services.core.zk_security import READ_WORLD, ZooKeeperSecurity
 
@@ -38,6 +39,15 @@ class AclEntry:
         bits = zip((READ, WRITE, CREATE, DELETE, ADMIN), "rwcda", strict=True)
         letters = "".join(letter for bit, letter in bits if self.perms & bit)
         return f"{self.scheme}:{self.id}:{letters or '-'}"
+
+
+class ZnodeAcl(NamedTuple):
+    """A znode's ACL as read: its entries, its ACL version (for a conditional set) and how
+    many children it has (a walk lists only parents)."""
+
+    entries: list[AclEntry]
+    version: int
+    num_children: int
 
 
 OPEN = (AclEntry("world", "anyone", ALL),)

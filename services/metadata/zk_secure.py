@@ -9,10 +9,11 @@ of them (idempotent: znodes that already carry it are left alone).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused, ZooKeeperSecurity
-from services.metadata.acl import AclEntry, digest_id, foreign_changes, tombstone_acl
+from services.metadata.acl import AclEntry, ZnodeAcl, digest_id, foreign_changes, tombstone_acl
 from services.metadata.errors import NoNode, VersionConflict
 from services.metadata.zk_store import ZkMetadataStore
 
@@ -31,17 +32,41 @@ def roots_of(*paths: str) -> tuple[str, ...]:
     return tuple(roots)
 
 
-async def walk(store: ZkMetadataStore, roots: Iterable[str]) -> AsyncIterator[str]:
-    """Every existing znode at or below `roots`, parents first."""
-    pending = list(roots)
-    while pending:
-        path = pending.pop()
-        try:
-            children = await store.get_children(path)
-        except NoNode:
-            continue
-        yield path
-        pending.extend(f"{path.rstrip('/')}/{child}" for child in sorted(children, reverse=True))
+WALK_CHUNK = 256
+"""Znodes read at once during a walk (the believed set can hold thousands of batches)."""
+
+
+async def _read(store: ZkMetadataStore, path: str) -> tuple[str, ZnodeAcl | None]:
+    try:
+        return path, await store.get_acl(path)
+    except NoNode:  # deleted meanwhile
+        return path, None
+
+
+async def _children(store: ZkMetadataStore, path: str) -> list[str]:
+    try:
+        names = await store.get_children(path)
+    except NoNode:
+        return []
+    return [f"{path.rstrip('/')}/{name}" for name in sorted(names)]
+
+
+async def walk(store: ZkMetadataStore, roots: Iterable[str]) -> AsyncIterator[tuple[str, ZnodeAcl]]:
+    """Every existing znode at or below `roots` with its ACL, level by level (parents
+    first), each level read in parallel chunks; only znodes with children are listed."""
+    level = list(roots)
+    while level:
+        parents = []
+        for i in range(0, len(level), WALK_CHUNK):
+            chunk = level[i : i + WALK_CHUNK]
+            for path, acl in await asyncio.gather(*(_read(store, p) for p in chunk)):
+                if acl is None:
+                    continue
+                yield path, acl
+                if acl.num_children:
+                    parents.append(path)
+        listed = await asyncio.gather(*(_children(store, p) for p in parents))
+        level = [child for children in listed for child in children]
 
 
 async def unsecured(
@@ -53,12 +78,8 @@ async def unsecured(
         return []
     own = digest_id(security.digest_user, security.digest_password)
     found = []
-    async for path in walk(store, roots):
-        try:
-            acl, _version = await store.get_acl(path)
-        except NoNode:
-            continue
-        foreign = foreign_changes(acl, own)
+    async for path, acl in walk(store, roots):
+        foreign = foreign_changes(acl.entries, own)
         if foreign:
             found.append((path, foreign))
     return found
@@ -86,19 +107,23 @@ async def secure(
 ) -> list[str]:
     """Give every znode under `roots` the configured ACL; the paths changed. A znode whose
     ACL changed meanwhile is read and set again."""
-    wanted = tombstone_acl(security)
+    wanted = sorted(tombstone_acl(security), key=str)
     changed = []
-    async for path in walk(store, roots):
+    async for path, acl in walk(store, roots):
+        current = acl
         for _attempt in range(3):
-            try:
-                acl, version = await store.get_acl(path)
-                if sorted(acl, key=str) == sorted(wanted, key=str):
-                    break
-                await store.set_acl(path, wanted, version=version)
-                changed.append(path)
+            if sorted(current.entries, key=str) == wanted:
                 break
-            except VersionConflict:
+            try:
+                await store.set_acl(path, wanted, version=current.version)
+            except VersionConflict:  # changed meanwhile: read it again
+                _path, reread = await _read(store, path)
+                if reread is None:
+                    break
+                current = reread
                 continue
             except NoNode:
                 break
+            changed.append(path)
+            break
     return changed

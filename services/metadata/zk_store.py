@@ -45,7 +45,7 @@ from services.metadata._zk_session import (
     NoWriteResend,
     register_watch,
 )
-from services.metadata.acl import AclEntry, tombstone_acl
+from services.metadata.acl import AclEntry, ZnodeAcl, tombstone_acl
 from services.metadata.errors import (
     AuthenticationFailed,
     MetadataError,
@@ -498,10 +498,11 @@ class ZkMetadataStore:
             with contextlib.suppress(NodeExists):
                 await self._create(parent, b"", container=container)
 
-    async def get_acl(self, path: str) -> tuple[list[AclEntry], int]:
-        """The znode's ACL and its ACL version (`aversion`, for `set_acl`)."""
+    async def get_acl(self, path: str) -> ZnodeAcl:
+        """The znode's ACL, its ACL version (`aversion`, for `set_acl`) and child count."""
         response = await self._send(zk_protocol.GetACLRequest(path=self._abs(path)), path)
-        return acl_entries(response.acl), int(response.stat.acl_version)
+        stat = response.stat
+        return ZnodeAcl(acl_entries(response.acl), int(stat.acl_version), int(stat.num_children))
 
     async def set_acl(self, path: str, acl: Sequence[AclEntry], *, version: int) -> None:
         """Replace the znode's ACL if its ACL version is still `version`."""

@@ -39,9 +39,9 @@ async def _creator_only_roots(server: ZooKeeperServer) -> None:
         if await broker.exists(f"/admin/clusters/{CLUSTER}") is None:
             await broker.create(f"/admin/clusters/{CLUSTER}", b"{}")
         for path in ("/managed-ledgers", "/ledgers", "/admin/clusters"):
-            _acl, version = await broker.get_acl(path)
-            if _acl != own:
-                await broker.set_acl(path, own, version=version)
+            acl = await broker.get_acl(path)
+            if acl.entries != own:
+                await broker.set_acl(path, own, version=acl.version)
 
 
 async def test_the_brokers_identity_passes_and_no_identity_is_named(
