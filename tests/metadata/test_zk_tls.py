@@ -91,3 +91,15 @@ async def test_a_plain_client_cannot_use_the_tls_port(tls_zk: ZooKeeperServer) -
             tls_zk.secure_address, request_timeout=3.0, connect_timeout=5.0
         ):
             pass
+
+
+async def test_digest_authentication_over_tls(tls_zk: ZooKeeperServer) -> None:
+    """The recommended setup: digest authentication on a TLS session; the znode created
+    carries the digest user's ACL."""
+    tls = _tls(tls_zk).tls
+    security = ZooKeeperSecurity(digest_user="tombstone", digest_password="t-pass", tls=tls)
+    async with _connect(_local(tls_zk), security) as store:
+        await store.create("/tls-auth", b"")
+        acl = await store.get_acl("/tls-auth")
+        assert [entry.scheme for entry in acl.entries] == ["digest", "world"]
+        await store.delete("/tls-auth", version=0)
