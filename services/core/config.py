@@ -42,6 +42,7 @@ from services.core.shared_clusters import (
     parse_shared_clusters,
     parse_store_url,
 )
+from services.core.zk_security import ZooKeeperSecurity
 
 __all__ = [
     "PREFIX",
@@ -352,6 +353,8 @@ class ZooKeeperConfig:
     """Session timeout negotiated with the ensemble."""
     operation_timeout: timedelta = timedelta(seconds=10)
     """Deadline of one ZooKeeper call; exceeding it is `Unavailable`, never "absent"."""
+    security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity)
+    """Authentication, ACLs of the znodes Tombstone creates, TLS."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> ZooKeeperConfig:
@@ -363,6 +366,7 @@ class ZooKeeperConfig:
             chroot=chroot,
             session_timeout=ZK_SESSION.read(environ),
             operation_timeout=ZK_OPERATION.read(environ),
+            security=ZooKeeperSecurity.from_env(environ),
         )
 
 

@@ -45,6 +45,7 @@ from services.deleter.status_gauges import StatusGauges
 from services.metadata.connect import connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.peer_settings import PeerSettings, Published, retry_budget
+from services.metadata.zk_secure import refuse_unsecured
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -129,6 +130,7 @@ async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
     """Publish the settings on their own session; refuse to start beside a leaking peer."""
     zk = config.zookeeper
     store = await runner.resources.enter_async_context(connect_store(zk))
+    await refuse_unsecured(store, zk.security)  # before anything is written there
     board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
     await board.join()
     runner.resources.push_async_callback(board.leave)
