@@ -25,6 +25,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,16 @@ import click
 
 from devstack.demo_pipeline import Summary, trim_and_delete
 from devstack.neighbour import PlantedNeighbour, plant_next_to
-from devstack.s3 import S3Server
+from devstack.s3 import S3Locations, S3Server
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spec_options
 from devstack.simulator.run import echo_progress, simulate_into
 from devstack.simulator.spec import ClusterSpec
 from devstack.simulator.summary import render
 from devstack.zookeeper import ZooKeeperServer
+
+SECOND_BUCKET = "pulsar-offload-west"
+SECOND_REGION = "us-west-2"
 
 
 class Demo:
@@ -51,16 +55,18 @@ class Demo:
         delete_failure_share: float = 0.3,
         reconcile_out: Path | None = None,
         zookeeper_auth: bool = False,
+        second_s3: bool = False,
     ) -> None:
         self.spec = spec
         self.zookeeper_auth = zookeeper_auth
+        self.second_s3 = second_s3
         self.echo = echo
         self.delete_failure_share = delete_failure_share
         self.reconcile_out = reconcile_out
         self.seeded_at: float | None = None
         self.stack = contextlib.ExitStack()
         self.zookeeper: ZooKeeperServer | None = None
-        self.s3: S3Server | None = None
+        self.s3: S3Locations | None = None
         self.model: ClusterModel | None = None
         self.neighbour: PlantedNeighbour | None = None
 
@@ -79,9 +85,23 @@ class Demo:
         self.echo(f"ZooKeeper on {self.zookeeper.address}{auth}")
         return self.zookeeper
 
-    def start_s3(self) -> S3Server:
-        self.s3 = self.stack.enter_context(S3Server())
-        self.echo(f"S3 on {self.s3.endpoint}")
+    def start_s3(self) -> S3Locations:
+        """With `second_s3`, half the namespaces offload to a second S3 location (their offload
+        policies name another bucket, endpoint and region), served by a second server."""
+        primary = self.stack.enter_context(S3Server())
+        self.echo(f"S3 on {primary.endpoint}")
+        self.s3 = S3Locations(primary)
+        if self.second_s3:
+            west = self.stack.enter_context(S3Server(region=SECOND_REGION))
+            self.s3 = S3Locations(primary, {SECOND_BUCKET: west})
+            self.spec = replace(
+                self.spec,
+                second_bucket=SECOND_BUCKET,
+                second_region=SECOND_REGION,
+                second_endpoint=west.endpoint,
+                second_location_share=0.5,
+            )
+            self.echo(f"S3 on {west.endpoint} ({SECOND_REGION}): bucket {SECOND_BUCKET}")
         return self.s3
 
     async def seed(self) -> ClusterModel:
@@ -93,6 +113,7 @@ class Demo:
             self.spec,
             zookeeper=self.zookeeper.address,
             s3_config=self.s3.client_config(),
+            s3_routes=self.s3.routes(),
             progress=echo_progress(self.echo),
         )
         self.seeded_at = time.monotonic()
@@ -147,10 +168,12 @@ async def run_demo(
     delete_failure_share: float = 0.3,
     reconcile_out: Path | None = None,
     zookeeper_auth: bool = False,
+    second_s3: bool = False,
 ) -> tuple[ClusterModel, Summary | None]:
     """With `reconcile_out`, the reconciler stage runs after the services' part; with
-    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper."""
-    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth)
+    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; with `second_s3`,
+    half the namespaces offload to a second S3 location."""
+    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth, second_s3)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -192,12 +215,20 @@ async def run_demo(
     help="run with ZooKeeper digest authentication: the services and the reconciler log in, "
     "Tombstone's znodes are writable only by them [env DEVSTACK_ZOOKEEPER_AUTH=1]",
 )
+@click.option(
+    "--second-s3",
+    is_flag=True,
+    envvar="DEVSTACK_SECOND_S3",
+    help="half the namespaces offload to a second S3 location (another bucket, endpoint "
+    "and region, as per-namespace offload policies make) [env DEVSTACK_SECOND_S3=1]",
+)
 def demo(
     seed_only: bool,
     delete_failure_share: float,
     reconcile: bool,
     reconcile_out: Path | None,
     zookeeper_auth: bool,
+    second_s3: bool,
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
@@ -224,6 +255,7 @@ def demo(
         delete_failure_share=delete_failure_share,
         reconcile_out=reconcile_out if reconcile else None,
         zookeeper_auth=zookeeper_auth,
+        second_s3=second_s3,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:

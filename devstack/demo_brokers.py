@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked, artifact, outcome
-from devstack.s3 import S3Server
+from devstack.s3 import S3Locations
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import (
     SWITCH,
@@ -23,7 +23,7 @@ from devstack.simulator.broker_run import (
 )
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack
-from devstack.simulator.s3 import open_object_store
+from devstack.simulator.s3 import open_object_stores
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
 
@@ -39,14 +39,14 @@ async def unlink(
     plan: BrokerStylePlan,
     *,
     zookeeper: ZooKeeperServer,
-    s3: S3Server,
+    s3: S3Locations,
     faults: DeleteFaults,
 ) -> BrokerStyleResult:
     """Run the brokers' unlinks against the demo's cluster (no backoff between attempts:
     a failing delete fails every attempt anyway)."""
     async with (
         ZkMetadataStore.connect(zookeeper.address) as store,
-        open_object_store(s3.client_config()) as objects,
+        open_object_stores(s3.client_config(), s3.routes()) as objects,
     ):
         return await unlink_like_brokers(model, plan, store=store, objects=objects, faults=faults)
 

@@ -35,14 +35,14 @@ from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT, ReconcileTarget
-from devstack.s3 import S3Server
+from devstack.s3 import S3Locations, S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import BrokerStylePlan, choose
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack, read_cluster
 from devstack.simulator.run import simulate_into
-from devstack.simulator.s3 import open_object_store
+from devstack.simulator.s3 import open_object_stores
 from devstack.simulator.spec import ClusterSpec, legacy_spec
 from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
@@ -151,7 +151,7 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
 
 
 def _common_env(
-    zookeeper: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+    zookeeper: ZooKeeperServer, s3: S3Locations, broker: PulsarBrokerProcess
 ) -> dict[str, str]:
     return {
         **zookeeper.service_env(),
@@ -165,7 +165,7 @@ def _common_env(
 async def start_services(
     model: ClusterModel,
     zookeeper: ZooKeeperServer,
-    s3: S3Server,
+    s3: S3Locations,
     broker: PulsarBrokerProcess,
     workdir: Path,
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
@@ -377,7 +377,7 @@ async def trim_and_delete(
     model: ClusterModel,
     *,
     zookeeper: ZooKeeperServer,
-    s3: S3Server,
+    s3: S3Locations,
     echo: Echo,
     timeout: float = 300,
     delete_failure_share: float = 0.3,
@@ -457,7 +457,7 @@ async def trim_and_delete(
                 )
                 summary.reconciler = await demo_reconcile.reconcile_stage(
                     model,
-                    ReconcileTarget.of(model.spec, zookeeper.address, s3.endpoint),
+                    ReconcileTarget.of(model.spec, zookeeper.address, s3),
                     reconcile_out,
                     stage,
                     echo,
@@ -472,12 +472,12 @@ async def trim_and_delete(
     return summary
 
 
-async def read_back(model: ClusterModel, zookeeper: ZooKeeperServer, s3: S3Server) -> ReadBack:
+async def read_back(model: ClusterModel, zookeeper: ZooKeeperServer, s3: S3Locations) -> ReadBack:
     """The cluster as it is now: ledgers at any path, objects in every bucket used."""
     buckets = tuple(sorted({o.bucket for o in model.objects.values()}))
     async with (
         ZkMetadataStore.connect(zookeeper.address) as store,
-        open_object_store(s3.client_config()) as objects,
+        open_object_stores(s3.client_config(), s3.routes()) as objects,
     ):
         return await read_cluster(
             store, ledgers_root=model.spec.ledgers_root, s3_client=objects, buckets=buckets
@@ -489,7 +489,7 @@ async def _standalone(spec: ClusterSpec) -> None:
         print(f"ZooKeeper on {zookeeper.address}, S3 on {s3.endpoint}")
         model = await simulate_into(spec, zookeeper=zookeeper.address, s3_config=s3.client_config())
         print(f"seeded {len(model.managed_ledgers)} managed ledgers, {len(model.ledgers)} ledgers")
-        await trim_and_delete(model, zookeeper=zookeeper, s3=s3, echo=print)
+        await trim_and_delete(model, zookeeper=zookeeper, s3=S3Locations(s3), echo=print)
 
 
 if __name__ == "__main__":

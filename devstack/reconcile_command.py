@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from devstack import s3 as s3_launcher
+from devstack.s3 import S3Locations
 from devstack.simulator.spec import ClusterSpec, OffloadDriver, OrphanPlan
 
 SEEDED_MIN_AGE = timedelta(minutes=1)
@@ -34,17 +35,24 @@ class ReconcileTarget:
     ledgers_root: str = "/ledgers"
     s3_endpoint: str | None = None
     bucket: str | None = None
+    elsewhere: tuple[tuple[str, str, str], ...] = ()
+    """(bucket, endpoint, region) of each bucket a namespace's offload policy puts at another
+    S3 location."""
 
     @classmethod
-    def of(cls, spec: ClusterSpec, zookeeper: str, s3_endpoint: str | None) -> ReconcileTarget:
-        """The target of a cluster seeded from `spec`; the bucket only when it holds objects."""
-        offloads_to_s3 = spec.offload_driver is OffloadDriver.S3 and s3_endpoint is not None
+    def of(cls, spec: ClusterSpec, zookeeper: str, s3: str | S3Locations | None) -> ReconcileTarget:
+        """The target of a cluster seeded from `spec` (its S3 endpoint, or every location it
+        offloads to); the buckets only when they hold objects."""
+        offloads_to_s3 = spec.offload_driver is OffloadDriver.S3 and s3 is not None
+        endpoint = s3.endpoint if isinstance(s3, S3Locations) else s3
+        elsewhere = s3.reconcile_locations() if isinstance(s3, S3Locations) else ()
         return cls(
             zookeeper=zookeeper,
             cluster=spec.cluster_name,
             ledgers_root=spec.ledgers_root,
-            s3_endpoint=s3_endpoint if offloads_to_s3 else None,
+            s3_endpoint=endpoint if offloads_to_s3 else None,
             bucket=spec.bucket if offloads_to_s3 else None,
+            elsewhere=elsewhere if offloads_to_s3 else (),
         )
 
 
@@ -55,6 +63,8 @@ def reconcile_args(target: ReconcileTarget, out: str, *extra: str) -> list[str]:
         args += ["--ledgers-root", target.ledgers_root]
     if target.s3_endpoint is not None and target.bucket is not None:
         args += ["--s3-endpoint", target.s3_endpoint, "--bucket", target.bucket]
+        for bucket, endpoint, region in target.elsewhere:
+            args += ["--bucket", bucket, "--s3-location", f"{bucket}={endpoint},{region}"]
     args += ["--cluster", target.cluster, "--out", out]
     args += ["--min-age", SEEDED_MIN_AGE_TEXT, "--allow-short-min-age", *extra]
     return args

@@ -10,7 +10,8 @@ import sys
 import tempfile
 import threading
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -111,3 +112,41 @@ class S3Server:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class S3Locations:
+    """The S3 servers a devstack cluster offloads to: the cluster's own location, and the
+    buckets that some namespaces' offload policies put at another endpoint and region
+    (`elsewhere`: bucket -> its server). Used where one `S3Server` was, it answers as the
+    primary one, with the other locations added where a client or a service needs them."""
+
+    primary: S3Server
+    elsewhere: Mapping[str, S3Server] = field(default_factory=dict)
+
+    @property
+    def endpoint(self) -> str:
+        return self.primary.endpoint
+
+    def client_config(self) -> dict[str, str]:
+        return self.primary.client_config()
+
+    def routes(self) -> dict[str, dict[str, str]]:
+        """Client settings of each bucket held elsewhere (`open_object_stores`)."""
+        return {bucket: server.client_config() for bucket, server in self.elsewhere.items()}
+
+    def service_env(self, *, allowed_buckets: Iterable[str] = ()) -> dict[str, str]:
+        """The primary's variables, and the other endpoints allowed (an offload record names
+        its own endpoint and region; the credentials are the same)."""
+        env = self.primary.service_env(allowed_buckets=allowed_buckets)
+        if self.elsewhere:
+            endpoints = sorted({server.endpoint for server in self.elsewhere.values()})
+            env["TOMBSTONE_S3_ALLOWED_ENDPOINTS"] = ",".join(endpoints)
+        return env
+
+    def reconcile_locations(self) -> tuple[tuple[str, str, str], ...]:
+        """(bucket, endpoint, region) of each bucket held elsewhere (`--s3-location`)."""
+        return tuple(
+            (bucket, server.endpoint, server.region)
+            for bucket, server in sorted(self.elsewhere.items())
+        )

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import BrokerStyleResult, choose, unlink_like_brokers
 from devstack.simulator.model import ClusterModel
-from devstack.simulator.s3 import ObjectStore, open_object_store
+from devstack.simulator.s3 import ObjectStore, open_object_store, open_object_stores
 from devstack.simulator.spec import ClusterSpec
 from devstack.simulator.writer import DEFAULT_CONCURRENCY, Progress, write_cluster
 from services.metadata import ZkMetadataStore
@@ -19,19 +19,21 @@ async def simulate_into(
     *,
     zookeeper: str,
     s3_config: Mapping[str, str] | None,
+    s3_routes: Mapping[str, Mapping[str, str]] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
 ) -> ClusterModel:
     """Write `spec`'s cluster into the ZooKeeper at `zookeeper` (host:port) and S3.
 
     `s3_config` holds aiobotocore client settings (`S3Server.client_config()`); None when
-    nothing is offloaded to S3.
+    nothing is offloaded to S3. `s3_routes`: the settings of buckets held at another S3
+    location (the spec's second location).
     """
     async with contextlib.AsyncExitStack() as stack:
         store = await stack.enter_async_context(ZkMetadataStore.connect(zookeeper))
         objects: ObjectStore | None = None
         if s3_config is not None:
-            objects = await stack.enter_async_context(open_object_store(s3_config))
+            objects = await stack.enter_async_context(open_object_stores(s3_config, s3_routes))
         return await write_cluster(
             spec, store=store, s3_client=objects, concurrency=concurrency, progress=progress
         )
