@@ -45,7 +45,7 @@ from services.systopic._consumer import (
     open_message_source,
 )
 from services.systopic._pulsar import open_intent_publisher
-from services.systopic.admin import PulsarAdmin
+from services.systopic.admin_auth import secured_admin
 from services.systopic.ports import IntentPublisher, ProducerSettings
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 
@@ -179,7 +179,9 @@ async def build(
     pool = DeleterPool(handler, sources, settings=settings, metrics=metrics, outage=outage)
     admin = DeleterAdmin(
         topics=_topics(config),
-        stats=PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token),
+        stats=secured_admin(
+            http, config.admin_url, config.pulsar.security, failures=metrics.admin_failures
+        ),
         pool_status=pool.status,
         open_scan=lambda: _open_scan(config),
         replay_sink=replay_sink,

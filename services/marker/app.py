@@ -25,7 +25,7 @@ from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
 from services.metadata.connect import at, connect_store
 from services.metadata.peer_settings import PeerSettings, Published
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
-from services.systopic.admin import PulsarAdmin
+from services.systopic.admin_auth import secured_admin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
@@ -121,7 +121,9 @@ async def open_watch(
 ) -> SubscriptionWatch:
     """The deleters' subscription watch, checked once before anything can publish."""
     http = await stack.enter_async_context(aiohttp.ClientSession())
-    admin = PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token)
+    admin = secured_admin(
+        http, config.admin_url, config.pulsar.security, failures=metrics.admin_failures
+    )
     watch = SubscriptionWatch(admin, watch_settings(config), gauge=metrics.subscription_missing)
     await watch.check()
     return watch

@@ -23,6 +23,7 @@ import structlog
 
 from services.core.config import PulsarConfig
 from services.core.errors import StartupRefused, Unavailable
+from services.systopic._client_options import client_options
 from services.systopic._lanes import PartitionLane
 from services.systopic.ports import OutgoingMessage, ProducerSettings, SendResult
 from services.systopic.window import InflightWindow
@@ -153,13 +154,7 @@ class PulsarIntentPublisher:
 
 
 def _client(config: PulsarConfig) -> pulsar.Client:
-    auth = pulsar.AuthenticationToken(config.auth_token) if config.auth_token else None
-    return pulsar.Client(
-        config.service_url,
-        authentication=auth,
-        operation_timeout_seconds=max(1, int(config.operation_timeout.total_seconds())),
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
+    return pulsar.Client(config.service_url, **client_options(config))
 
 
 def _partition_topics(client: pulsar.Client, topic: str, expected: int) -> list[str]:

@@ -32,8 +32,15 @@ from typing import Any
 
 import aiohttp
 
-from services.core.config import ADMIN_URL, DLQ_SUBSCRIPTION, SUBSCRIPTION, PulsarConfig
+from services.core.config import (
+    ADMIN_URL,
+    DLQ_SUBSCRIPTION,
+    SUBSCRIPTION,
+    PulsarConfig,
+    PulsarSecurity,
+)
 from services.systopic.admin import PulsarAdmin, partition_names
+from services.systopic.admin_auth import secured_admin
 
 INFINITE = -1
 """Pulsar's value for "no limit" in `RetentionPolicies`."""
@@ -98,13 +105,21 @@ class SetupPlan:
         )
 
     @classmethod
-    def for_topic(cls, admin_url: str, topic: str, partitions: int) -> SetupPlan:
+    def for_topic(
+        cls,
+        admin_url: str,
+        topic: str,
+        partitions: int,
+        *,
+        security: PulsarSecurity | None = None,
+    ) -> SetupPlan:
         """The default subscriptions on `topic`, `topic-RETRY` and `topic-DLQ`."""
         pulsar = PulsarConfig(
             topic=topic,
             retry_topic=f"{topic}-RETRY",
             dlq_topic=f"{topic}-DLQ",
             partitions=partitions,
+            security=security or PulsarSecurity(),
         )
         return cls(
             pulsar=pulsar,
@@ -283,7 +298,7 @@ def prepare_topics(plan: SetupPlan) -> list[Step]:
 
     async def go() -> list[Step]:
         async with aiohttp.ClientSession() as http:
-            admin = PulsarAdmin(http, plan.admin_url, token=plan.pulsar.auth_token)
+            admin = secured_admin(http, plan.admin_url, plan.pulsar.security)
             runner = TopicSetup(admin, plan, check=False, report=lambda _step: None)
             await runner.run()
             return runner.steps

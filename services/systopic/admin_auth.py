@@ -1,0 +1,77 @@
+"""The admin client as the security settings say: the TLS context and the credentials of the
+binary client (`PulsarSecurity`), and the failure counter every service exports."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from prometheus_client import Counter
+
+from services.core.metrics import Metrics
+from services.core.pulsar_security import PulsarSecurity
+from services.systopic.admin import (
+    ADMIN_CALLS,
+    FAILURE_REASONS,
+    AdminCredentials,
+    BearerToken,
+    PulsarAdmin,
+)
+from services.systopic.oauth2 import OAuth2TokenSource
+
+
+def admin_failures(metrics: Metrics) -> Counter:
+    """`tombstone_pulsar_admin_failures_total{call,reason}`, every series present from 0 so
+    that the first failure already shows as an increase."""
+    counter = metrics.counter(
+        "pulsar_admin_failures",
+        "Pulsar admin HTTP calls that failed, by call and reason (unavailable, unauthorized, "
+        "other).",
+        ["call", "reason"],
+    )
+    for call in ADMIN_CALLS:
+        for reason in FAILURE_REASONS:
+            counter.labels(call, reason)
+    return counter
+
+
+def admin_credentials(
+    http: aiohttp.ClientSession, security: PulsarSecurity, *, timeout: float = 10
+) -> AdminCredentials:
+    """The bearer token of the configured plugin; none for `none` and `tls` (the client
+    certificate travels in the TLS handshake)."""
+    if security.auth_plugin == "oauth2":
+        assert security.oauth2 is not None
+        source = OAuth2TokenSource(
+            http, security.oauth2, ssl_context=security.ssl_context(), timeout=timeout
+        )
+        return BearerToken(source.token, on_refused=source.invalidate)
+    supplier = security.token_supplier()
+    if supplier is None:
+        return AdminCredentials()
+    read = supplier
+
+    async def token() -> str:
+        # A token file is read off the loop: it may sit on a slow mount.
+        return await asyncio.to_thread(read)
+
+    return BearerToken(token)
+
+
+def secured_admin(
+    http: aiohttp.ClientSession,
+    base_url: str,
+    security: PulsarSecurity,
+    *,
+    failures: Counter | None = None,
+    timeout: float = 10,
+) -> PulsarAdmin:
+    """A `PulsarAdmin` speaking TLS and authenticating as `security` says."""
+    return PulsarAdmin(
+        http,
+        base_url,
+        credentials=admin_credentials(http, security, timeout=timeout),
+        ssl_context=security.ssl_context() if base_url.startswith("https://") else None,
+        failures=failures,
+        timeout=timeout,
+    )
