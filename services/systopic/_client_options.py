@@ -45,3 +45,15 @@ def client_options(config: PulsarConfig) -> dict[str, Any]:
             options["tls_certificate_file_path"] = str(security.client_cert)
             options["tls_private_key_file_path"] = str(security.client_key)
     return options
+
+
+def refusal_hint(config: PulsarConfig) -> str:
+    """Appended to the client's connection failures when it authenticates: a broker refusing
+    the credential closes the connection, which the client reports as a timeout."""
+    plugin = config.security.auth_plugin
+    if plugin == "none":
+        return ""
+    return (
+        f" (with TOMBSTONE_PULSAR_AUTH_PLUGIN={plugin}, a refused credential looks the same: "
+        "check the broker's log and the credential's settings)"
+    )

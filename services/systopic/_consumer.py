@@ -22,7 +22,7 @@ import structlog
 
 from services.core.config import PulsarConfig
 from services.core.errors import Conflict, Unavailable
-from services.systopic._client_options import client_options
+from services.systopic._client_options import client_options, refusal_hint
 from services.systopic.consumer import IncomingMessage
 
 _log = structlog.get_logger(__name__)
@@ -153,7 +153,8 @@ async def open_message_source(
         except pulsar_asyncio.PulsarException as exc:
             if exc.error() == pulsar.Result.ConsumerBusy:
                 raise Conflict(f"subscription {settings.subscription} on {topic} is busy") from exc
-            raise Unavailable(f"cannot subscribe to {topic}: {exc}") from exc
+            hint = refusal_hint(config)
+            raise Unavailable(f"cannot subscribe to {topic}: {exc}{hint}") from exc
         source = PulsarMessageSource(consumer, topic)
         _log.info("consumer_ready", topic=topic, subscription=settings.subscription)
         try:
