@@ -29,7 +29,12 @@ from typing import Any
 
 import click
 
-from devstack.demo_pipeline import Summary, trim_and_delete
+from devstack.demo_pipeline import (
+    PULSAR_SECURITY,
+    PULSAR_SECURITY_ENV,
+    Summary,
+    trim_and_delete,
+)
 from devstack.neighbour import PlantedNeighbour, plant_next_to
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel
@@ -49,8 +54,10 @@ class Demo:
         echo: Callable[[str], None],
         delete_failure_share: float = 0.3,
         reconcile_out: Path | None = None,
+        pulsar_security: str | None = None,
     ) -> None:
         self.spec = spec
+        self.pulsar_security = pulsar_security
         self.echo = echo
         self.delete_failure_share = delete_failure_share
         self.reconcile_out = reconcile_out
@@ -119,6 +126,7 @@ class Demo:
             reconcile_out=self.reconcile_out,
             seeded_at=self.seeded_at,
             neighbour=self.neighbour,
+            security=self.pulsar_security,
         )
 
     def close(self) -> None:
@@ -133,9 +141,11 @@ async def run_demo(
     pipeline: bool = True,
     delete_failure_share: float = 0.3,
     reconcile_out: Path | None = None,
+    pulsar_security: str | None = None,
 ) -> tuple[ClusterModel, Summary | None]:
-    """With `reconcile_out`, the reconciler stage runs after the services' part."""
-    demo = Demo(spec, echo, delete_failure_share, reconcile_out)
+    """With `reconcile_out`, the reconciler stage runs after the services' part;
+    `pulsar_security` secures the broker (`none`, `token`, `oauth2`, see `trim_and_delete`)."""
+    demo = Demo(spec, echo, delete_failure_share, reconcile_out, pulsar_security)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -170,11 +180,21 @@ async def run_demo(
     default=None,
     help="where the reconciler runs write (dry-run/, submit/) [default: a new temporary folder]",
 )
+@click.option(
+    "--pulsar-security",
+    type=click.Choice(PULSAR_SECURITY),
+    envvar=PULSAR_SECURITY_ENV,
+    default="none",
+    show_default=True,
+    help="the devstack broker with TLS (pulsar+ssl, https, a test CA) and token or OAuth2 "
+    f"client-credentials authentication; also read from {PULSAR_SECURITY_ENV}",
+)
 def demo(
     seed_only: bool,
     delete_failure_share: float,
     reconcile: bool,
     reconcile_out: Path | None,
+    pulsar_security: str,
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
@@ -200,6 +220,7 @@ def demo(
         pipeline=not seed_only,
         delete_failure_share=delete_failure_share,
         reconcile_out=reconcile_out if reconcile else None,
+        pulsar_security=pulsar_security,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:
