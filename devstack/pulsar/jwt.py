@@ -82,7 +82,9 @@ def decode(
     else:
         raise InvalidToken(f"no key for algorithm {alg!r}")
     expiry = claims.get("exp")
-    if expiry is not None and (now if now is not None else time.time()) >= float(expiry):
+    if expiry is not None and not isinstance(expiry, int | float):
+        raise InvalidToken("exp is not a number")
+    if expiry is not None and (now if now is not None else time.time()) >= expiry:
         raise InvalidToken("token expired")
     if not isinstance(claims.get("sub"), str) or not claims["sub"]:
         raise InvalidToken("no role (sub) in the token")
