@@ -14,11 +14,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from click.testing import CliRunner
 from prometheus_client import Counter
 
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.pulsar.security import make_ca
+from services.cli import cli
 from services.core.config import PulsarConfig
 from services.core.errors import PermissionDenied, Unavailable
 from services.core.metrics import Metrics
@@ -209,3 +211,21 @@ async def test_admin_oauth2_token_is_cached_then_refreshed_before_expiry(
         grants.append(source.grants)
         partitions = await admin.partitions(config.topic)
     assert (grants, partitions) == ([1, 1, 2, 3], 0)
+
+
+@pytest.mark.parametrize("auth", ["token", "oauth2"])
+def test_tombstone_setup_command_over_tls(secure: PulsarBrokerProcess, auth: str) -> None:
+    """`tombstone setup` then `--check`, configured only by the environment."""
+    env = environment(secure, auth)
+    made = CliRunner().invoke(cli, ["setup"], env=env)
+    checked = CliRunner().invoke(cli, ["setup", "--check"], env=env)
+    assert (made.exit_code, checked.exit_code, "missing" in checked.output) == (0, 0, False)
+
+
+def test_tombstone_setup_refused_credentials_exit_2(
+    secure: PulsarBrokerProcess, tmp_path: Path
+) -> None:
+    forged = _write(tmp_path / "forged.token", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln")
+    env = environment(secure, "token", TOMBSTONE_PULSAR_AUTH_TOKEN_FILE=str(forged))
+    result = CliRunner().invoke(cli, ["setup", "--check"], env=env)
+    assert (result.exit_code, "HTTP 401" in result.output) == (2, True)
