@@ -45,7 +45,7 @@ from services.systopic._consumer import (
     open_message_source,
 )
 from services.systopic._pulsar import open_intent_publisher
-from services.systopic.admin_auth import secured_admin
+from services.systopic.admin_auth import confirm_credentials, secured_admin
 from services.systopic.ports import IntentPublisher, ProducerSettings
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 
@@ -69,6 +69,13 @@ async def run(config: DeleterConfig) -> None:
         # A broker that refuses connections ends the start now, not after the client's timeout.
         await check_reachable(pulsar=config.pulsar)
         metrics = DeleterMetrics(runner.metrics)
+        # A refused credential ends the start now, with its reason, not as a client timeout.
+        await confirm_credentials(
+            config.admin_url,
+            config.pulsar.security,
+            config.pulsar.topic,
+            failures=metrics.admin_failures,
+        )
         deleter = await build(runner.resources, config, metrics)
         servicer = DeleterAdminServicer(deleter.admin)
         runner.add_servicer(_dl_grpc.add_DeleterAdminServicer_to_server, servicer, SERVICE_NAME)

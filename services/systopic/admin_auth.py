@@ -8,8 +8,10 @@ import asyncio
 import aiohttp
 from prometheus_client import Counter
 
+from services.core.errors import PermissionDenied, TombstoneError
 from services.core.metrics import Metrics
 from services.core.pulsar_security import PulsarSecurity
+from services.metadata.layout import StartupRefused
 from services.systopic.admin import (
     ADMIN_CALLS,
     FAILURE_REASONS,
@@ -75,3 +77,30 @@ def secured_admin(
         failures=failures,
         timeout=timeout,
     )
+
+
+async def confirm_credentials(
+    base_url: str,
+    security: PulsarSecurity,
+    topic: str,
+    *,
+    failures: Counter | None = None,
+    timeout: float = 10,
+) -> None:
+    """At start, one admin call with the configured credentials: a refusal ends the start
+    with a line naming the plugin (`StartupRefused`, exit 2) instead of the binary client's
+    timeout, which cannot tell a refused credential from a silent broker. An admin API that
+    does not answer proves nothing either way: the start goes on and the clients decide."""
+    if security.auth_plugin == "none":
+        return
+    async with aiohttp.ClientSession() as http:
+        admin = secured_admin(http, base_url, security, failures=failures, timeout=timeout)
+        try:
+            await admin.partitions(topic)
+        except PermissionDenied as exc:
+            raise StartupRefused(
+                f"Pulsar refuses the credentials of TOMBSTONE_PULSAR_AUTH_PLUGIN="
+                f"{security.auth_plugin} ({exc}); check them and the role's permissions"
+            ) from exc
+        except TombstoneError:
+            return
