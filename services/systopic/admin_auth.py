@@ -8,10 +8,9 @@ import asyncio
 import aiohttp
 from prometheus_client import Counter
 
-from services.core.errors import PermissionDenied, TombstoneError
+from services.core.errors import PermissionDenied, StartupRefused, TombstoneError
 from services.core.metrics import Metrics
 from services.core.pulsar_security import PulsarSecurity
-from services.metadata.layout import StartupRefused
 from services.systopic.admin import (
     ADMIN_CALLS,
     FAILURE_REASONS,
