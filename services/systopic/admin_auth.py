@@ -8,7 +8,7 @@ import asyncio
 import aiohttp
 from prometheus_client import Counter
 
-from services.core.errors import PermissionDenied, StartupRefused, TombstoneError
+from services.core.errors import PermissionDenied, StartupRefused, TombstoneError, Unavailable
 from services.core.metrics import Metrics
 from services.core.pulsar_security import PulsarSecurity
 from services.systopic.admin import (
@@ -53,8 +53,12 @@ def admin_credentials(
     read = supplier
 
     async def token() -> str:
-        # A token file is read off the loop: it may sit on a slow mount.
-        return await asyncio.to_thread(read)
+        # A token file is read off the loop: it may sit on a slow mount. Unreadable (being
+        # rotated, unmounted) it is a call that could not be made, as for the binary client.
+        try:
+            return await asyncio.to_thread(read)
+        except OSError as exc:
+            raise Unavailable(f"cannot read {security.token_file}: {exc}") from exc
 
     return BearerToken(token)
 

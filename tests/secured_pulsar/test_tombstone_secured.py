@@ -229,3 +229,19 @@ def test_tombstone_setup_refused_credentials_exit_2(
     env = environment(secure, "token", TOMBSTONE_PULSAR_AUTH_TOKEN_FILE=str(forged))
     result = CliRunner().invoke(cli, ["setup", "--check"], env=env)
     assert (result.exit_code, "HTTP 401" in result.output) == (2, True)
+
+
+async def test_a_token_file_gone_is_unavailable_and_counted(
+    secure: PulsarBrokerProcess, tmp_path: Path
+) -> None:
+    """Rotation caught between delete and write: the call is not made, and counted."""
+    assert secure.secure is not None
+    token = _write(tmp_path / "rotating.token", secure.secure.token.read_text())
+    env = environment(secure, "token", TOMBSTONE_PULSAR_AUTH_TOKEN_FILE=str(token))
+    config = PulsarConfig.from_env(env)
+    async with admin_of(config, env["TOMBSTONE_DELETER_PULSAR_ADMIN_URL"]) as (admin, failures):
+        before = await admin.partitions(config.topic)
+        token.unlink()
+        with pytest.raises(Unavailable, match="cannot read"):
+            await admin.partitions(config.topic)
+        assert (before, failed(failures, "partitions", "unavailable")) == (0, 1.0)
