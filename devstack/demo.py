@@ -30,7 +30,12 @@ from typing import Any
 
 import click
 
-from devstack.demo_pipeline import Summary, trim_and_delete
+from devstack.demo_pipeline import (
+    PULSAR_SECURITY,
+    PULSAR_SECURITY_ENV,
+    Summary,
+    trim_and_delete,
+)
 from devstack.neighbour import PlantedNeighbour, plant_next_to
 from devstack.s3 import S3Server
 from devstack.simulator.model import ClusterModel
@@ -51,9 +56,11 @@ class Demo:
         delete_failure_share: float = 0.3,
         reconcile_out: Path | None = None,
         zookeeper_auth: bool = False,
+        pulsar_security: str | None = None,
     ) -> None:
         self.spec = spec
         self.zookeeper_auth = zookeeper_auth
+        self.pulsar_security = pulsar_security
         self.echo = echo
         self.delete_failure_share = delete_failure_share
         self.reconcile_out = reconcile_out
@@ -132,6 +139,7 @@ class Demo:
             reconcile_out=self.reconcile_out,
             seeded_at=self.seeded_at,
             neighbour=self.neighbour,
+            security=self.pulsar_security,
         )
 
     def close(self) -> None:
@@ -147,10 +155,12 @@ async def run_demo(
     delete_failure_share: float = 0.3,
     reconcile_out: Path | None = None,
     zookeeper_auth: bool = False,
+    pulsar_security: str | None = None,
 ) -> tuple[ClusterModel, Summary | None]:
     """With `reconcile_out`, the reconciler stage runs after the services' part; with
-    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper."""
-    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth)
+    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; `pulsar_security`
+    secures the broker (`none`, `token`, `oauth2`, see `trim_and_delete`)."""
+    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth, pulsar_security)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -192,12 +202,22 @@ async def run_demo(
     help="run with ZooKeeper digest authentication: the services and the reconciler log in, "
     "Tombstone's znodes are writable only by them [env DEVSTACK_ZOOKEEPER_AUTH=1]",
 )
+@click.option(
+    "--pulsar-security",
+    type=click.Choice(PULSAR_SECURITY),
+    envvar=PULSAR_SECURITY_ENV,
+    default="none",
+    show_default=True,
+    help="the devstack broker with TLS (pulsar+ssl, https, a test CA) and token or OAuth2 "
+    f"client-credentials authentication; also read from {PULSAR_SECURITY_ENV}",
+)
 def demo(
     seed_only: bool,
     delete_failure_share: float,
     reconcile: bool,
     reconcile_out: Path | None,
     zookeeper_auth: bool,
+    pulsar_security: str,
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
@@ -224,6 +244,7 @@ def demo(
         delete_failure_share=delete_failure_share,
         reconcile_out=reconcile_out if reconcile else None,
         zookeeper_auth=zookeeper_auth,
+        pulsar_security=pulsar_security,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:
