@@ -250,9 +250,11 @@ stats() {
 }
 
 # grafana_get PATH: Grafana's HTTP API from inside its container, without credentials (the
-# stack lets anonymous visitors look).
+# stack lets anonymous visitors look); busybox's wget in the Alpine image, curl in the Ubuntu one.
 grafana_get() {
-    compose_exec grafana wget -q -O - "http://127.0.0.1:3000$1"
+    # shellcheck disable=SC2016  # expanded by the container's shell, not here
+    compose_exec grafana sh -c 'wget -q -O - "$1" 2>/dev/null || curl -fsS "$1"' grafana_get \
+        "http://127.0.0.1:3000$1"
 }
 
 # wait_until SECONDS COMMAND...: runs COMMAND every SMOKE_POLL seconds until it succeeds or

@@ -191,9 +191,9 @@ def _stack(
         '{\n  "estimated_in_flight": 0,\n  "system_topic_backlog": 0,\n'
         '  "dead_letter_backlog": 0\n}\n',
     )
-    fake.rule(r"exec -T grafana wget -q -O - http://127.0.0.1:3000/api/health$", GRAFANA_HEALTH)
+    fake.rule(r"exec -T grafana sh -c .* http://127.0.0.1:3000/api/health$", GRAFANA_HEALTH)
     fake.rule(
-        r"exec -T grafana wget -q -O - http://127.0.0.1:3000/api/search\?query=Tombstone$",
+        r"exec -T grafana sh -c .* http://127.0.0.1:3000/api/search\?query=Tombstone$",
         grafana_search(list(dashboards)),
     )
 
