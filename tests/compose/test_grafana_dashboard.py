@@ -4,8 +4,9 @@
 `grafana` service provisions the files that exist, against the `prometheus` service.
 
 The exported names come from the services' own metrics classes built on fresh registries and
-rendered with `registry.collect()` (tests/compose/test_prometheus_rules.py), plus the gRPC
-interceptor's `rpc_*` metrics every served service registers: a renamed metric fails here.
+rendered with `registry.collect()`, as tests/compose/test_prometheus_rules.py does, plus the
+gRPC interceptor's `rpc_*` metrics every served service registers; the labels a query groups,
+matches or prints come from the same metrics. A renamed metric or label fails here.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from services.core._interceptors import LoggingInterceptor
 from services.core.config import GrpcServerConfig
 from services.core.grpc_server import ServiceRunner
+from services.deleter.metrics import DeleterMetrics
+from services.marker.follower.metrics import FollowerMetrics
+from services.marker.metrics import MarkerMetrics
+from services.verifier.metrics import VerifierMetrics
 from tests.compose.stack_files import COMPOSE_DIR, compose, env_example, service_environment
 from tests.compose.test_prometheus_rules import (
     _series_names,
@@ -35,8 +41,11 @@ GRAFANA_DIR = COMPOSE_DIR / "grafana"
 DASHBOARD = GRAFANA_DIR / "dashboards" / "tombstone.json"
 DATASOURCES = GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml"
 PROVIDERS = GRAFANA_DIR / "provisioning" / "dashboards" / "tombstone.yml"
-PROMETHEUS_OWN = frozenset({"up", "ALERTS"})
-"""Series Prometheus writes itself: a target's `up`, and `ALERTS` for pending and firing alerts."""
+PROMETHEUS_OWN = {"up": frozenset(), "ALERTS": frozenset({"alertname", "alertstate", "severity"})}
+"""Series Prometheus writes itself (a target's `up`, `ALERTS` for pending and firing alerts)
+and the labels they carry besides `job` and `instance`."""
+TARGET_LABELS = frozenset({"job", "instance"})
+"""Labels Prometheus adds to every scraped series."""
 
 # Grafana's built-in variables, replaced by values of the same kind before parsing.
 _GRAFANA_VARIABLES = {
@@ -61,9 +70,15 @@ def panels(items: list[dict[str, Any]] | None = None) -> Iterator[dict[str, Any]
 
 def expressions() -> Iterator[tuple[str, str]]:
     """(panel title and refId, PromQL) of every query."""
+    for query, expr, _ in queries():
+        yield query, expr
+
+
+def queries() -> Iterator[tuple[str, str, str]]:
+    """(panel title and refId, PromQL, legend) of every query."""
     for panel in panels():
         for target in panel.get("targets", []):
-            yield f"{panel['title']} {target['refId']}", target["expr"]
+            yield f"{panel['title']} {target['refId']}", target["expr"], target["legendFormat"]
 
 
 def substituted(expr: str) -> str:
@@ -74,18 +89,64 @@ def substituted(expr: str) -> str:
     return _USER_VARIABLE.sub(".*", expr)
 
 
-def served_names() -> set[str]:
-    """Series every served service adds: the gRPC interceptor's `rpc_*` metrics."""
-    runner = ServiceRunner(
-        name="any", grpc=GrpcServerConfig(), method_roles={}, handle_signals=False
-    )
-    LoggingInterceptor(runner.metrics)
-    return set(_series_names(runner.metrics.registry))
+def registries() -> Iterator[CollectorRegistry]:
+    """The registries the services build: each service's runner (build info, auth exposure),
+    its metrics classes, and the gRPC interceptor's `rpc_*` metrics of a served service."""
+    for service, attach in (
+        ("marker", MarkerMetrics),
+        ("marker", FollowerMetrics),  # a marker run with --follow
+        ("verifier", VerifierMetrics),
+        ("deleter", DeleterMetrics),
+    ):
+        runner = ServiceRunner(
+            name=service, grpc=GrpcServerConfig(), method_roles={}, handle_signals=False
+        )
+        attach(runner.metrics)
+        LoggingInterceptor(runner.metrics)
+        yield runner.metrics.registry
+
+
+def series_labels() -> dict[str, frozenset[str]]:
+    """Every series name a scrape can show (`_total`, `_bucket`... included), with the labels
+    it carries: its metric's own, `le` on buckets, and the target's."""
+    labels: dict[str, frozenset[str]] = {}
+    for registry in registries():
+        # The registry's collectors hold the label names even before any child exists.
+        for collector in list(registry._collector_to_names):
+            own = frozenset(getattr(collector, "_labelnames", ()))
+            single = CollectorRegistry()
+            single.register(collector)
+            for name in _series_names(single):
+                extra = {"le"} if name.endswith("_bucket") else set()
+                labels[name] = labels.get(name, frozenset()) | own | extra | TARGET_LABELS
+    for name, own in PROMETHEUS_OWN.items():
+        labels[name] = own | TARGET_LABELS
+    for name, expr in rule_expressions():
+        if name.startswith("tombstone:"):
+            labels[name] = frozenset(_grouping_labels(expr))
+    return labels
 
 
 def known_names() -> set[str]:
-    recorded = {name for name, _ in rule_expressions() if name.startswith("tombstone:")}
-    return exported_names() | served_names() | recorded | PROMETHEUS_OWN
+    return set(series_labels())
+
+
+_GROUPING = re.compile(r"\b(?:by|on|ignoring)\s*\(([^)]*)\)")
+_MATCHERS = re.compile(r"\{([^}]*)\}")
+_MATCHER_LABEL = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+_LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _grouping_labels(expr: str) -> set[str]:
+    return {label.strip() for group in _GROUPING.findall(expr) for label in group.split(",")} - {""}
+
+
+def labels_used(expr: str, legend: str) -> set[str]:
+    """Labels an expression groups, joins or matches on, and those its legend prints."""
+    matched = {
+        label for block in _MATCHERS.findall(expr) for label in _MATCHER_LABEL.findall(block)
+    }
+    return _grouping_labels(expr) | matched | set(_LEGEND_LABEL.findall(legend))
 
 
 def test_the_dashboard_has_the_operators_rows() -> None:
@@ -114,6 +175,33 @@ def test_every_series_of_the_dashboard_is_exported(query: str, expr: str) -> Non
     series a service registers, a recording rule of the rules file, or Prometheus's own."""
     read = series_names(substituted(expr))
     assert (bool(read), read - known_names()) == (True, set())
+
+
+def test_the_names_cover_those_the_rules_test_reads() -> None:
+    """The registries built here hold every series the rules' test knows of, and more (the
+    `rpc_*` metrics of served services)."""
+    names = known_names()
+    assert (exported_names() - names, "tombstone_rpc_calls_total" in names) == (set(), True)
+
+
+@pytest.mark.parametrize(("query", "expr", "legend"), list(queries()))
+def test_every_label_of_the_dashboard_exists(query: str, expr: str, legend: str) -> None:
+    """A panel grouping or matching on a renamed label would show nothing or one lump: each
+    label a query uses (in `by`, `on`, a matcher or its legend) is carried by a series it
+    reads (a recording rule carries the labels it groups by)."""
+    known = series_labels()
+    read = series_names(substituted(expr)) & set(known)
+    carried = set().union(*(known[name] for name in read))
+    assert labels_used(expr, legend) - carried == set()
+
+
+def test_a_renamed_label_is_caught() -> None:
+    """The label check is not vacuous: `by (backend)` on a metric labelled `tier` is reported."""
+    known = series_labels()
+    expr = "sum by (backend) (rate(tombstone_deleter_deleted_total[1m]))"
+    assert labels_used(expr, "{{backend}}") - known["tombstone_deleter_deleted_total"] == {
+        "backend"
+    }
 
 
 def test_a_renamed_metric_is_caught() -> None:
