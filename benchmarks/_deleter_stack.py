@@ -38,6 +38,7 @@ TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PARTITIONS = 2
 BUCKET = "bench-offload"
 ML = "bench/ns/persistent/topic"
+CLUSTER = "standalone"
 CONCURRENCY = 64
 T = TypeVar("T")
 
@@ -95,7 +96,7 @@ def pdli(ledger_id: int, uuid: str | None = None) -> _pd.PendingDeleteLedgerInfo
         fence_token=0,
         not_before_ms=int(time.time() * 1000),
         source=_pd.BROKER,
-        cluster="standalone",
+        cluster=CLUSTER,
     )
     if uuid is not None:
         msb, lsb = uuid_to_bits(uuid)
@@ -132,7 +133,7 @@ async def start_verifier(
     env = {
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
-        "TOMBSTONE_VERIFIER_CLUSTER_NAME": "standalone",
+        "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
         **s3.service_env(allowed_buckets=[BUCKET]),
     }
     child = ServiceProcess("services.verifier", workdir / "verifier.log", env=env)

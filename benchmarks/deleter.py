@@ -36,7 +36,9 @@ from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
 from benchmarks._deleter_stack import (
     BUCKET,
+    CLUSTER,
     CONCURRENCY,
+    ML,
     bounded,
     create_topics,
     deleter_child,
@@ -51,6 +53,7 @@ from benchmarks._deleter_stack import (
 )
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
+from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
 
@@ -76,11 +79,16 @@ async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
 
 
 def put_objects(s3: S3Server, keys: list[str]) -> None:
+    """Each object with the user metadata Pulsar >= 2.10's offloader writes (cluster, role,
+    ML name: `BlobStoreManagedLedgerOffloader`), which the verifier requires of an object it
+    deletes without another proof of ownership."""
     client = boto3.client("s3", **s3.client_config())
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=BUCKET)
     for key in keys:
-        client.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+        role = "index" if key.endswith("-index") else "data"
+        metadata = object_user_metadata(CLUSTER, role, ML)
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"x", Metadata=metadata)
 
 
 async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
@@ -116,18 +124,24 @@ class Parts:
     workdir: Path
 
 
+class UndoneWork(RuntimeError):
+    """The run's work did not happen as planned: its figure would measure something else."""
+
+
 async def run_deleter(p: Parts, name: str, target: int) -> float:
     child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log")
     await child.start()
     try:
         rate = await rate_until(port, target, timeout=600)
         dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
-        if dead:
-            print(f"  warning: {dead:.0f} dead letters in the {name} run")
-        # The rate counts acknowledgements; check that they were deletions, not skips.
+        # The rate counts acknowledgements; they must all be deletions, not skips or dead
+        # letters, or the figure is the rate of something else.
         deleted = await asyncio.to_thread(metric, port, "tombstone_deleter_deleted_total")
-        if deleted < target:
-            print(f"  warning: only {deleted:.0f} of {target} deleted in the {name} run")
+        if dead or deleted < target:
+            raise UndoneWork(
+                f"the {name} run deleted {deleted:.0f} of {target} and dead-lettered "
+                f"{dead:.0f} (see {child.log})"
+            )
         return rate
     finally:
         await child.stop()
@@ -141,7 +155,7 @@ async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
     e2e = await run_deleter(p, "bookkeeper", n)
     left = await ledgers_left(p.zk, range(1, n + 1))
     if left:
-        print(f"  warning: {left} of the {n} ledger znodes the deleter had are still there")
+        raise UndoneWork(f"{left} of the {n} ledger znodes the deleter had are still there")
     return e2e, raw
 
 
@@ -269,4 +283,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
     )
-    asyncio.run(main(parser.parse_args()))
+    try:
+        asyncio.run(main(parser.parse_args()))
+    except UndoneWork as e:
+        raise SystemExit(f"benchmark failed: {e}") from None

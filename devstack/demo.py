@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import signal
 import tempfile
 import time
@@ -49,8 +50,10 @@ class Demo:
         echo: Callable[[str], None],
         delete_failure_share: float = 0.3,
         reconcile_out: Path | None = None,
+        zookeeper_auth: bool = False,
     ) -> None:
         self.spec = spec
+        self.zookeeper_auth = zookeeper_auth
         self.echo = echo
         self.delete_failure_share = delete_failure_share
         self.reconcile_out = reconcile_out
@@ -62,8 +65,18 @@ class Demo:
         self.neighbour: PlantedNeighbour | None = None
 
     def start_zookeeper(self) -> ZooKeeperServer:
-        self.zookeeper = self.stack.enter_context(ZooKeeperServer())
-        self.echo(f"ZooKeeper on {self.zookeeper.address}")
+        """With `zookeeper_auth`, the services and the reconciler authenticate as digest
+        user `tombstone` (a fresh password) and Tombstone's znodes are writable only by it;
+        the seeded Pulsar znodes stay open, as an unsecured Pulsar writes them."""
+        server = ZooKeeperServer()
+        if self.zookeeper_auth:
+            server = ZooKeeperServer(
+                super_password=secrets.token_hex(8),
+                tombstone_identity=("tombstone", secrets.token_hex(8)),
+            )
+        self.zookeeper = self.stack.enter_context(server)
+        auth = " (digest authentication: user tombstone)" if self.zookeeper_auth else ""
+        self.echo(f"ZooKeeper on {self.zookeeper.address}{auth}")
         return self.zookeeper
 
     def start_s3(self) -> S3Server:
@@ -133,9 +146,11 @@ async def run_demo(
     pipeline: bool = True,
     delete_failure_share: float = 0.3,
     reconcile_out: Path | None = None,
+    zookeeper_auth: bool = False,
 ) -> tuple[ClusterModel, Summary | None]:
-    """With `reconcile_out`, the reconciler stage runs after the services' part."""
-    demo = Demo(spec, echo, delete_failure_share, reconcile_out)
+    """With `reconcile_out`, the reconciler stage runs after the services' part; with
+    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper."""
+    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth)
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -170,11 +185,19 @@ async def run_demo(
     default=None,
     help="where the reconciler runs write (dry-run/, submit/) [default: a new temporary folder]",
 )
+@click.option(
+    "--zookeeper-auth",
+    is_flag=True,
+    envvar="DEVSTACK_ZOOKEEPER_AUTH",
+    help="run with ZooKeeper digest authentication: the services and the reconciler log in, "
+    "Tombstone's znodes are writable only by them [env DEVSTACK_ZOOKEEPER_AUTH=1]",
+)
 def demo(
     seed_only: bool,
     delete_failure_share: float,
     reconcile: bool,
     reconcile_out: Path | None,
+    zookeeper_auth: bool,
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
@@ -200,6 +223,7 @@ def demo(
         pipeline=not seed_only,
         delete_failure_share=delete_failure_share,
         reconcile_out=reconcile_out if reconcile else None,
+        zookeeper_auth=zookeeper_auth,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:

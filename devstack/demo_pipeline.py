@@ -154,7 +154,7 @@ def _common_env(
     zookeeper: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
 ) -> dict[str, str]:
     return {
-        "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
+        **zookeeper.service_env(),
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
         "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
@@ -451,7 +451,7 @@ async def trim_and_delete(
             if reconcile_out is not None:
                 stage = demo_reconcile.Services(
                     marker_address=f"127.0.0.1:{marker.port}",
-                    env=merged_system_env(model)["deleter"],
+                    env={**merged_system_env(model)["deleter"], **zookeeper.service_env()},
                     settle=lambda: follow(deleter.port, metrics_port, echo, timeout),
                     read_back=lambda: read_back(model, zookeeper, s3),
                 )

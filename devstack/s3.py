@@ -24,9 +24,13 @@ REGION = "us-east-1"
 
 
 class S3Server:
-    def __init__(self, *, port: int | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, *, port: int | None = None, host: str = "127.0.0.1", region: str = REGION
+    ) -> None:
         self.host = host
         self.port = port or free_port(host)
+        self.region = region
+        """The region clients sign for and create buckets in (one server plays one location)."""
         self._child = ChildProcess(Path(tempfile.mkstemp(prefix="tombstone-s3-", suffix=".log")[1]))
 
     @property
@@ -81,14 +85,14 @@ class S3Server:
             "endpoint_url": self.endpoint,
             "aws_access_key_id": ACCESS_KEY,
             "aws_secret_access_key": SECRET_KEY,
-            "region_name": REGION,
+            "region_name": self.region,
         }
 
     def service_env(self, *, allowed_buckets: Iterable[str] = ()) -> dict[str, str]:
         """The `TOMBSTONE_S3_*` variables that point a Tombstone service at this server."""
         env = {
             "TOMBSTONE_S3_ENDPOINT_URL": self.endpoint,
-            "TOMBSTONE_S3_REGION": REGION,
+            "TOMBSTONE_S3_REGION": self.region,
             "TOMBSTONE_S3_ACCESS_KEY_ID": ACCESS_KEY,
             "TOMBSTONE_S3_SECRET_ACCESS_KEY": SECRET_KEY,
         }

@@ -17,9 +17,13 @@ from types import TracebackType
 
 from devstack.child import ChildProcess
 from devstack.ports import ensure_free, free_port, wait_until
+from devstack.zk_tls import TlsFiles, make_tls_files
+from services.metadata.acl import digest_id
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+JAVA_DIR = Path("/usr/share/java")
+NETTY_TLS_PARTS = ("codec", "resolver", "handler", "transport", "common", "buffer")
 
 
 def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
@@ -43,7 +47,15 @@ class ZooKeeperServer:
         host: str = "127.0.0.1",
         tick_ms: int = 500,
         max_session_timeout_ms: int = 60_000,
+        super_password: str | None = None,
+        tls: bool = False,
+        tombstone_identity: tuple[str, str] | None = None,
     ) -> None:
+        """`super_password`: the password of ZooKeeper's `super` digest user (who passes
+        every ACL), for servers whose znodes carry ACLs; None: no super user. `tls`: also
+        serve a TLS port (`secure_port`, client certificates required) with fresh
+        certificates in `tls_files`. `tombstone_identity`: the digest (user, password) the
+        services get from `service_env()`."""
         if not ZOOKEEPER_JAR.exists():
             raise FileNotFoundError(
                 f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper package "
@@ -56,6 +68,10 @@ class ZooKeeperServer:
         # A short tick lets tests expire sessions in seconds (minimum session = 2 ticks).
         self.tick_ms = tick_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.super_password = super_password
+        self.tombstone_identity = tombstone_identity
+        self.secure_port = free_port(host) if tls else None
+        self.tls_files: TlsFiles | None = None
         self._child = ChildProcess(self.data_dir / "stdout.log")
 
     @property
@@ -63,12 +79,50 @@ class ZooKeeperServer:
         """host:port, the form aiozk and Pulsar's metadataStoreUrl take."""
         return f"{self.host}:{self.port}"
 
+    def service_env(self) -> dict[str, str]:
+        """The `TOMBSTONE_ZOOKEEPER_*` settings of a service using this server: its address,
+        and the digest identity when the server was given one."""
+        env = {"TOMBSTONE_ZOOKEEPER_SERVERS": self.address}
+        if self.tombstone_identity is not None:
+            user, password = self.tombstone_identity
+            env["TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER"] = user
+            env["TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_PASSWORD"] = password
+        return env
+
+    @property
+    def secure_address(self) -> str:
+        """host:port of the TLS port (a server started with `tls=True`)."""
+        if self.secure_port is None:
+            raise RuntimeError("this server has no TLS port")
+        return f"{self.host}:{self.secure_port}"
+
+    def _tls_config(self) -> list[str]:
+        if self.secure_port is None:
+            return []
+        if self.tls_files is None:
+            self.tls_files = make_tls_files(self.data_dir / "tls", self.host)
+        files = self.tls_files
+        return [
+            f"secureClientPort={self.secure_port}",
+            f"secureClientPortAddress={self.host}",
+            # Only Netty's connection factory speaks TLS.
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            f"ssl.keyStore.location={files.server}",
+            "ssl.keyStore.type=PEM",
+            f"ssl.trustStore.location={files.ca}",
+            "ssl.trustStore.type=PEM",
+            "ssl.clientAuth=need",
+            # The client certificate names no host; the server checks only its signature.
+            "ssl.hostnameVerification=false",
+        ]
+
     def _write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(
             "\n".join(
                 [
+                    *self._tls_config(),
                     f"tickTime={self.tick_ms}",
                     f"dataDir={self.data_dir / 'data'}",
                     f"clientPort={self.port}",
@@ -110,8 +164,9 @@ class ZooKeeperServer:
             # Pulsar creates CONTAINER parents; reap empty ones within a second, not a minute.
             # The server reads this only as a system property, not from zoo.cfg.
             "-Dznode.container.checkIntervalMs=1000",
+            *self._super_digest(),
             "-cp",
-            f"{self.data_dir}:{ZOOKEEPER_JAR}",
+            ":".join([str(self.data_dir), str(ZOOKEEPER_JAR), *self._netty_jars()]),
             MAIN_CLASS,
             str(cfg),
         ]
@@ -121,6 +176,18 @@ class ZooKeeperServer:
         except BaseException:
             self._child.stop(timeout=15)
             raise
+
+    def _netty_jars(self) -> list[str]:
+        """The jar's manifest names netty-handler but not what it needs for TLS."""
+        if self.secure_port is None:
+            return []
+        return [str(JAVA_DIR / f"netty-{part}.jar") for part in NETTY_TLS_PARTS]
+
+    def _super_digest(self) -> list[str]:
+        if self.super_password is None:
+            return []
+        digest = digest_id("super", self.super_password)
+        return [f"-Dzookeeper.DigestAuthenticationProvider.superDigest={digest}"]
 
     def _ready(self) -> bool:
         code = self._child.exited_with()

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "keys": "services.core.keys_cli:keys",
     "reconcile": "services.scan.cli:reconcile",
     "setup": "services.systopic.setup_cli:setup",
+    "zookeeper": "services.metadata.secure_cli:zookeeper",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import uuid
+import zlib
 from dataclasses import dataclass
 
 from devstack.simulator.model import (
@@ -190,8 +191,9 @@ class Factory:
         self.model.ledgers[ledger_id] = ledger
         return ledger
 
-    def driver(self) -> tuple[str, tuple[tuple[str, str], ...], str]:
-        """(driver name, driverMetadata properties, bucket or base path)."""
+    def driver(self, ml_name: str | None = None) -> tuple[str, tuple[tuple[str, str], ...], str]:
+        """(driver name, driverMetadata properties, bucket or base path) of an offload of
+        `ml_name` (its namespace's offload policy)."""
         spec = self.spec
         if spec.offload_driver is OffloadDriver.FILESYSTEM:
             return (
@@ -199,16 +201,30 @@ class Factory:
                 ((PROP_STORAGE_BASE_PATH, spec.filesystem_base),),
                 (spec.filesystem_base),
             )
+        bucket, region, endpoint = self.location(ml_name)
         props = (
             (PROP_DRIVER, S3_PROVIDER_ENUM),
-            (PROP_BUCKET, spec.bucket),
-            (PROP_REGION, spec.region),
-            (PROP_SERVICE_ENDPOINT, spec.service_endpoint),
+            (PROP_BUCKET, bucket),
+            (PROP_REGION, region),
+            (PROP_SERVICE_ENDPOINT, endpoint),
         )
-        return OffloadDriver.S3.value, props, spec.bucket
+        return OffloadDriver.S3.value, props, bucket
 
-    def offload(self, closed_at: int, *, bookkeeper_deleted: bool) -> Offload:
-        name, props, bucket = self.driver()
+    def location(self, ml_name: str | None) -> tuple[str, str, str]:
+        """(bucket, region, endpoint) the offload policy of `ml_name`'s namespace names: the
+        second location for `second_location_share` of the namespaces, else the cluster's."""
+        spec = self.spec
+        if ml_name and spec.second_location_share:
+            tenant, namespace = ml_name.split("/")[:2]
+            draw = zlib.crc32(f"{tenant}/{namespace}".encode()) / 2**32
+            if draw < spec.second_location_share:
+                return spec.second_bucket, spec.second_region or spec.region, spec.second_endpoint
+        return spec.bucket, spec.region, spec.service_endpoint
+
+    def offload(
+        self, closed_at: int, *, bookkeeper_deleted: bool, ml_name: str | None = None
+    ) -> Offload:
+        name, props, bucket = self.driver(ml_name)
         done = min(closed_at + self.rng.randint(10 * 60_000, 2 * HOUR_MS), self.spec.epoch_ms)
         return Offload(
             uuid=self.new_uuid(),
@@ -251,13 +267,18 @@ class Factory:
         if self.spec.offload_driver is not OffloadDriver.S3:
             return ()
         cluster = cluster_name or self.spec.cluster_name
+        # A 2.1 context names no bucket (the operator's default holds its objects); another
+        # cluster's look-alikes sit in the cluster's own bucket.
+        bucket = self.spec.bucket
+        if written_by != PULSAR_2_1_VERSION and cluster_name is None:
+            bucket = self.location(ml_name)[0]
         keys = (
             data_object_key(offload_uuid, source.ledger_id),
             index_object_key(offload_uuid, source.ledger_id),
         )
         for key, role in zip(keys, ("data", "index"), strict=True):
             self.model.objects[key] = OffloadObject(
-                bucket=self.spec.bucket,
+                bucket=bucket,
                 key=key,
                 role=role,
                 ledger_id=source.ledger_id,

@@ -173,7 +173,7 @@ def _legacy_listed(
             keys = f.add_objects(ledger, offload.uuid, ml_name, written_by=PULSAR_2_1_VERSION)
             info = replace(info, offload=offload)
         elif kind is OrphanKind.OBJECTS_PRE_2_10:
-            offload = f.offload(info.timestamp, bookkeeper_deleted=False)
+            offload = f.offload(info.timestamp, bookkeeper_deleted=False, ml_name=ml_name)
             keys = f.add_objects(ledger, offload.uuid, ml_name, written_by=PULSAR_2_9_VERSION)
             info = replace(info, offload=offload)
         f.model.planted.append(Planted(kind, info.ledger_id, keys, ml_name))
@@ -230,7 +230,7 @@ def _offload_some(
         info = infos[j]
         leftover = j < leftovers
         gone = leftover or f.rng.random() < f.spec.bookkeeper_deleted_share
-        offload = f.offload(info.timestamp, bookkeeper_deleted=gone)
+        offload = f.offload(info.timestamp, bookkeeper_deleted=gone, ml_name=ml_name)
         out[j] = replace(info, offload=offload)
         ledger = f.model.ledgers[info.ledger_id]
         # A leftover is the BK copy a failed post-commit delete left behind.

@@ -41,8 +41,13 @@ class S3ObjectStore:
         self._client = client
 
     async def ensure_bucket(self, bucket: str) -> None:
+        # Outside us-east-1 S3 wants the region named (as `aws s3 mb` sends it).
+        region = self._client.meta.region_name
+        extra = {}
+        if region and region != "us-east-1":
+            extra["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
-            await self._client.create_bucket(Bucket=bucket)
+            await self._client.create_bucket(Bucket=bucket, **extra)
         except ClientError as e:
             if _code(e) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                 raise Unavailable(f"cannot create bucket {bucket}: {e}") from e
@@ -81,6 +86,39 @@ class S3ObjectStore:
             await self._client.delete_object(Bucket=bucket, Key=key)
 
 
+class BucketRoutes:
+    """An `ObjectStore` over several S3 locations: each bucket's requests go to the store of
+    its location (`routes`, e.g. a namespace whose offload policy names another endpoint), the
+    rest to `default`."""
+
+    def __init__(self, default: ObjectStore, routes: Mapping[str, ObjectStore]) -> None:
+        self._default = default
+        self._routes = dict(routes)
+
+    def _for(self, bucket: str) -> ObjectStore:
+        return self._routes.get(bucket, self._default)
+
+    async def ensure_bucket(self, bucket: str) -> None:
+        await self._for(bucket).ensure_bucket(bucket)
+
+    async def put_object(
+        self, *, bucket: str, key: str, body: bytes, metadata: Mapping[str, str]
+    ) -> None:
+        await self._for(bucket).put_object(bucket=bucket, key=key, body=body, metadata=metadata)
+
+    async def list_keys(self, *, bucket: str) -> list[str]:
+        return await self._for(bucket).list_keys(bucket=bucket)
+
+    async def head_metadata(self, *, bucket: str, key: str) -> dict[str, str]:
+        return await self._for(bucket).head_metadata(bucket=bucket, key=key)
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        return await self._for(bucket).get_object(bucket=bucket, key=key)
+
+    async def delete_object(self, *, bucket: str, key: str) -> None:
+        await self._for(bucket).delete_object(bucket=bucket, key=key)
+
+
 def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
@@ -103,3 +141,20 @@ async def open_object_store(client_config: Mapping[str, str]) -> AsyncIterator[S
     session = get_session()
     async with session.create_client("s3", **client_config) as client:
         yield S3ObjectStore(client)
+
+
+@contextlib.asynccontextmanager
+async def open_object_stores(
+    client_config: Mapping[str, str], routes: Mapping[str, Mapping[str, str]] | None = None
+) -> AsyncIterator[ObjectStore]:
+    """`open_object_store`, with the buckets of `routes` (bucket -> client settings) at their
+    own locations (`BucketRoutes`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        default = await stack.enter_async_context(open_object_store(client_config))
+        if not routes:
+            yield default
+            return
+        opened: dict[str, ObjectStore] = {}
+        for bucket, config in routes.items():
+            opened[bucket] = await stack.enter_async_context(open_object_store(config))
+        yield BucketRoutes(default, opened)

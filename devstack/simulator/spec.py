@@ -173,6 +173,16 @@ class ClusterSpec:
     region: str = "us-east-1"
     service_endpoint: str = ""
     """The offloader's configured endpoint, written into driverMetadata."""
+    second_bucket: str = ""
+    """A second offload location (Pulsar's per-namespace offload policies: `offload_policies`
+    with their own `s3ManagedLedgerOffloadBucket`, region and endpoint): its bucket."""
+    second_region: str = ""
+    """Its region ('' is `region`)."""
+    second_endpoint: str = ""
+    """Its endpoint, written into driverMetadata (`serviceEndpoint`)."""
+    second_location_share: float = 0.0
+    """Share of namespaces whose offload policy names the second location (drawn per namespace
+    from its name, so the rest of the model does not change with it)."""
     filesystem_base: str = "file:///tmp/pulsar-offload"
     tenant_prefix: str = "tenant"
     """Tenants after `public` are `<prefix>-1`, `<prefix>-2`...: two clusters sharing one
@@ -200,6 +210,7 @@ class ClusterSpec:
             "new_topic_share",
             "long_id_share",
             "v2_share",
+            "second_location_share",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InvalidArgument(name, "must be a share between 0 and 1")
@@ -230,6 +241,14 @@ class ClusterSpec:
             self.offload_driver is not OffloadDriver.S3
         ):
             raise InvalidArgument("legacy", "legacy offloads are blob-store (S3) offloads")
+        if self.second_location_share and (
+            not self.second_bucket
+            or self.second_bucket == self.bucket
+            or self.offload_driver is not OffloadDriver.S3
+        ):
+            raise InvalidArgument(
+                "second_bucket", "a second S3 location needs its own bucket and the S3 driver"
+            )
         if self.compression_threshold < 0:
             raise InvalidArgument("compression_threshold", "must be >= 0")
         if self.first_ledger_id < 0 or (

@@ -42,6 +42,7 @@ from services.core.shared_clusters import (
     parse_shared_clusters,
     parse_store_url,
 )
+from services.core.zk_security import ZooKeeperSecurity
 
 __all__ = [
     "PREFIX",
@@ -352,6 +353,8 @@ class ZooKeeperConfig:
     """Session timeout negotiated with the ensemble."""
     operation_timeout: timedelta = timedelta(seconds=10)
     """Deadline of one ZooKeeper call; exceeding it is `Unavailable`, never "absent"."""
+    security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity)
+    """Authentication, ACLs of the znodes Tombstone creates, TLS."""
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> ZooKeeperConfig:
@@ -363,6 +366,7 @@ class ZooKeeperConfig:
             chroot=chroot,
             session_timeout=ZK_SESSION.read(environ),
             operation_timeout=ZK_OPERATION.read(environ),
+            security=ZooKeeperSecurity.from_env(environ),
         )
 
 
@@ -392,6 +396,21 @@ SUBSCRIPTION = setting(
 )
 DLQ_SUBSCRIPTION = setting(
     "DELETER_DLQ_SUBSCRIPTION", parse_str, "tombstone-dlq", "Subscription holding dead letters."
+)
+# Preview (docs/deleter.md, "Preview"): `tombstone setup` creates the preview subscription
+# while the deleters are in preview and removes it once they delete.
+DELETER_MODE = setting(
+    "DELETER_MODE",
+    parse_choice("delete", "preview"),
+    "delete",
+    "`preview`: verify every PDLI and report what would be deleted, deleting nothing, on the "
+    "preview subscription; `delete`: the deleters' work.",
+)
+PREVIEW_SUBSCRIPTION = setting(
+    "DELETER_PREVIEW_SUBSCRIPTION",
+    parse_str,
+    "tombstone-preview",
+    "Subscription a preview reads (the deleters' own keeps its whole backlog).",
 )
 ADMIN_URL = setting(
     "DELETER_PULSAR_ADMIN_URL",

@@ -10,9 +10,11 @@ Exit codes of `tombstone <service> serve` (and `python -m services.<service>`):
 | 3 | a dependency (ZooKeeper, the Pulsar broker) cannot be reached |
 | 130 | interrupted (SIGINT) before the service was up |
 
-Code 2 covers `StartupRefused` (the ledgers root or `LAYOUT` is not what the service needs)
-and `ExposedWithoutAuth` (the gRPC address is not loopback and nothing authenticates callers):
-every setting is well-formed, but starting would be wrong.
+Code 2 covers `StartupRefused` (the ledgers root or `LAYOUT` is not what the service needs),
+`ExposedWithoutAuth` (the gRPC address is not loopback and nothing authenticates callers) and
+`ZooKeeperRefused` (ZooKeeper security that cannot be honoured: SASL asked for, a refused
+authentication, no permission, or Tombstone's znodes writable by others): every setting is
+well-formed, but starting would be wrong.
 
 Unknown `TOMBSTONE_*` variables (likely typos) are warned about first, one line each.
 """
@@ -29,6 +31,7 @@ from urllib.parse import urlsplit
 from services.core.config import PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
 from services.core.errors import ConfigError, ExposedWithoutAuth, StartupRefused, Unavailable
+from services.core.zk_security import ZooKeeperRefused
 
 EXIT_CONFIG = 1
 EXIT_REFUSED = 2
@@ -46,7 +49,7 @@ def run_service(service: str, run: Callable[[], None]) -> None:
     warn_unknown_variables(os.environ)
     try:
         run()
-    except (StartupRefused, ExposedWithoutAuth) as e:
+    except (StartupRefused, ExposedWithoutAuth, ZooKeeperRefused) as e:
         _fail(EXIT_REFUSED, f"{service}: refusing to start: {e}")
     except ConfigError as e:
         _fail(EXIT_CONFIG, f"{service}: refusing to start: {e}")

@@ -17,8 +17,9 @@ from typing import Protocol
 
 import structlog
 
-from services.core.errors import Conflict, CorruptData, Unavailable
+from services.core.errors import Conflict, CorruptData, FailedPrecondition, Unavailable
 from services.deleter.pool import PoolStatus
+from services.deleter.preview import PreviewReport, PreviewTally
 from services.systopic.consumer import IncomingMessage, MessageSource
 from services.systopic.dead_letter import DeadLetterEntry, matches, read_dead_letter, replay_message
 from services.systopic.ports import IntentPublisher
@@ -41,6 +42,12 @@ class Status:
     oldest_pending_age_ms: int
     dead_letter_backlog: int
     dead_letters_by_reason: dict[str, int]
+    preview: PreviewReport | None = None
+    """In a preview, its verdicts (the backlogs above are then the preview subscription's)."""
+
+    @property
+    def mode(self) -> str:
+        return "delete" if self.preview is None else "preview"
 
     @property
     def estimated_in_flight(self) -> int:
@@ -54,7 +61,10 @@ class Topics:
     retry: str
     dead_letter: str
     subscription: str
+    """The subscription this deleter reads (a preview's own in a preview)."""
     dead_letter_subscription: str
+    deleters_subscription: str = ""
+    """The deleters' subscription, when it is not `subscription` (a preview)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,10 @@ class DeleterAdmin:
         replay_sink: IntentPublisher,
         scan_max: int = 10_000,
         scan_idle: timedelta = timedelta(milliseconds=500),
+        preview: PreviewTally | None = None,
     ) -> None:
+        """With `preview`, this deleter is a preview: its status carries the tally, and it
+        replays nothing."""
         self._topics = topics
         self._stats = stats
         self._pool_status = pool_status
@@ -86,6 +99,7 @@ class DeleterAdmin:
         self._scan_max = scan_max
         self._scan_idle = scan_idle.total_seconds()
         self._lock = asyncio.Lock()
+        self._preview = preview
 
     async def status(self) -> Status:
         system, retry, dead = await self.backlogs()
@@ -103,7 +117,18 @@ class DeleterAdmin:
             oldest_pending_age_ms=pool.oldest_pending_age_ms,
             dead_letter_backlog=dead,
             dead_letters_by_reason=by_reason,
+            preview=await self._preview_report(),
         )
+
+    async def _preview_report(self) -> PreviewReport | None:
+        if self._preview is None:
+            return None
+        t = self._topics
+        deleters = t.deleters_subscription or t.subscription
+        system, retry = await asyncio.gather(
+            self._stats.backlog(t.system, deleters), self._stats.backlog(t.retry, deleters)
+        )
+        return self._preview.report(deleter_backlog=system + retry)
 
     async def backlogs(self) -> tuple[int, int, int]:
         """Backlogs of the system, retry and dead-letter topics (three admin calls)."""
@@ -140,6 +165,10 @@ class DeleterAdmin:
         self, *, message_ids: Collection[str], every: bool, reason_code: str = ""
     ) -> Replayed:
         """Publish the chosen dead letters to the system topic, then acknowledge them there."""
+        if self._preview is not None:
+            raise FailedPrecondition(
+                "a preview deleter replays nothing: replay through a deleter that deletes"
+            )
         wanted = set(message_ids)
         replayed = 0
         async with self._lock, self._open_scan() as source:

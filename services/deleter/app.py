@@ -32,12 +32,20 @@ from services.deleter.metrics import DeleterMetrics
 from services.deleter.outage import Dependency, OutageGate, Probe
 from services.deleter.pool import DeleterPool, PoolSettings
 from services.deleter.ports import BookKeeperDeleter, OffloadDeleter
+from services.deleter.preview import (
+    NoPublishing,
+    PreviewSettler,
+    PreviewTally,
+    preview_backends,
+    require_preview_subscription,
+)
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
 from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
 from services.metadata.connect import connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.peer_settings import PeerSettings, Published, retry_budget
+from services.metadata.zk_secure import refuse_unsecured
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -59,6 +67,8 @@ class Deleter:
     pool: DeleterPool
     admin: DeleterAdmin
     outage: OutageGate
+    preview: PreviewTally | None = None
+    """In a preview, its verdicts so far."""
 
 
 async def run(config: DeleterConfig) -> None:
@@ -69,7 +79,12 @@ async def run(config: DeleterConfig) -> None:
         # A broker that refuses connections ends the start now, not after the client's timeout.
         await check_reachable(pulsar=config.pulsar)
         metrics = DeleterMetrics(runner.metrics)
+        metrics.preview.set(1 if config.preview else 0)
         deleter = await build(runner.resources, config, metrics)
+        if config.preview:
+            _log.warning(
+                "deleter_preview", subscription=config.preview_subscription, deletes="nothing"
+            )
         servicer = DeleterAdminServicer(deleter.admin)
         runner.add_servicer(_dl_grpc.add_DeleterAdminServicer_to_server, servicer, SERVICE_NAME)
         runner.add_background("pool", lambda: deleter.pool.run(runner.stopping))
@@ -115,6 +130,7 @@ async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
     """Publish the settings on their own session; refuse to start beside a leaking peer."""
     zk = config.zookeeper
     store = await runner.resources.enter_async_context(connect_store(zk))
+    await refuse_unsecured(store, zk.security)  # before anything is written there
     board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
     await board.join()
     runner.resources.push_async_callback(board.leave)
@@ -150,12 +166,13 @@ async def build(
     )
     outage = OutageGate(_probes(verdicts, bookkeeper, s3), metrics=metrics, settings=config.outage)
     stack.push_async_callback(outage.aclose)
+    stats = PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token)
+    preview = _preview(config, metrics)
+    if preview is not None:
+        backends = preview_backends(backends)
     if wrap_backends is not None:
         backends = wrap_backends(backends)
-    retry_sink = await _publisher(stack, config, config.pulsar.retry_topic, "retry")
-    dead_letter_sink = await _publisher(stack, config, config.pulsar.dlq_topic, "dlq")
-    replay_sink = await _publisher(stack, config, config.pulsar.topic, "replay")
-    await _ensure_dead_letter_subscription(config)
+    sinks = await _sinks(stack, config, stats)
     sources = [
         await stack.enter_async_context(_open_source(config, topic))
         for topic in (config.pulsar.topic, config.pulsar.retry_topic)
@@ -163,13 +180,15 @@ async def build(
     handler = Handler(
         verdicts=verdicts,
         backends=backends,
-        retry_sink=retry_sink,
-        dead_letter_sink=dead_letter_sink,
+        retry_sink=sinks.retry,
+        dead_letter_sink=sinks.dead_letter,
         policy=config.retry,
         max_hold=config.max_hold,
         metrics=metrics,
         outage=outage,
-        forged=ForgedLimiter(config.forged_pace),
+        # A preview dead-letters nothing: nothing to pace.
+        forged=ForgedLimiter(config.forged_pace) if preview is None else None,
+        preview=preview,
     )
     settings = PoolSettings(
         max_in_flight=config.max_in_flight,
@@ -177,15 +196,55 @@ async def build(
         drain_timeout=config.drain_timeout,
     )
     pool = DeleterPool(handler, sources, settings=settings, metrics=metrics, outage=outage)
+    tally = preview.tally if preview is not None else None
     admin = DeleterAdmin(
         topics=_topics(config),
-        stats=PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token),
+        stats=stats,
         pool_status=pool.status,
         open_scan=lambda: _open_scan(config),
-        replay_sink=replay_sink,
+        replay_sink=sinks.replay,
         scan_max=config.dlq_scan_max,
+        preview=tally,
     )
-    return Deleter(pool, admin, outage)
+    return Deleter(pool, admin, outage, tally)
+
+
+@dataclass(frozen=True)
+class _Sinks:
+    retry: IntentPublisher
+    dead_letter: IntentPublisher
+    replay: IntentPublisher
+
+
+async def _sinks(stack: AsyncExitStack, config: DeleterConfig, admin: PulsarAdmin) -> _Sinks:
+    """The producers of the retry, dead-letter and system topics. A preview has none: it
+    checks instead that its subscription was made for it (it never creates one)."""
+    if config.preview:
+        await require_preview_subscription(
+            admin,
+            [config.pulsar.topic, config.pulsar.retry_topic],
+            config.preview_subscription,
+            config.pulsar.partitions,
+        )
+        return _Sinks(NoPublishing("retry"), NoPublishing("dead-letter"), NoPublishing("system"))
+    sinks = _Sinks(
+        retry=await _publisher(stack, config, config.pulsar.retry_topic, "retry"),
+        dead_letter=await _publisher(stack, config, config.pulsar.dlq_topic, "dlq"),
+        replay=await _publisher(stack, config, config.pulsar.topic, "replay"),
+    )
+    await _ensure_dead_letter_subscription(config)
+    return sinks
+
+
+def _preview(config: DeleterConfig, metrics: DeleterMetrics) -> PreviewSettler | None:
+    if not config.preview:
+        return None
+    return PreviewSettler(
+        PreviewTally(config.preview_subscription),
+        policy=config.retry,
+        max_redeliveries=config.max_redeliveries,
+        metrics=metrics,
+    )
 
 
 def _probes(
@@ -219,8 +278,9 @@ def _topics(config: DeleterConfig) -> Topics:
         system=config.pulsar.topic,
         retry=config.pulsar.retry_topic,
         dead_letter=config.pulsar.dlq_topic,
-        subscription=config.subscription,
+        subscription=config.reading_subscription,
         dead_letter_subscription=config.dlq_subscription,
+        deleters_subscription=config.subscription,
     )
 
 
@@ -288,12 +348,14 @@ def _open_source(
     config: DeleterConfig, topic: str
 ) -> AbstractAsyncContextManager[PulsarMessageSource]:
     settings = ConsumerSettings(
-        subscription=config.subscription,
+        subscription=config.reading_subscription,
         receiver_queue_size=config.receiver_queue_size,
         negative_ack_delay=config.release_delay,
-        dead_letter_topic=config.pulsar.dlq_topic,
+        # A preview's client must not move anything to the real dead-letter topic; it counts
+        # redeliveries itself (`PreviewSettler`).
+        dead_letter_topic=None if config.preview else config.pulsar.dlq_topic,
         max_redeliveries=config.max_redeliveries,
-        dead_letter_subscription=config.dlq_subscription,
+        dead_letter_subscription=None if config.preview else config.dlq_subscription,
         consumer_name=f"{config.deleter_id}-{uuid.uuid4().hex[:8]}",
     )
     return open_message_source(config.pulsar, topic, settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -135,7 +136,32 @@ def describe_status(s: _dl.GetStatusResponse) -> str:
         f"dead letters: {s.dead_letter_backlog}",
     ]
     lines += [f"  {code}: {count}" for code, count in sorted(s.dead_letters_by_reason.items())]
+    if s.HasField("preview"):
+        lines += describe_preview(s.preview)
     return "\n".join(lines)
+
+
+def describe_preview(p: _dl.PreviewStatus) -> list[str]:
+    """A preview's verdicts; the backlogs above are those of its subscription."""
+    lines = [
+        f"PREVIEW: nothing is deleted; subscription {p.subscription}, verdicts since "
+        f"{_utc(p.since_ms)}",
+        f"would delete: {sum(p.would_delete.values())}",
+    ]
+    for tier, count in sorted(p.would_delete.items()):
+        size = p.would_delete_bytes.get(tier)
+        lines.append(f"  {tier}: {count}" + (f" ({size} bytes known)" if size else ""))
+    lines.append(f"settled without a delete: {sum(p.settled.values())}")
+    lines += [f"  {reason}: {count}" for reason, count in sorted(p.settled.items())]
+    lines.append(f"would dead-letter: {sum(p.would_dead_letter.values())}")
+    lines += [f"  {code}: {count}" for code, count in sorted(p.would_dead_letter.items())]
+    lines.append(f"deferred to decide again (retries): {p.retries}")
+    lines.append(f"the deleters' subscription holds {p.deleter_backlog} (system + retry topic)")
+    return lines
+
+
+def _utc(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def describe_dead_letters(r: _dl.ListDeadLettersResponse) -> str:

@@ -19,7 +19,9 @@ from services.core._env import (
 from services.core.adaptive import LimitSettings
 from services.core.config import (
     ADMIN_URL,
+    DELETER_MODE,
     DLQ_SUBSCRIPTION,
+    PREVIEW_SUBSCRIPTION,
     SUBSCRIPTION,
     ClientConfig,
     Environ,
@@ -275,6 +277,19 @@ class DeleterConfig:
     """Token bucket per source for dead-lettering forged PDLIs."""
     outage: GateSettings = field(default_factory=GateSettings)
     """Probing and bounds of the pause on an outage of the verifier, ZooKeeper or S3."""
+    mode: str = "delete"
+    """`delete`, or `preview`: verify and report, delete nothing (services/deleter/preview.py)."""
+    preview_subscription: str = "tombstone-preview"
+    """The subscription a preview reads instead of `subscription`."""
+
+    @property
+    def preview(self) -> bool:
+        return self.mode == "preview"
+
+    @property
+    def reading_subscription(self) -> str:
+        """The subscription this deleter consumes: the preview's own in a preview."""
+        return self.preview_subscription if self.preview else self.subscription
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> DeleterConfig:
@@ -327,6 +342,8 @@ class DeleterConfig:
                 probe_interval=_positive(PROBE_INTERVAL.name, PROBE_INTERVAL.read(environ)),
                 max_waits=OUTAGE_MAX_WAITS.read(environ),
             ),
+            mode=DELETER_MODE.read(environ),
+            preview_subscription=_preview_subscription(environ),
         )
 
 
@@ -337,6 +354,19 @@ def _limits(
     if limits.min_concurrency > limits.concurrency:
         raise ConfigError(floor.name, f"must not exceed {ceiling.name} ({limits.concurrency})")
     return limits
+
+
+def _preview_subscription(environ: Environ) -> str:
+    """A name of its own: sharing the deleters' (or the dead letters') subscription would let
+    a preview acknowledge, and so take away, what the deleters must still process."""
+    name = PREVIEW_SUBSCRIPTION.read(environ)
+    taken = {SUBSCRIPTION.read(environ), DLQ_SUBSCRIPTION.read(environ)}
+    if not name or name in taken:
+        raise ConfigError(
+            PREVIEW_SUBSCRIPTION.name,
+            f"must be set and differ from {SUBSCRIPTION.name} and {DLQ_SUBSCRIPTION.name}",
+        )
+    return name
 
 
 def _positive(name: str, value: timedelta) -> timedelta:

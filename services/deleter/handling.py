@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -90,6 +90,10 @@ class Settlement:
     """Retries the message already had."""
     outage: Dependency | None = None
     """For a RETRY: the dependency that did not answer (the message waits instead, if it can)."""
+    deleted: DeleteResult | None = None
+    """In a preview, for a DELETE verdict: what a delete would have removed."""
+    verdict: _vf.VerifyResponse | None = None
+    """In a preview, the verdict behind `deleted`."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,14 @@ class Backends:
     bookkeeper: BookKeeperDeleter | None = None
     s3: OffloadDeleter | None = None
     filesystem: OffloadDeleter | None = None
+
+
+class Settler(Protocol):
+    """Settles in a deleter's stead (a preview's, `services/deleter/preview.py`)."""
+
+    async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> bool:
+        """True when `message` was acknowledged, False when it comes again."""
+        ...
 
 
 @dataclass
@@ -124,9 +136,12 @@ class Handler:
         outage: OutageGate | None = None,
         forged: ForgedLimiter | None = None,
         clock: Callable[[], float] = time.time,
+        preview: Settler | None = None,
     ) -> None:
         """Without `outage`, an outage is an ordinary RETRY; without `forged`, forged PDLIs are
-        dead-lettered at once."""
+        dead-lettered at once. With `preview`, a DELETE is not recorded as done (the backends
+        are the preview's, which delete nothing) and `preview` settles every message: the
+        sinks are never used."""
         self._verdicts = verdicts
         self._backends = backends
         self._retry_sink = retry_sink
@@ -137,6 +152,7 @@ class Handler:
         self._outage = outage
         self._forged = forged
         self._clock = clock
+        self._preview = preview
 
     # --- decide ----------------------------------------------------------------------------
 
@@ -240,7 +256,7 @@ class Handler:
                 detail=verdict.reason,
             )
             if verdict.skip_reason in _SETTLED_SKIPS:
-                return Settlement(Action.ACK)
+                return Settlement(Action.ACK, reason, pdli=pdli)
             # Not proof that nothing is left to delete: an operator must see it
             # (docs/design.md §2.3).
             # A reason this deleter does not know (a newer verifier's) is not settled either.
@@ -253,13 +269,23 @@ class Handler:
         try:
             result = await self._delete(pdli, verdict)
         except DeleteFailed as exc:
-            self._metrics.failed.labels(exc.tier.value).inc()
+            if self._preview is None:  # a preview attempted no delete
+                self._metrics.failed.labels(exc.tier.value).inc()
             if exc.permanent:
                 return Settlement(
                     Action.DEAD_LETTER, str(exc), ReasonCode.PERMANENT_ERROR, pdli, attempt
                 )
             outage = _TIER_DEPENDENCY.get(exc.tier) if exc.outage else None
             return Settlement(Action.RETRY, str(exc), pdli=pdli, attempt=attempt, outage=outage)
+        if self._preview is not None:
+            return Settlement(
+                Action.ACK,
+                verdict.reason,
+                pdli=pdli,
+                attempt=attempt,
+                deleted=result,
+                verdict=verdict,
+            )
         self._record_delete(message, pdli, verdict, result)
         return Settlement(Action.ACK)
 
@@ -335,6 +361,8 @@ class Handler:
     async def settle(self, source: MessageSource, message: IncomingMessage, s: Settlement) -> bool:
         """Carry out `s` (exactly one of ack / retry+ack / dead-letter+ack / release); True
         when the message was acknowledged (the ack sent), False when it was released."""
+        if self._preview is not None:
+            return await self._preview.settle(source, message, s)
         if s.action is Action.RETRY and self._policy.exhausted(s.attempt + 1):
             s = Settlement(
                 Action.DEAD_LETTER,

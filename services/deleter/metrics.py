@@ -64,6 +64,25 @@ class DeleterMetrics:
             "From receipt to settlement of one message (holding time included).",
             buckets=_LATENCY_BUCKETS,
         )
+        # A preview (services/deleter/preview.py): its verdicts, counted once acknowledged.
+        self.preview = m.gauge(
+            "deleter_preview", "1 while this deleter is a preview (it deletes nothing)."
+        )
+        self.preview_verdicts = m.counter(
+            "deleter_preview_verdicts",
+            "A preview's final verdicts: would_delete by tier, settled by SKIP reason, "
+            "would_dead_letter by reason code.",
+            ["outcome", "detail"],
+        )
+        self.preview_would_delete_bytes = m.counter(
+            "deleter_preview_would_delete_bytes",
+            "Bytes a preview would have deleted, from the verifier's evidence.",
+            ["tier"],
+        )
+        self.preview_retries = m.counter(
+            "deleter_preview_retries",
+            "A preview's decisions deferred (negatively acknowledged, decided again later).",
+        )
         # `tombstone deleter status` as gauges (services/deleter/status_gauges.py).
         self.oldest_pending_age = m.gauge(
             "deleter_oldest_pending_age_seconds",

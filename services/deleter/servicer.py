@@ -6,6 +6,7 @@ from grpc import aio
 
 from services.core.validation import require
 from services.deleter.admin import DeleterAdmin
+from services.deleter.preview import PreviewReport
 from services.systopic.dead_letter import DeadLetterEntry
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -38,6 +39,8 @@ class DeleterAdminServicer(_dl_grpc.DeleterAdminServicer):
             dead_letter_backlog=status.dead_letter_backlog,
             dead_letters_by_reason=status.dead_letters_by_reason,
             holding=status.holding,
+            mode=status.mode,
+            preview=preview_proto(status.preview),
         )
 
     async def ListDeadLetters(
@@ -67,6 +70,21 @@ class DeleterAdminServicer(_dl_grpc.DeleterAdminServicer):
             reason_code=request.reason_code,
         )
         return _dl.ReplayDeadLettersResponse(replayed=done.replayed, not_found=done.not_found)
+
+
+def preview_proto(report: PreviewReport | None) -> _dl.PreviewStatus | None:
+    if report is None:
+        return None
+    return _dl.PreviewStatus(
+        subscription=report.subscription,
+        would_delete=report.would_delete,
+        would_delete_bytes=report.would_delete_bytes,
+        settled=report.settled,
+        would_dead_letter=report.would_dead_letter,
+        retries=report.retries,
+        since_ms=report.since_ms,
+        deleter_backlog=report.deleter_backlog,
+    )
 
 
 def to_proto(entry: DeadLetterEntry) -> _dl.DeadLetter:

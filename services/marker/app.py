@@ -24,6 +24,7 @@ from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
 from services.metadata.connect import at, connect_store
 from services.metadata.peer_settings import PeerSettings, Published
+from services.metadata.zk_secure import refuse_unsecured
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.admin import PulsarAdmin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
@@ -182,6 +183,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         stack = runner.resources
         zk = config.zookeeper
         store = await stack.enter_async_context(connect_store(zk))
+        await refuse_unsecured(store, zk.security)  # before anything is written there
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         stack.push_async_callback(board.leave)

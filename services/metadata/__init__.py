@@ -2,7 +2,8 @@
 
 The only package that knows znode paths and encodings. Its stores talk to ZooKeeper through
 the `MetadataStore` port; `ZkMetadataStore` (the aiozk adapter, with the requests aiozk lacks
-in `zk_wire` and its session care in `_zk_session`) is the only aiozk importer.
+in `zk_wire`, its session care in `_zk_session` and authentication, TLS and ACLs in
+`_zk_security`) is the only aiozk importer.
 """
 
 from services.metadata.errors import (

@@ -11,16 +11,18 @@ from services.metadata.zk_store import ZkMetadataStore
 
 
 def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
-    """A session to the cluster's ZooKeeper (servers, chroot, session and request timeouts)."""
+    """A session to the cluster's ZooKeeper (servers, chroot, session and request timeouts,
+    authentication, ACLs and TLS)."""
     return ZkMetadataStore.connect(
         zk.servers,
         chroot=zk.chroot or None,
         session_timeout=zk.session_timeout.total_seconds(),
         request_timeout=zk.operation_timeout.total_seconds(),
+        security=zk.security,
     )
 
 
 def at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
-    """Our session settings (timeouts) for another ZooKeeper store: a neighbour cluster's
+    """Our session settings (timeouts, security) for another ZooKeeper store: a neighbour cluster's
     metadata store, or Pulsar's configuration store."""
     return dataclasses.replace(zk, servers=store.servers, chroot=store.root)

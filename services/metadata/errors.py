@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from services.core.adaptive import Signal
 from services.core.errors import Conflict, CorruptData, NotFound, TombstoneError, Unavailable
+from services.core.zk_security import ZooKeeperRefused
 
 
 class MetadataError(TombstoneError):
@@ -73,6 +74,30 @@ class Unsupported(MetadataError):
     def __init__(self, path: str, request: str) -> None:
         super().__init__(path, f"the server does not implement {request}")
         self.request = request
+
+
+class AuthenticationFailed(MetadataError, ZooKeeperRefused):
+    """ZooKeeper refused Tombstone's authentication (AUTH_FAILED) and closed the session:
+    final, never retried and never read as "absent"."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            path,
+            "ZooKeeper refused the authentication (AUTH_FAILED): check "
+            "TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER and its password",
+        )
+
+
+class NotAuthorized(MetadataError, ZooKeeperRefused):
+    """ZooKeeper refused the request for lack of permission (NOAUTH): Tombstone's identity
+    is not in the znode's ACL. Nothing was applied."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            path,
+            "ZooKeeper refused access (NOAUTH): the znode's ACL does not grant "
+            "TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER (or no user is set)",
+        )
 
 
 def missing_required_fields(message: object) -> str:

@@ -1,6 +1,7 @@
 """The ZooKeeper adapter of the `MetadataStore` port: with `zk_wire` (the requests aiozk
-lacks: createContainer, multiRead, multi of deletes) and `_zk_session` (retries, connection
-loss, watches), the only modules that import aiozk.
+lacks: createContainer, multiRead, multi of deletes), `_zk_session` (retries, connection
+loss, watches) and `_zk_security` (authentication, TLS, ACLs), the only modules that import
+aiozk.
 
 It sends aiozk's low-level requests itself, so that data and stat come back in one round trip
 and aiozk's unbounded per-path stat cache is never filled. Every call is bounded by a timeout,
@@ -26,6 +27,14 @@ from aiozk import exc as zk_exc
 from aiozk import protocol as zk_protocol
 from aiozk.states import States
 
+from services.core.zk_security import ZooKeeperSecurity
+from services.metadata._zk_security import (
+    DigestAuth,
+    TlsDialer,
+    acl_entries,
+    tls_context,
+    zk_acl,
+)
 from services.metadata._zk_session import (
     CHILD_EVENTS,
     DATA_EVENTS,
@@ -36,10 +45,13 @@ from services.metadata._zk_session import (
     NoWriteResend,
     register_watch,
 )
+from services.metadata.acl import AclEntry, ZnodeAcl, tombstone_acl
 from services.metadata.errors import (
+    AuthenticationFailed,
     MetadataError,
     NodeExists,
     NoNode,
+    NotAuthorized,
     NotEmpty,
     StoreUnavailable,
     Unsupported,
@@ -104,7 +116,15 @@ def _retarget(error: MetadataError, path: str) -> MetadataError:
 class ZkMetadataStore:
     """`MetadataStore` on a ZooKeeper session. Create with `ZkMetadataStore.connect(...)`."""
 
-    def __init__(self, client: aiozk.ZKClient, *, request_timeout: float, session_timeout: float):
+    def __init__(
+        self,
+        client: aiozk.ZKClient,
+        *,
+        request_timeout: float,
+        session_timeout: float,
+        security: ZooKeeperSecurity | None = None,
+    ):
+        security = security or ZooKeeperSecurity()
         self._client = client
         self._session = client.session
         self._retry: NoWriteResend = client.session.retry_policy
@@ -112,6 +132,16 @@ class ZkMetadataStore:
         self._session_timeout = session_timeout
         self._guard = ConnectionGuard(client.session)
         self._tap: EventTap | None = None
+        self.create_acl = tombstone_acl(security)
+        """The ACL of every znode this store creates (only Tombstone's own znodes are)."""
+        self._create_acl = zk_acl(self.create_acl)
+        self._auth: DigestAuth | None = None
+        if security.digest_user is not None:
+            credential = f"{security.digest_user}:{security.digest_password}".encode()
+            self._auth = DigestAuth(client.session, "digest", credential)
+        self._tls: TlsDialer | None = None
+        if security.tls is not None:
+            self._tls = TlsDialer(client.session, tls_context(security.tls))
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -123,21 +153,43 @@ class ZkMetadataStore:
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         connect_timeout: float | None = None,
+        security: ZooKeeperSecurity | None = None,
     ) -> AsyncIterator[ZkMetadataStore]:
-        """Open a session to `servers` (`host:port,...`); close it on exit.
+        """Open a session to `servers` (`host:port,...`) with `security` (authentication,
+        ACLs, TLS); close it on exit.
 
         `StoreUnavailable` if no session is established within `connect_timeout`
-        (default: the request timeout).
+        (default: the request timeout); `AuthenticationFailed` when ZooKeeper refuses the
+        authentication; `ZooKeeperRefused` before any connection when `security` asks for
+        what the client cannot do (SASL).
         """
+        if security is not None:
+            security.check()
         client = aiozk.ZKClient(
-            servers, chroot=chroot, session_timeout=session_timeout, retry_policy=NoWriteResend()
+            servers,
+            chroot=chroot,
+            session_timeout=session_timeout,
+            retry_policy=NoWriteResend(),
+            # aiozk creates a missing chroot itself on start: with our ACL too.
+            default_acl=zk_acl(tombstone_acl(security or ZooKeeperSecurity())),
         )
-        store = cls(client, request_timeout=request_timeout, session_timeout=session_timeout)
+        store = cls(
+            client,
+            request_timeout=request_timeout,
+            session_timeout=session_timeout,
+            security=security,
+        )
         try:
             await asyncio.wait_for(client.start(), connect_timeout or request_timeout)
+        except zk_exc.AuthFailed as e:
+            await store.close()
+            raise AuthenticationFailed(chroot or "/") from e
         except (TimeoutError, *UNAVAILABLE) as e:
             await store.close()
-            raise StoreUnavailable(chroot or "/", f"cannot connect to {servers}: {e!r}") from e
+            reason = f"cannot connect to {servers}: {e!r}"
+            if store._tls is not None and store._tls.last_error is not None:
+                reason += f" (TLS: {store._tls.last_error})"
+            raise StoreUnavailable(chroot or "/", reason) from e
         try:
             yield store
         finally:
@@ -342,9 +394,7 @@ class ZkMetadataStore:
 
     async def _create_sequential(self, prefix: str, data: bytes) -> tuple[str, Stat]:
         full = self._abs(prefix)
-        request = zk_protocol.Create2Request(
-            path=full, data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
-        )
+        request = zk_protocol.Create2Request(path=full, data=data, acl=self._create_acl)
         request.set_flags(ephemeral=False, sequential=True, container=False)
         response = await self._send(request, prefix)
         # The reply's path is the server's (a chroot included): keep only the new name.
@@ -436,9 +486,7 @@ class ZkMetadataStore:
         self, path: str, data: bytes, *, container: bool, ephemeral: bool = False
     ) -> Stat:
         request_class = CreateContainerRequest if container else zk_protocol.Create2Request
-        request = request_class(
-            path=self._abs(path), data=data, acl=[zk_protocol.UNRESTRICTED_ACCESS]
-        )
+        request = request_class(path=self._abs(path), data=data, acl=self._create_acl)
         request.set_flags(ephemeral=ephemeral, sequential=False, container=container)
         response = await self._send(request, path)
         return _stat(response.stat)
@@ -450,6 +498,17 @@ class ZkMetadataStore:
             with contextlib.suppress(NodeExists):
                 await self._create(parent, b"", container=container)
 
+    async def get_acl(self, path: str) -> ZnodeAcl:
+        """The znode's ACL, its ACL version (`aversion`, for `set_acl`) and child count."""
+        response = await self._send(zk_protocol.GetACLRequest(path=self._abs(path)), path)
+        stat = response.stat
+        return ZnodeAcl(acl_entries(response.acl), int(stat.acl_version), int(stat.num_children))
+
+    async def set_acl(self, path: str, acl: Sequence[AclEntry], *, version: int) -> None:
+        """Replace the znode's ACL if its ACL version is still `version`."""
+        request = zk_protocol.SetACLRequest(path=self._abs(path), acl=zk_acl(acl), version=version)
+        await self._send(request, path, version=version)
+
     def _abs(self, path: str) -> str:
         if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
             raise MetadataError(path, "not an absolute znode path")
@@ -459,6 +518,8 @@ class ZkMetadataStore:
 
     async def _send(self, request: Any, path: str, *, version: int = ANY_VERSION) -> Any:
         """Send one request, bounded by the timeout, with every failure mapped."""
+        if self._auth is not None and self._auth.failure is not None:
+            raise AuthenticationFailed(path)
         self._guard.hook()
         conn = self._session.conn
         try:
@@ -486,6 +547,12 @@ class ZkMetadataStore:
             return VersionConflict(path, version)
         if isinstance(error, zk_exc.NotEmpty):
             return NotEmpty(path)
+        if isinstance(error, zk_exc.NoAuth):
+            return NotAuthorized(path)
+        if isinstance(error, zk_exc.AuthFailed) or (
+            self._auth is not None and self._auth.failure is not None
+        ):
+            return AuthenticationFailed(path)
         if isinstance(error, TimeoutError):
             return StoreUnavailable(path, f"no answer within {self._request_timeout}s")
         if isinstance(error, UNAVAILABLE):

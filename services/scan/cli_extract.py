@@ -11,6 +11,7 @@ import click
 
 from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
+from services.core.zk_security import ZooKeeperSecurity
 from services.scan.cli_options import (
     analysis_options,
     analyze_config,
@@ -190,6 +191,7 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         configuration_store=configuration_store(kw["configuration_store"]),
         shared_clusters=shared_clusters(kw["shared_cluster"], cluster),
         zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
+        zk_security=ZooKeeperSecurity.from_env(),
         s3=s3,
         buckets=tuple(kw["buckets"]),
         locations=parse_s3_locations(kw.get("s3_locations", ()), kw["buckets"]),

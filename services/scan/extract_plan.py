@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
 from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
+from services.core.zk_security import ZooKeeperSecurity
 from services.metadata import (
     MANAGED_LEDGERS_ROOT,
     SCHEMAS_ROOT,
@@ -67,6 +68,8 @@ class ExtractSettings:
     ledgers, cursors and schema locators are read too."""
     zk_timeout_s: float = 10.0
     """Connect and request timeout of every ZooKeeper session."""
+    zk_security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity)
+    """Authentication and TLS of every ZooKeeper session (`TOMBSTONE_ZOOKEEPER_*`)."""
     s3: S3Settings = field(default_factory=S3Settings)
     buckets: tuple[str, ...] = ()
     """The allowed buckets: listed live, or read from the inventory files."""
@@ -161,6 +164,7 @@ async def zk_session(
         session_timeout=max(settings.zk_timeout_s, 4.0),
         request_timeout=settings.zk_timeout_s,
         connect_timeout=settings.zk_timeout_s,
+        security=settings.zk_security,
     ) as store:
         yield store
 

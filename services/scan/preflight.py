@@ -87,6 +87,9 @@ async def source_problems(
     from services.scan.preflight_s3 import check_buckets
     from services.scan.preflight_zk import check_metadata
 
+    refusal = settings.zk_security.refusal()
+    if refusal is not None:  # before any connection: it would be made without the security
+        return [Problem(refusal, "unset it; see docs/operations.md, ZooKeeper security")]
     checks = [
         check_metadata(
             settings.zookeeper,
@@ -94,6 +97,7 @@ async def source_problems(
             settings.ledgers_root,
             settings.cluster,
             configuration_store=settings.configuration_store,
+            security=settings.zk_security,
         )
     ]
     # With inventory files, S3 is only asked for the objects' HEADs.

@@ -36,6 +36,7 @@ async def check_replication(settings: ExtractSettings) -> str | None:
                 session_timeout=4.0,
                 request_timeout=POLICIES_TIMEOUT_S,
                 connect_timeout=SESSION_TIMEOUT_S,
+                security=settings.zk_security,
             ) as store:
                 async with asyncio.timeout(POLICIES_TIMEOUT_S):
                     await read_namespaces(store, out, ReadLimits(16))

@@ -15,6 +15,7 @@ import logging
 import socket
 from collections.abc import Iterator
 
+from services.core.zk_security import ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata import (
     MANAGED_LEDGERS_ROOT,
     MetadataError,
@@ -106,29 +107,38 @@ async def check_metadata(
     cluster: str,
     *,
     configuration_store: str | None = None,
+    security: ZooKeeperSecurity | None = None,
 ) -> list[Problem]:
     """Every problem found with the metadata store (and, when it is a ZooKeeper of its own,
-    the configuration store); [] when the extract can read it and the cluster is known."""
+    the configuration store); [] when the extract can read it and the cluster is known.
+    `security`: the sessions' authentication and TLS (`TOMBSTONE_ZOOKEEPER_*`)."""
+    secured = security or ZooKeeperSecurity()
     if configuration_store is None:
-        return await _check_store(connect_string, chroot, ledgers_root, cluster)
+        return await _check_store(connect_string, chroot, ledgers_root, cluster, secured)
     config_hosts, _, config_chroot = configuration_store.partition("/")
     local, config = await asyncio.gather(
-        _check_store(connect_string, chroot, ledgers_root, None),
+        _check_store(connect_string, chroot, ledgers_root, None, secured),
         _check_configuration_store(
-            config_hosts, f"/{config_chroot}" if config_chroot else None, cluster
+            config_hosts, f"/{config_chroot}" if config_chroot else None, cluster, secured
         ),
     )
     return local + config
 
 
 async def _check_configuration_store(
-    connect_string: str, chroot: str | None, cluster: str
+    connect_string: str, chroot: str | None, cluster: str, security: ZooKeeperSecurity
 ) -> list[Problem]:
-    return await _reach_then_check("--configuration-store", connect_string, chroot, None, cluster)
+    return await _reach_then_check(
+        "--configuration-store", connect_string, chroot, None, cluster, security
+    )
 
 
 async def _check_store(
-    connect_string: str, chroot: str | None, ledgers_root: str, cluster: str | None
+    connect_string: str,
+    chroot: str | None,
+    ledgers_root: str,
+    cluster: str | None,
+    security: ZooKeeperSecurity,
 ) -> list[Problem]:
     hosts, slash, suffix = connect_string.partition("/")
     if slash:  # ZooKeeper's Java client takes a chroot there; the extract's client does not
@@ -138,7 +148,9 @@ async def _check_store(
                 f"give --zookeeper {hosts} --chroot /{suffix}",
             )
         ]
-    return await _reach_then_check("--zookeeper", connect_string, chroot, ledgers_root, cluster)
+    return await _reach_then_check(
+        "--zookeeper", connect_string, chroot, ledgers_root, cluster, security
+    )
 
 
 async def _reach_then_check(
@@ -147,6 +159,7 @@ async def _reach_then_check(
     chroot: str | None,
     ledgers_root: str | None,
     cluster: str | None,
+    security: ZooKeeperSecurity,
 ) -> list[Problem]:
     """A TCP connect to every server (so each cause gets its own line), then the tree of the
     servers that answered, in one quiet session."""
@@ -158,13 +171,17 @@ async def _reach_then_check(
     if not up:
         return [problem for problem in reached if problem is not None]
     with _quiet("aiozk"):
-        found = await _check_tree(",".join(up), chroot, ledgers_root, cluster)
+        found = await _check_tree(",".join(up), chroot, ledgers_root, cluster, security)
         await asyncio.sleep(0)  # the closed session's cancelled tasks end while still quiet
     return found
 
 
 async def _check_tree(
-    address: str, chroot: str | None, ledgers_root: str | None, cluster: str | None
+    address: str,
+    chroot: str | None,
+    ledgers_root: str | None,
+    cluster: str | None,
+    security: ZooKeeperSecurity,
 ) -> list[Problem]:
     """The Pulsar roots in the store at `address`: `/managed-ledgers` and the ledgers root
     when `ledgers_root` is given (the metadata store), the cluster's registration when
@@ -179,6 +196,7 @@ async def _check_tree(
             session_timeout=max(SESSION_TIMEOUT_S, 4.0),
             request_timeout=READ_TIMEOUT_S,
             connect_timeout=SESSION_TIMEOUT_S,
+            security=security,
         ) as store:
             async with asyncio.timeout(READ_TIMEOUT_S):
                 ml, ledgers, clusters = await asyncio.gather(
@@ -186,6 +204,8 @@ async def _check_tree(
                     _exists(store, ledgers_root),
                     _children(store, CLUSTERS_ROOT if cluster is not None else None),
                 )
+    except ZooKeeperRefused as e:  # authentication refused, or no permission to read
+        return [Problem(f"{where}: {e}", "fix the TOMBSTONE_ZOOKEEPER_AUTH_* settings")]
     except (TimeoutError, MetadataError) as e:
         reason = "no answer to reads" if isinstance(e, TimeoutError) else str(e)
         if isinstance(e, StoreUnavailable) and "cannot connect" in str(e):

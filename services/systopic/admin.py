@@ -99,7 +99,7 @@ class PulsarAdmin:
         """PUT the non-partitioned topic; False if it exists (409)."""
         return (await self._call("PUT", topic_path(topic), allow=(409,))).status != 409
 
-    # --- subscriptions (getSubscriptions, createSubscription) ----------------------------
+    # --- subscriptions (getSubscriptions, createSubscription, deleteSubscription) ---------
 
     async def subscriptions(self, topic: str) -> list[str] | None:
         """The subscriptions of one topic or partition; None if it does not exist (404)."""
@@ -114,6 +114,13 @@ class PulsarAdmin:
         path = f"{topic_path(topic)}/subscription/{quoted}"
         answer = await self._call("PUT", path, EARLIEST, allow=(409,))
         return answer.status != 409
+
+    async def delete_subscription(self, topic: str, subscription: str) -> bool:
+        """DELETE `.../subscription/{name}` (without `force`: refused while consumers are
+        connected, `FailedPrecondition`); False if it was not there (404)."""
+        quoted = urllib.parse.quote(subscription, safe="")
+        path = f"{topic_path(topic)}/subscription/{quoted}"
+        return (await self._call("DELETE", path, allow=(404,))).status != 404
 
     # --- topic-level policies (setRetention, setInactiveTopicPolicies) -------------------
 

@@ -15,7 +15,12 @@ resource:
 3. a topic-level retention policy (`setRetention`), so intents are kept even while no
    subscription exists (an operator dropped it, or a new one is being made);
 4. a topic-level inactive-topic policy with `deleteWhileInactive=false`
-   (`setInactiveTopicPolicies`), so an idle topic is never deleted with its policies.
+   (`setInactiveTopicPolicies`), so an idle topic is never deleted with its policies;
+5. while the deleters are a preview (`TOMBSTONE_DELETER_MODE=preview`), the preview
+   subscription on the system and retry topics, at the earliest position on every partition,
+   so the preview sees everything the deleters will; once they delete, its removal
+   (`deleteSubscription`): a subscription nobody reads keeps its backlog forever. A preview
+   deleter still connected makes the broker refuse the removal: stop the previews first.
 
 Every step is idempotent; each reports one `Step`.
 """
@@ -32,7 +37,15 @@ from typing import Any
 
 import aiohttp
 
-from services.core.config import ADMIN_URL, DLQ_SUBSCRIPTION, SUBSCRIPTION, PulsarConfig
+from services.core.config import (
+    ADMIN_URL,
+    DELETER_MODE,
+    DLQ_SUBSCRIPTION,
+    PREVIEW_SUBSCRIPTION,
+    SUBSCRIPTION,
+    PulsarConfig,
+)
+from services.core.errors import ConfigError, FailedPrecondition
 from services.systopic.admin import PulsarAdmin, partition_names
 
 INFINITE = -1
@@ -53,6 +66,10 @@ class Outcome(enum.StrEnum):
     """`--check` only: the item is not there."""
     WRONG = "wrong"
     """The item exists in a form setup will not change (a partition count)."""
+    REMOVED = "removed"
+    """The preview subscription, once the deleters delete."""
+    LEFTOVER = "leftover"
+    """`--check` only: the preview subscription is there but the deleters delete."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +80,7 @@ class Step:
 
     @property
     def ok(self) -> bool:
-        return self.outcome not in (Outcome.MISSING, Outcome.WRONG)
+        return self.outcome not in (Outcome.MISSING, Outcome.WRONG, Outcome.LEFTOVER)
 
     def line(self) -> str:
         return f"{self.outcome}: {self.item}" + (f" ({self.detail})" if self.detail else "")
@@ -79,6 +96,9 @@ class SetupPlan:
     dlq_subscription: str
     retention_minutes: int = INFINITE
     retention_size_mb: int = INFINITE
+    preview: bool = False
+    """The deleters are a preview: their preview subscription must exist (else must not)."""
+    preview_subscription: str = PREVIEW_SUBSCRIPTION.default
 
     @classmethod
     def from_env(
@@ -88,6 +108,10 @@ class SetupPlan:
         retention_minutes: int = INFINITE,
         retention_size_mb: int = INFINITE,
     ) -> SetupPlan:
+        preview_subscription = PREVIEW_SUBSCRIPTION.read(environ)
+        if preview_subscription in (SUBSCRIPTION.read(environ), DLQ_SUBSCRIPTION.read(environ)):
+            # Removing it once the preview is over would remove the deleters' own.
+            raise ConfigError(PREVIEW_SUBSCRIPTION.name, "must differ from the deleters' names")
         return cls(
             pulsar=PulsarConfig.from_env(environ),
             admin_url=ADMIN_URL.read(environ),
@@ -95,10 +119,14 @@ class SetupPlan:
             dlq_subscription=DLQ_SUBSCRIPTION.read(environ),
             retention_minutes=retention_minutes,
             retention_size_mb=retention_size_mb,
+            preview=DELETER_MODE.read(environ) == "preview",
+            preview_subscription=preview_subscription,
         )
 
     @classmethod
-    def for_topic(cls, admin_url: str, topic: str, partitions: int) -> SetupPlan:
+    def for_topic(
+        cls, admin_url: str, topic: str, partitions: int, *, preview: bool = False
+    ) -> SetupPlan:
         """The default subscriptions on `topic`, `topic-RETRY` and `topic-DLQ`."""
         pulsar = PulsarConfig(
             topic=topic,
@@ -111,6 +139,7 @@ class SetupPlan:
             admin_url=admin_url,
             subscription=SUBSCRIPTION.default,
             dlq_subscription=DLQ_SUBSCRIPTION.default,
+            preview=preview,
         )
 
     def topics(self) -> list[tuple[str, str]]:
@@ -122,6 +151,10 @@ class SetupPlan:
             (pulsar.retry_topic, self.subscription),
             (pulsar.dlq_topic, self.dlq_subscription),
         ]
+
+    def previewed(self) -> list[str]:
+        """The topics a preview reads, as the deleters do: the system and retry topics."""
+        return [self.pulsar.topic, self.pulsar.retry_topic]
 
     @property
     def retention(self) -> dict[str, int]:
@@ -170,20 +203,53 @@ class TopicSetup:
         """True when every item is (now) as it should be."""
         for topic, subscription in self._plan.topics():
             step = await self._partitions(topic)
+            previewed = topic in self._plan.previewed()
             if step.outcome == Outcome.MISSING:
                 # --check: what hangs on the topic is missing with it, one line each.
-                for item in (
+                items = [
                     f"subscription {subscription} on {topic}",
                     f"retention of {topic}",
                     f"inactive-topic policy of {topic}",
-                ):
+                ]
+                if previewed and self._plan.preview:
+                    items.append(f"subscription {self._plan.preview_subscription} on {topic}")
+                for item in items:
                     self._step(Outcome.MISSING, item, "no topic")
             if not step.ok:
                 continue  # nothing more to do on a topic that is missing or not ours to change
             await self._subscription(topic, subscription)
+            if previewed:
+                await self._preview(topic)
             await self._retention(topic)
             await self._inactive(topic)
         return all(step.ok for step in self.steps)
+
+    async def _preview(self, topic: str) -> Step | None:
+        """The preview subscription while the deleters are a preview, else none: made like
+        the deleters' own (earliest position, every partition), removed once it is over."""
+        name = self._plan.preview_subscription
+        if self._plan.preview:
+            return await self._subscription(topic, name)
+        names = partition_names(topic, self._plan.pulsar.partitions)
+        holding = [p for p in names if name in (await self._admin.subscriptions(p) or [])]
+        if not holding:
+            return None  # the usual case: no preview, nothing to say
+        item = f"subscription {name} on {topic}"
+        where = _partitions_named(topic, holding, len(names))
+        if self._check:
+            return self._step(
+                Outcome.LEFTOVER,
+                item,
+                f"{where}; TOMBSTONE_DELETER_MODE is delete, so `tombstone setup` removes it",
+            )
+        for partition in holding:
+            try:
+                await self._admin.delete_subscription(partition, name)
+            except FailedPrecondition as exc:
+                return self._step(
+                    Outcome.WRONG, item, f"preview deleters still read it; stop them first ({exc})"
+                )
+        return self._step(Outcome.REMOVED, item, f"the preview is over; {where}")
 
     async def _partitions(self, topic: str) -> Step:
         want = self._plan.pulsar.partitions

@@ -55,9 +55,10 @@ def _retention_value(ctx: click.Context, param: click.Parameter, value: int) -> 
 def setup(check: bool, retention_minutes: int, retention_size_mb: int) -> None:
     """Create the system, retry and dead-letter topics (TOMBSTONE_PULSAR_TOPIC_PARTITIONS
     partitions each), the deleters' subscriptions at the earliest position, a retention
-    policy and an inactive-topic policy that never deletes them. Idempotent; run it before
-    the first marker or follower starts. Uses TOMBSTONE_DELETER_PULSAR_ADMIN_URL and
-    TOMBSTONE_PULSAR_AUTH_TOKEN."""
+    policy and an inactive-topic policy that never deletes them. With
+    TOMBSTONE_DELETER_MODE=preview, also the preview subscription (earliest position); with
+    the mode back to delete, its removal. Idempotent; run it before the first marker or
+    follower starts. Uses TOMBSTONE_DELETER_PULSAR_ADMIN_URL and TOMBSTONE_PULSAR_AUTH_TOKEN."""
     if retention_minutes == 0 and retention_size_mb == 0:
         raise click.BadParameter(
             "a retention of 0 minutes and 0 MB keeps nothing", param_hint="--retention-*"

@@ -22,6 +22,7 @@ from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.peer_settings import PeerSettings, Published
 from services.metadata.pulsar_stores import ManagedLedgers
+from services.metadata.zk_secure import refuse_unsecured, roots_of
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
 from services.verifier.clusters import ClusterScope, Neighbour
@@ -180,6 +181,7 @@ async def open_verifier(
                 )
             )
         layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
+        await refuse_unsecured(store, zk.security, roots_of(config.believed.root))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         runner.resources.push_async_callback(board.leave)

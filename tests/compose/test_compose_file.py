@@ -319,3 +319,20 @@ def test_setup_job_prepares_the_topics_before_marker_and_deleter() -> None:
         assert PulsarConfig.from_env(theirs) == plan.pulsar
         assert theirs["TOMBSTONE_DELETER_PULSAR_ADMIN_URL"] == plan.admin_url
     assert plan.pulsar.partitions == DEFAULT_PARTITIONS
+
+
+@pytest.mark.parametrize(("mode", "preview"), [("delete", False), ("preview", True)])
+def test_one_setting_turns_the_stack_s_deleter_into_a_preview(
+    mode: str, preview: bool, tmp_path: Path
+) -> None:
+    """`TOMBSTONE_DELETER_MODE` in compose/.env reaches both the deleter and tombstone-setup
+    (which then makes, or removes, the preview subscription); the default deletes."""
+    from services.deleter.config import DeleterConfig
+
+    assert env_example()["TOMBSTONE_DELETER_MODE"] == "delete"
+    values = {**env_example(), "TOMBSTONE_DELETER_MODE": mode}
+    deleter = DeleterConfig.from_env(
+        _with_keys_at(service_environment("deleter", values), tmp_path)
+    )
+    plan = SetupPlan.from_env(service_environment("tombstone-setup", values))
+    assert (deleter.preview, plan.preview) == (preview, preview)

@@ -21,6 +21,7 @@ def test_an_empty_status_prints_zeros_not_an_empty_object() -> None:
         "dead_letter_backlog": 0,
         "dead_letters_by_reason": {},
         "holding": 0,
+        "mode": "",
     }
     assert expected == printed
 

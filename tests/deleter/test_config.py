@@ -128,3 +128,52 @@ def test_concurrency_floors_are_read_and_checked() -> None:
                 "TOMBSTONE_DELETER_S3_CONCURRENCY_MIN": "3",
             }
         )
+
+
+def test_the_mode_is_delete_unless_preview_is_asked_for() -> None:
+    """By default a deleter deletes and reads the deleters' subscription."""
+    config = DeleterConfig.from_env({})
+    assert (config.mode, config.preview, config.reading_subscription) == (
+        "delete",
+        False,
+        "tombstone-deleter",
+    )
+
+
+def test_a_preview_reads_its_own_subscription() -> None:
+    """`preview` (any case) reads the preview subscription; its name can be chosen."""
+    config = DeleterConfig.from_env(
+        {
+            "TOMBSTONE_DELETER_MODE": "Preview",
+            "TOMBSTONE_DELETER_PREVIEW_SUBSCRIPTION": "first-week",
+        }
+    )
+    assert (config.mode, config.preview, config.reading_subscription) == (
+        "preview",
+        True,
+        "first-week",
+    )
+    assert config.subscription == "tombstone-deleter"
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ConfigError, match="TOMBSTONE_DELETER_MODE"):
+        DeleterConfig.from_env({"TOMBSTONE_DELETER_MODE": "dry-run"})
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"TOMBSTONE_DELETER_PREVIEW_SUBSCRIPTION": "tombstone-deleter"},
+        {"TOMBSTONE_DELETER_PREVIEW_SUBSCRIPTION": "tombstone-dlq"},
+        {
+            "TOMBSTONE_DELETER_SUBSCRIPTION": "pool",
+            "TOMBSTONE_DELETER_PREVIEW_SUBSCRIPTION": "pool",
+        },
+    ],
+)
+def test_a_preview_subscription_that_is_not_its_own_is_refused(environ: dict[str, str]) -> None:
+    """Sharing a name with the deleters' or the dead letters' subscription would let
+    a preview acknowledge what the deleters must still process: refused in either mode."""
+    with pytest.raises(ConfigError, match="TOMBSTONE_DELETER_PREVIEW_SUBSCRIPTION"):
+        DeleterConfig.from_env(environ)

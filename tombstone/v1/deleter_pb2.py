@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from tombstone.v1 import pending_delete_pb2 as tombstone_dot_v1_dot_pending__delete__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atombstone/v1/deleter.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"\x12\n\x10GetStatusRequest\"\xe2\x02\n\x11GetStatusResponse\x12\x1b\n\x13\x65stimated_in_flight\x18\x01 \x01(\x03\x12\x1c\n\x14system_topic_backlog\x18\x02 \x01(\x03\x12\x1b\n\x13retry_topic_backlog\x18\x03 \x01(\x03\x12\x12\n\nin_process\x18\x04 \x01(\x03\x12\x1d\n\x15oldest_pending_age_ms\x18\x05 \x01(\x03\x12\x1b\n\x13\x64\x65\x61\x64_letter_backlog\x18\x06 \x01(\x03\x12X\n\x16\x64\x65\x61\x64_letters_by_reason\x18\x07 \x03(\x0b\x32\x38.tombstone.v1.GetStatusResponse.DeadLettersByReasonEntry\x12\x0f\n\x07holding\x18\x08 \x01(\x03\x1a:\n\x18\x44\x65\x61\x64LettersByReasonEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xb9\x01\n\nDeadLetter\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x33\n\x04pdli\x18\x02 \x01(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\x12\x0b\n\x03raw\x18\x03 \x01(\x0c\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x13\n\x0bretry_count\x18\x06 \x01(\x05\x12\x1b\n\x13\x64\x65\x61\x64_lettered_at_ms\x18\x07 \x01(\x03\"<\n\x16ListDeadLettersRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x13\n\x0breason_code\x18\x02 \x01(\t\"\\\n\x17ListDeadLettersResponse\x12.\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x18.tombstone.v1.DeadLetter\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"Q\n\x18ReplayDeadLettersRequest\x12\x13\n\x0bmessage_ids\x18\x01 \x03(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\x12\x13\n\x0breason_code\x18\x03 \x01(\t\"@\n\x19ReplayDeadLettersResponse\x12\x10\n\x08replayed\x18\x01 \x01(\x05\x12\x11\n\tnot_found\x18\x02 \x03(\t2\xa2\x02\n\x0c\x44\x65leterAdmin\x12L\n\tGetStatus\x12\x1e.tombstone.v1.GetStatusRequest\x1a\x1f.tombstone.v1.GetStatusResponse\x12^\n\x0fListDeadLetters\x12$.tombstone.v1.ListDeadLettersRequest\x1a%.tombstone.v1.ListDeadLettersResponse\x12\x64\n\x11ReplayDeadLetters\x12&.tombstone.v1.ReplayDeadLettersRequest\x1a\'.tombstone.v1.ReplayDeadLettersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atombstone/v1/deleter.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"\x12\n\x10GetStatusRequest\"\x9e\x03\n\x11GetStatusResponse\x12\x1b\n\x13\x65stimated_in_flight\x18\x01 \x01(\x03\x12\x1c\n\x14system_topic_backlog\x18\x02 \x01(\x03\x12\x1b\n\x13retry_topic_backlog\x18\x03 \x01(\x03\x12\x12\n\nin_process\x18\x04 \x01(\x03\x12\x1d\n\x15oldest_pending_age_ms\x18\x05 \x01(\x03\x12\x1b\n\x13\x64\x65\x61\x64_letter_backlog\x18\x06 \x01(\x03\x12X\n\x16\x64\x65\x61\x64_letters_by_reason\x18\x07 \x03(\x0b\x32\x38.tombstone.v1.GetStatusResponse.DeadLettersByReasonEntry\x12\x0f\n\x07holding\x18\x08 \x01(\x03\x12\x0c\n\x04mode\x18\t \x01(\t\x12,\n\x07preview\x18\n \x01(\x0b\x32\x1b.tombstone.v1.PreviewStatus\x1a:\n\x18\x44\x65\x61\x64LettersByReasonEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xd1\x04\n\rPreviewStatus\x12\x14\n\x0csubscription\x18\x01 \x01(\t\x12\x42\n\x0cwould_delete\x18\x02 \x03(\x0b\x32,.tombstone.v1.PreviewStatus.WouldDeleteEntry\x12M\n\x12would_delete_bytes\x18\x03 \x03(\x0b\x32\x31.tombstone.v1.PreviewStatus.WouldDeleteBytesEntry\x12\x39\n\x07settled\x18\x04 \x03(\x0b\x32(.tombstone.v1.PreviewStatus.SettledEntry\x12K\n\x11would_dead_letter\x18\x05 \x03(\x0b\x32\x30.tombstone.v1.PreviewStatus.WouldDeadLetterEntry\x12\x0f\n\x07retries\x18\x06 \x01(\x03\x12\x10\n\x08since_ms\x18\x07 \x01(\x03\x12\x17\n\x0f\x64\x65leter_backlog\x18\x08 \x01(\x03\x1a\x32\n\x10WouldDeleteEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x37\n\x15WouldDeleteBytesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a.\n\x0cSettledEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x36\n\x14WouldDeadLetterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xb9\x01\n\nDeadLetter\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x33\n\x04pdli\x18\x02 \x01(\x0b\x32%.tombstone.v1.PendingDeleteLedgerInfo\x12\x0b\n\x03raw\x18\x03 \x01(\x0c\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x13\n\x0bretry_count\x18\x06 \x01(\x05\x12\x1b\n\x13\x64\x65\x61\x64_lettered_at_ms\x18\x07 \x01(\x03\"<\n\x16ListDeadLettersRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x13\n\x0breason_code\x18\x02 \x01(\t\"\\\n\x17ListDeadLettersResponse\x12.\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x18.tombstone.v1.DeadLetter\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"Q\n\x18ReplayDeadLettersRequest\x12\x13\n\x0bmessage_ids\x18\x01 \x03(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\x12\x13\n\x0breason_code\x18\x03 \x01(\t\"@\n\x19ReplayDeadLettersResponse\x12\x10\n\x08replayed\x18\x01 \x01(\x05\x12\x11\n\tnot_found\x18\x02 \x03(\t2\xa2\x02\n\x0c\x44\x65leterAdmin\x12L\n\tGetStatus\x12\x1e.tombstone.v1.GetStatusRequest\x1a\x1f.tombstone.v1.GetStatusResponse\x12^\n\x0fListDeadLetters\x12$.tombstone.v1.ListDeadLettersRequest\x1a%.tombstone.v1.ListDeadLettersResponse\x12\x64\n\x11ReplayDeadLetters\x12&.tombstone.v1.ReplayDeadLettersRequest\x1a\'.tombstone.v1.ReplayDeadLettersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,22 +34,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._loaded_options = None
   _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._serialized_options = b'8\001'
+  _globals['_PREVIEWSTATUS_WOULDDELETEENTRY']._loaded_options = None
+  _globals['_PREVIEWSTATUS_WOULDDELETEENTRY']._serialized_options = b'8\001'
+  _globals['_PREVIEWSTATUS_WOULDDELETEBYTESENTRY']._loaded_options = None
+  _globals['_PREVIEWSTATUS_WOULDDELETEBYTESENTRY']._serialized_options = b'8\001'
+  _globals['_PREVIEWSTATUS_SETTLEDENTRY']._loaded_options = None
+  _globals['_PREVIEWSTATUS_SETTLEDENTRY']._serialized_options = b'8\001'
+  _globals['_PREVIEWSTATUS_WOULDDEADLETTERENTRY']._loaded_options = None
+  _globals['_PREVIEWSTATUS_WOULDDEADLETTERENTRY']._serialized_options = b'8\001'
   _globals['_GETSTATUSREQUEST']._serialized_start=79
   _globals['_GETSTATUSREQUEST']._serialized_end=97
   _globals['_GETSTATUSRESPONSE']._serialized_start=100
-  _globals['_GETSTATUSRESPONSE']._serialized_end=454
-  _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._serialized_start=396
-  _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._serialized_end=454
-  _globals['_DEADLETTER']._serialized_start=457
-  _globals['_DEADLETTER']._serialized_end=642
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=644
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=704
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=706
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=798
-  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_start=800
-  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_end=881
-  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_start=883
-  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_end=947
-  _globals['_DELETERADMIN']._serialized_start=950
-  _globals['_DELETERADMIN']._serialized_end=1240
+  _globals['_GETSTATUSRESPONSE']._serialized_end=514
+  _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._serialized_start=456
+  _globals['_GETSTATUSRESPONSE_DEADLETTERSBYREASONENTRY']._serialized_end=514
+  _globals['_PREVIEWSTATUS']._serialized_start=517
+  _globals['_PREVIEWSTATUS']._serialized_end=1110
+  _globals['_PREVIEWSTATUS_WOULDDELETEENTRY']._serialized_start=899
+  _globals['_PREVIEWSTATUS_WOULDDELETEENTRY']._serialized_end=949
+  _globals['_PREVIEWSTATUS_WOULDDELETEBYTESENTRY']._serialized_start=951
+  _globals['_PREVIEWSTATUS_WOULDDELETEBYTESENTRY']._serialized_end=1006
+  _globals['_PREVIEWSTATUS_SETTLEDENTRY']._serialized_start=1008
+  _globals['_PREVIEWSTATUS_SETTLEDENTRY']._serialized_end=1054
+  _globals['_PREVIEWSTATUS_WOULDDEADLETTERENTRY']._serialized_start=1056
+  _globals['_PREVIEWSTATUS_WOULDDEADLETTERENTRY']._serialized_end=1110
+  _globals['_DEADLETTER']._serialized_start=1113
+  _globals['_DEADLETTER']._serialized_end=1298
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=1300
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=1360
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=1362
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=1454
+  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_start=1456
+  _globals['_REPLAYDEADLETTERSREQUEST']._serialized_end=1537
+  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_start=1539
+  _globals['_REPLAYDEADLETTERSRESPONSE']._serialized_end=1603
+  _globals['_DELETERADMIN']._serialized_start=1606
+  _globals['_DELETERADMIN']._serialized_end=1896
 # @@protoc_insertion_point(module_scope)

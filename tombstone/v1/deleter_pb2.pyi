@@ -66,6 +66,8 @@ class GetStatusResponse(_message.Message):
     DEAD_LETTER_BACKLOG_FIELD_NUMBER: _builtins.int
     DEAD_LETTERS_BY_REASON_FIELD_NUMBER: _builtins.int
     HOLDING_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    PREVIEW_FIELD_NUMBER: _builtins.int
     estimated_in_flight: _builtins.int
     """System topic backlog + retry topic backlog + PDLIs being processed
     (PIP-186's estimated in-flight deletion count).
@@ -78,8 +80,16 @@ class GetStatusResponse(_message.Message):
     dead_letter_backlog: _builtins.int
     holding: _builtins.int
     """Of in_process, the PDLIs waiting for their not-before time."""
+    mode: _builtins.str
+    """"delete", or "preview" (TOMBSTONE_DELETER_MODE): a preview deletes nothing, and the
+    backlogs above are then those of its own subscription.
+    """
     @_builtins.property
     def dead_letters_by_reason(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    @_builtins.property
+    def preview(self) -> Global___PreviewStatus:
+        """Set in a preview only."""
+
     def __init__(
         self,
         *,
@@ -91,14 +101,155 @@ class GetStatusResponse(_message.Message):
         dead_letter_backlog: _builtins.int = ...,
         dead_letters_by_reason: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         holding: _builtins.int = ...,
+        mode: _builtins.str = ...,
+        preview: Global___PreviewStatus | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["preview", b"preview"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letter_backlog", b"dead_letter_backlog", "dead_letters_by_reason", b"dead_letters_by_reason", "estimated_in_flight", b"estimated_in_flight", "holding", b"holding", "in_process", b"in_process", "oldest_pending_age_ms", b"oldest_pending_age_ms", "retry_topic_backlog", b"retry_topic_backlog", "system_topic_backlog", b"system_topic_backlog"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letter_backlog", b"dead_letter_backlog", "dead_letters_by_reason", b"dead_letters_by_reason", "estimated_in_flight", b"estimated_in_flight", "holding", b"holding", "in_process", b"in_process", "mode", b"mode", "oldest_pending_age_ms", b"oldest_pending_age_ms", "preview", b"preview", "retry_topic_backlog", b"retry_topic_backlog", "system_topic_backlog", b"system_topic_backlog"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class PreviewStatus(_message.Message):
+    """A preview's verdicts since this deleter started, each counted once it was acknowledged on
+    the preview subscription.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class WouldDeleteEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class WouldDeleteBytesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class SettledEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class WouldDeadLetterEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    WOULD_DELETE_FIELD_NUMBER: _builtins.int
+    WOULD_DELETE_BYTES_FIELD_NUMBER: _builtins.int
+    SETTLED_FIELD_NUMBER: _builtins.int
+    WOULD_DEAD_LETTER_FIELD_NUMBER: _builtins.int
+    RETRIES_FIELD_NUMBER: _builtins.int
+    SINCE_MS_FIELD_NUMBER: _builtins.int
+    DELETER_BACKLOG_FIELD_NUMBER: _builtins.int
+    subscription: _builtins.str
+    retries: _builtins.int
+    """Decisions deferred to be made again later (a deleter's retries)."""
+    since_ms: _builtins.int
+    """When this deleter started counting, ms since the epoch."""
+    deleter_backlog: _builtins.int
+    """The deleters' own subscription: system + retry backlog (what enabling deletion starts on)."""
+    @_builtins.property
+    def would_delete(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """DELETE verdicts, by tier (bookkeeper, s3, filesystem)."""
+
+    @_builtins.property
+    def would_delete_bytes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Bytes of those, by tier, from the verifier's evidence (unknown sizes add nothing)."""
+
+    @_builtins.property
+    def settled(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """SKIP verdicts a deleter acknowledges too (in_use, not_found)."""
+
+    @_builtins.property
+    def would_dead_letter(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """What a deleter would send to the dead-letter topic, by reason code."""
+
+    def __init__(
+        self,
+        *,
+        subscription: _builtins.str = ...,
+        would_delete: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        would_delete_bytes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        settled: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        would_dead_letter: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        retries: _builtins.int = ...,
+        since_ms: _builtins.int = ...,
+        deleter_backlog: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleter_backlog", b"deleter_backlog", "retries", b"retries", "settled", b"settled", "since_ms", b"since_ms", "subscription", b"subscription", "would_dead_letter", b"would_dead_letter", "would_delete", b"would_delete", "would_delete_bytes", b"would_delete_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewStatus: _TypeAlias = PreviewStatus  # noqa: Y015
 
 @_typing.final
 class DeadLetter(_message.Message):

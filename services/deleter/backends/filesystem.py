@@ -30,7 +30,7 @@ class FilesystemOffloadDeleter:
     async def delete_offloaded(
         self, *, ledger_id: int, evidence: _vf.OffloadEvidence
     ) -> DeleteResult:
-        target = self._target(ledger_id, evidence.filesystem_path)
+        target = self.check(ledger_id, evidence)
         try:
             removed = await asyncio.to_thread(_remove, target)
         except OSError as exc:
@@ -39,6 +39,11 @@ class FilesystemOffloadDeleter:
         if target.exists() or target.is_symlink():
             raise DeleteFailed(Tier.FILESYSTEM, f"{target} still exists after delete")
         return DeleteResult(Tier.FILESYSTEM, removed, {"path": str(target)})
+
+    def check(self, ledger_id: int, evidence: _vf.OffloadEvidence) -> Path:
+        """`DeleteFailed` unless the evidence names this ledger's file under the base; the
+        file. No change on disk (a preview runs it too)."""
+        return self._target(ledger_id, evidence.filesystem_path)
 
     def _target(self, ledger_id: int, raw: str) -> Path:
         if not raw:

@@ -87,8 +87,7 @@ class S3OffloadDeleter:
         self, *, ledger_id: int, evidence: _vf.OffloadEvidence
     ) -> DeleteResult:
         bucket, keys = evidence.bucket, list(dict.fromkeys(evidence.keys))
-        self._check(ledger_id, bucket, keys)
-        location = self._location(evidence)
+        location = self.check(ledger_id, evidence)
         client = await self._client_for(location)
         batcher = self._batcher(client, location, bucket)
         errors = await asyncio.gather(*(batcher.submit(key) for key in keys))
@@ -106,6 +105,12 @@ class S3OffloadDeleter:
         if location.endpoint is not None:
             result["endpoint"] = location.endpoint
         return DeleteResult(Tier.S3, True, result)
+
+    def check(self, ledger_id: int, evidence: _vf.OffloadEvidence) -> S3Location:
+        """`DeleteFailed` unless the evidence may be deleted here (bucket and endpoint allowed,
+        keys of this ledger); the location to delete at. No I/O (a preview runs it too)."""
+        self._check(ledger_id, evidence.bucket, list(dict.fromkeys(evidence.keys)))
+        return self._location(evidence)
 
     def _location(self, evidence: _vf.OffloadEvidence) -> S3Location:
         """Where the verifier found the objects; an endpoint off this deleter's allow-list is

@@ -75,7 +75,7 @@ class ZooKeeperLedgerDeleter:
         self._multi = True
 
     async def delete_ledger(self, *, ledger_id: int, path: str, version: int) -> DeleteResult:
-        self._check(ledger_id, path, version)
+        self.check(ledger_id, path, version)
         await self._limits.pace()  # each delete counts once against the rate, batched or not
         try:
             outcome = await self._delete(path, version)
@@ -137,8 +137,9 @@ class ZooKeeperLedgerDeleter:
             _log.warning("zookeeper_multi_unsupported", fallback="one delete per request")
         return [outcomes[item] for item in items]
 
-    def _check(self, ledger_id: int, path: str, version: int) -> None:
-        """The evidence must name this ledger at one of its paths under our root and the
+    def check(self, ledger_id: int, path: str, version: int) -> None:
+        """`DeleteFailed` unless the evidence may be deleted; no I/O (a preview runs it too).
+        The evidence must name this ledger at one of its paths under our root and the
         layouts in play (`LAYOUT`'s and Pulsar's hybrid one), at a real version."""
         try:
             named = self._locations().ledger_id(path)
