@@ -18,6 +18,8 @@
 #               still has both objects
 #   tombstone   `tombstone deleter status`: the deleter answers, nothing is in flight, no
 #               dead letters
+#   grafana     Grafana answers /api/health and the Tombstone dashboard (uid tombstone) is
+#               provisioned (/api/search?query=Tombstone), asked as the anonymous viewer
 #   follower    see the marked section below
 #
 # One line per step, PASS or FAIL (SKIP for what is not part of this release); the exit status
@@ -44,7 +46,7 @@ SMOKE_NAMESPACE="${SMOKE_NAMESPACE:-public/tombstone-smoke}"
 SMOKE_SUBSCRIPTION="smoke"
 LEDGERS_ROOT="/ledgers"
 # Long-running containers (the one-shot jobs have exited by now).
-SMOKE_SERVICES="zookeeper bookie broker minio verifier marker deleter prometheus"
+SMOKE_SERVICES="zookeeper bookie broker minio verifier marker deleter prometheus grafana"
 # Tools run inside the containers get small heaps of their own.
 TOOL_MEM="-Xmx128m -XX:MaxDirectMemorySize=64m"
 FAILURES=0
@@ -154,7 +156,8 @@ unhealthy_services() {
     local ps service
     ps="$(cat)"
     for service in $1; do
-        if ! printf '%s\n' "$ps" | grep -qE "^${service}[[:space:]]+running[[:space:]]+healthy\$"; then
+        # A here-string, not a pipe: `grep -q` leaving early would fail printf under pipefail.
+        if ! grep -qE "^${service}[[:space:]]+running[[:space:]]+healthy\$" <<<"$ps"; then
             printf '%s\n' "$service"
         fi
     done
@@ -244,6 +247,14 @@ deleter_status() {
 
 stats() {
     admin topics stats-internal "$1"
+}
+
+# grafana_get PATH: Grafana's HTTP API from inside its container, without credentials (the
+# stack lets anonymous visitors look); busybox's wget in the Alpine image, curl in the Ubuntu one.
+grafana_get() {
+    # shellcheck disable=SC2016  # expanded by the container's shell, not here
+    compose_exec grafana sh -c 'wget -q -O - "$1" 2>/dev/null || curl -fsS "$1"' grafana_get \
+        "http://127.0.0.1:3000$1"
 }
 
 # wait_until SECONDS COMMAND...: runs COMMAND every SMOKE_POLL seconds until it succeeds or
@@ -428,6 +439,28 @@ step_tombstone() {
     report PASS tombstone "deleter answers; nothing in flight, no dead letters"
 }
 
+# The answers are kept and then searched: `grafana_get | grep -q` could fail under pipefail when
+# grep stops reading early.
+grafana_ready() {
+    local health
+    health="$(grafana_get /api/health)" || return 1
+    grep -qE '"database": *"ok"' <<<"$health"
+}
+
+step_grafana() {
+    if ! wait_until "$SMOKE_WAIT" grafana_ready; then
+        report FAIL grafana "/api/health did not report the database ok after ${SMOKE_WAIT}s"
+        return 1
+    fi
+    local found
+    found="$(grafana_get "/api/search?query=Tombstone")"
+    if ! grep -qE '"uid": *"tombstone"' <<<"$found"; then
+        report FAIL grafana "the Tombstone dashboard (uid tombstone) is not provisioned"
+        return 1
+    fi
+    report PASS grafana "answers /api/health; the Tombstone dashboard is provisioned"
+}
+
 # ============================================================================================
 # FOLLOWER — NOT CHECKED YET.
 # With unmodified Pulsar, the broker above deleted its trimmed ledgers itself. The follower
@@ -451,6 +484,7 @@ main() {
     check_bookkeeper "$TRIMMED" "$LISTED $(stats "$TOPIC" | stats_cursor_ledgers)"
     check_objects "$(ids_common "$TRIMMED" "$OFFLOADED")" "$(ids_common "$LISTED" "$OFFLOADED")"
     step_tombstone
+    step_grafana
     step_follower
     if ((FAILURES > 0)); then
         printf 'FAIL: %d step(s) failed (topic %s kept for inspection)\n' "$FAILURES" "$TOPIC"

@@ -31,7 +31,12 @@ from typing import Any
 
 import click
 
-from devstack.demo_pipeline import Summary, trim_and_delete
+from devstack.demo_pipeline import (
+    PULSAR_SECURITY,
+    PULSAR_SECURITY_ENV,
+    Summary,
+    trim_and_delete,
+)
 from devstack.neighbour import PlantedNeighbour, plant_next_to
 from devstack.s3 import S3Locations, S3Server
 from devstack.simulator.model import ClusterModel
@@ -55,10 +60,12 @@ class Demo:
         delete_failure_share: float = 0.3,
         reconcile_out: Path | None = None,
         zookeeper_auth: bool = False,
+        pulsar_security: str | None = None,
         second_s3: bool = False,
     ) -> None:
         self.spec = spec
         self.zookeeper_auth = zookeeper_auth
+        self.pulsar_security = pulsar_security
         self.second_s3 = second_s3
         self.echo = echo
         self.delete_failure_share = delete_failure_share
@@ -153,6 +160,7 @@ class Demo:
             reconcile_out=self.reconcile_out,
             seeded_at=self.seeded_at,
             neighbour=self.neighbour,
+            security=self.pulsar_security,
         )
 
     def close(self) -> None:
@@ -168,12 +176,22 @@ async def run_demo(
     delete_failure_share: float = 0.3,
     reconcile_out: Path | None = None,
     zookeeper_auth: bool = False,
+    pulsar_security: str | None = None,
     second_s3: bool = False,
 ) -> tuple[ClusterModel, Summary | None]:
     """With `reconcile_out`, the reconciler stage runs after the services' part; with
-    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; with `second_s3`,
+    `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; `pulsar_security`
+    secures the broker (`none`, `token`, `oauth2`, see `trim_and_delete`); with `second_s3`,
     half the namespaces offload to a second S3 location."""
-    demo = Demo(spec, echo, delete_failure_share, reconcile_out, zookeeper_auth, second_s3)
+    demo = Demo(
+        spec,
+        echo,
+        delete_failure_share,
+        reconcile_out,
+        zookeeper_auth,
+        pulsar_security,
+        second_s3,
+    )
     try:
         demo.start_zookeeper()
         demo.start_s3()
@@ -216,6 +234,15 @@ async def run_demo(
     "Tombstone's znodes are writable only by them [env DEVSTACK_ZOOKEEPER_AUTH=1]",
 )
 @click.option(
+    "--pulsar-security",
+    type=click.Choice(PULSAR_SECURITY),
+    envvar=PULSAR_SECURITY_ENV,
+    default="none",
+    show_default=True,
+    help="the devstack broker with TLS (pulsar+ssl, https, a test CA) and token or OAuth2 "
+    f"client-credentials authentication; also read from {PULSAR_SECURITY_ENV}",
+)
+@click.option(
     "--second-s3",
     is_flag=True,
     envvar="DEVSTACK_SECOND_S3",
@@ -228,6 +255,7 @@ def demo(
     reconcile: bool,
     reconcile_out: Path | None,
     zookeeper_auth: bool,
+    pulsar_security: str,
     second_s3: bool,
     **options: Any,
 ) -> None:
@@ -255,6 +283,7 @@ def demo(
         delete_failure_share=delete_failure_share,
         reconcile_out=reconcile_out if reconcile else None,
         zookeeper_auth=zookeeper_auth,
+        pulsar_security=pulsar_security,
         second_s3=second_s3,
     )
     _, summary = asyncio.run(run)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import tempfile
 import time
 import urllib.request
@@ -46,6 +47,7 @@ from devstack.simulator.s3 import open_object_stores
 from devstack.simulator.spec import ClusterSpec, legacy_spec
 from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
+from services.core.config import PulsarConfig
 from services.metadata import ZkMetadataStore
 from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import deleter_pb2 as _dl
@@ -150,14 +152,38 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
     }
 
 
+PULSAR_SECURITY = ("none", "token", "oauth2")
+"""How the demo's broker is secured: plain, or TLS with token or OAuth2 authentication."""
+PULSAR_SECURITY_ENV = "DEVSTACK_PULSAR_SECURITY"
+"""Chooses among `PULSAR_SECURITY` when the caller does not (`tombstone demo
+--pulsar-security` reads it as its default)."""
+
+
+def pulsar_security(chosen: str | None = None) -> str:
+    choice = (chosen or os.environ.get(PULSAR_SECURITY_ENV) or "none").strip().lower()
+    if choice not in PULSAR_SECURITY:
+        raise ValueError(f"{PULSAR_SECURITY_ENV}: expected one of {', '.join(PULSAR_SECURITY)}")
+    return choice
+
+
+def _broker(security: str, workdir: Path) -> PulsarBrokerProcess:
+    if security == "none":
+        return PulsarBrokerProcess()
+    return PulsarBrokerProcess(secure_dir=workdir / "pulsar-security")
+
+
+def _pulsar_env(broker: PulsarBrokerProcess, security: str) -> dict[str, str]:
+    """URLs and, for a secured broker, its CA and the credentials of `security`."""
+    return broker.tombstone_environment("token" if security == "none" else security)
+
+
 def _common_env(
-    zookeeper: ZooKeeperServer, s3: S3Locations, broker: PulsarBrokerProcess
+    zookeeper: ZooKeeperServer, s3: S3Locations, broker: PulsarBrokerProcess, security: str
 ) -> dict[str, str]:
     return {
         **zookeeper.service_env(),
-        "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
+        **_pulsar_env(broker, security),
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
-        "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
         **s3.service_env(),
     }
 
@@ -168,9 +194,10 @@ async def start_services(
     s3: S3Locations,
     broker: PulsarBrokerProcess,
     workdir: Path,
+    security: str = "none",
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
-    common = _common_env(zookeeper, s3, broker)
+    common = _common_env(zookeeper, s3, broker, security)
     extra = merged_system_env(model)
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
     verifier = await _start(
@@ -204,7 +231,6 @@ async def start_services(
             **common,
             "TOMBSTONE_VERIFIER_ADDRESS": address,
             "TOMBSTONE_S3_ALLOWED_BUCKETS": buckets,
-            "TOMBSTONE_DELETER_PULSAR_ADMIN_URL": broker.admin_url,
             "TOMBSTONE_METRICS_PORT": str(metrics_port),
             "TOMBSTONE_DELETER_ID": "demo-deleter",
             "TOMBSTONE_DELETER_RETRY_MAX_DELAY": "5s",
@@ -385,8 +411,13 @@ async def trim_and_delete(
     reconcile_out: Path | None = None,
     seeded_at: float | None = None,
     neighbour: PlantedNeighbour | None = None,
+    security: str | None = None,
 ) -> Summary:
     """Run the stage against an already seeded cluster; returns its summary.
+
+    `security` (`none`, `token`, `oauth2`; default `DEVSTACK_PULSAR_SECURITY`, else `none`)
+    secures the broker: TLS on both listeners and that authentication, the services and
+    `tombstone setup` configured through their `TOMBSTONE_PULSAR_*` settings.
 
     `delete_failure_share` of the broker-style deletes fail; `settle_timeout` bounds the
     wait for the follower's intents about them to be settled. With `reconcile_out`, the
@@ -396,13 +427,20 @@ async def trim_and_delete(
     services), its ledgers are sent to the marker too, and the checks cover them."""
     summary = Summary()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp, PulsarBrokerProcess() as broker:
-        echo(f"Pulsar (devstack broker) on {broker.service_url}")
-        prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
+    secured = pulsar_security(security)
+    with tempfile.TemporaryDirectory() as tmp, _broker(secured, Path(tmp)) as broker:
+        shown = "" if secured == "none" else f" (TLS, {secured} authentication)"
+        echo(f"Pulsar (devstack broker) on {broker.service_url}{shown}")
+        pulsar = PulsarConfig.from_env(_pulsar_env(broker, secured))
+        prepare_topics(
+            SetupPlan.for_topic(
+                broker.admin_url, SYSTEM_TOPIC, PARTITIONS, security=pulsar.security
+            )
+        )
         services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(
-                model, zookeeper, s3, broker, Path(tmp)
+                model, zookeeper, s3, broker, Path(tmp), secured
             )
             services = [deleter, marker, verifier]
             echo(f"verifier :{verifier.port}  marker :{marker.port}  deleter :{deleter.port}")

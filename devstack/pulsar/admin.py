@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from .authn import AuthenticationFailed, authenticate_http
 from .broker import (
     INACTIVE_TOPIC_POLICIES,
     RETENTION,
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from .server import BrokerServer
 
 SERVER_KEY: web.AppKey[BrokerServer] = web.AppKey("server")
+DEVSTACK = "/admin/devstack/"
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 NAMESPACE = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
 Route = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -55,6 +58,23 @@ async def _errors(request: web.Request, handler: Route) -> web.StreamResponse:
         return _error(412, str(exc))
     except (ValueError, TypeError, InvalidTopicName) as exc:
         return _error(400, str(exc))
+
+
+@web.middleware
+async def _authentication(request: web.Request, handler: Route) -> web.StreamResponse:
+    """Pulsar's admin API answers 401 to a call without a credential its providers accept.
+    The devstack's own test controls (`/admin/devstack/...`) stay open."""
+    security = request.app[SERVER_KEY].config.security
+    if security is None or not security.authenticate or request.path.startswith(DEVSTACK):
+        return await handler(request)
+    transport = request.transport
+    found = transport.get_extra_info("ssl_object") if transport is not None else None
+    ssl_object = found if isinstance(found, ssl.SSLObject) else None
+    try:
+        authenticate_http(security, request.headers.get("Authorization"), ssl_object)
+    except AuthenticationFailed as exc:
+        return _error(401, f"Authentication required: {exc}")
+    return await handler(request)
 
 
 async def create_partitioned(request: web.Request) -> web.Response:
@@ -337,7 +357,7 @@ async def restart(request: web.Request) -> web.Response:
 
 
 def make_app(server: BrokerServer) -> web.Application:
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_authentication, _errors])
     app[SERVER_KEY] = server
     app.add_routes(
         [

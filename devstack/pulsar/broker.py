@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .faults import Faults
 from .names import TopicName
+from .security import BrokerSecurity
 from .storage import DiskStore, MemoryStore, Store
 from .subscription import Subscription
 from .topic import Topic
@@ -44,6 +45,10 @@ class BrokerConfig:
     """PIP-6 deduplication by producer name and sequence id (namespaces may override it)."""
     keepalive_seconds: float = 30.0
     """Interval of the broker's PINGs; a connection silent for two intervals is closed."""
+    security: BrokerSecurity | None = None
+    """TLS on every listener and, when it says so, authentication; plain and open when None."""
+    issuer_port: int = 0
+    """Port of the OAuth2 issuer (when `security` runs one; 0 picks a free one)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -38,6 +39,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = FrameReader()
         self.connected = False
+        self.role: str | None = None
+        """Who authenticated on CONNECT (None when the broker does not authenticate)."""
         self.protocol_version = 0
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -80,6 +83,14 @@ class Connection(asyncio.Protocol):
         if handler is None:
             raise ProtocolViolation(f"unsupported command {T.Name(command.type)}")
         handler(self, command, rest)
+
+    @property
+    def ssl_object(self) -> ssl.SSLObject | None:
+        """The TLS session of a `pulsar+ssl` connection (its peer certificate)."""
+        if self.transport is None:
+            return None
+        found = self.transport.get_extra_info("ssl_object")
+        return found if isinstance(found, ssl.SSLObject) else None
 
     @property
     def peer_name(self) -> str:

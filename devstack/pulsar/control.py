@@ -6,6 +6,7 @@ The calls are plain blocking HTTP; from async code wrap them in `asyncio.to_thre
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -28,16 +29,31 @@ def _topic_path(topic: str) -> str:
 
 
 class BrokerControl:
-    def __init__(self, admin_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        admin_url: str,
+        *,
+        timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        token: str | None = None,
+    ) -> None:
         self.admin_url = admin_url.rstrip("/")
         self.timeout = timeout
+        self.ssl_context = ssl_context
+        """Trusts a secured broker's test CA (`https://` admin URLs)."""
+        self.token = token
+        """Bearer token for a broker that authenticates admin calls."""
 
     def _call(self, method: str, path: str, body: object | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"{self.admin_url}{path}", data=data, method=method)
         request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout, context=self.ssl_context
+            ) as response:
                 text = response.read()
         except urllib.error.HTTPError as exc:
             raise BrokerAdminError(exc.code, exc.read().decode(errors="replace")) from None

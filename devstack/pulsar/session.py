@@ -2,22 +2,48 @@
 
 from __future__ import annotations
 
+import logging
+
 from tombstone.wire import pulsar_api_pb2 as _pb
 
+from .authn import AUTHENTICATION_FAILED, AuthenticationFailed, authenticate
 from .broker import UnknownNamespace
 from .connection import PROTOCOL_VERSION, SERVER_VERSION, Connection, ProtocolViolation
 from .framing import MAX_MESSAGE_SIZE
 from .names import InvalidTopicName, TopicName
 
+log = logging.getLogger(__name__)
 T = _pb.BaseCommand.Type
 PMR = _pb.CommandPartitionedTopicMetadataResponse
 LR = _pb.CommandLookupTopicResponse
 SCHEMA_VERSION_ZERO = bytes(8)
 
 
+AUTHENTICATION_ERROR_REQUEST_ID = (1 << 64) - 1
+"""Pulsar's `ServerCnx` answers a refused CONNECT with `Commands.newError(-1, ...)`."""
+
+
 def on_connect(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:
     if conn.connected:
         raise ProtocolViolation("CONNECT on an established connection")
+    security = conn.broker.config.security
+    if security is not None and security.authenticate:
+        connect = command.connect
+        try:
+            conn.role = authenticate(
+                security, connect.auth_method_name, connect.auth_data, conn.ssl_object
+            )
+        except AuthenticationFailed as exc:
+            # As ServerCnx.handleConnect: an ERROR with AuthenticationError, then close.
+            log.warning("refusing CONNECT from %s: %s", conn.peer_name, exc)
+            error = _pb.CommandError(
+                request_id=AUTHENTICATION_ERROR_REQUEST_ID,
+                error=_pb.AuthenticationError,
+                message=AUTHENTICATION_FAILED,
+            )
+            conn.send(_pb.BaseCommand(type=T.ERROR, error=error))
+            conn.close_gracefully()
+            return
     conn.connected = True
     conn.protocol_version = min(command.connect.protocol_version, PROTOCOL_VERSION)
     connected = _pb.CommandConnected(
@@ -65,6 +91,14 @@ def on_lookup(conn: Connection, command: _pb.BaseCommand, _rest: bytes) -> None:
             answer.response = LR.Failed
             answer.error = _pb.ServiceNotReady
             answer.message = f"the broker do not have {listener} listener"
+        elif conn.ssl_object is not None:
+            # One listener, the TLS one: the client reads brokerServiceUrlTls.
+            address = f"{_advertised_host(conn)}:{conn.broker.port}"
+            answer.brokerServiceUrl = f"pulsar://{address}"
+            answer.brokerServiceUrlTls = f"pulsar+ssl://{address}"
+            answer.response = LR.Connect
+            answer.authoritative = True
+            answer.proxy_through_service_url = False
         else:
             answer.brokerServiceUrl = f"pulsar://{_advertised_host(conn)}:{conn.broker.port}"
             answer.response = LR.Connect

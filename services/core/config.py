@@ -36,6 +36,7 @@ from services.core._env import (
 )
 from services.core._tokens import Principal, parse_tokens
 from services.core.errors import ConfigError, ExposedWithoutAuth
+from services.core.pulsar_security import PulsarSecurity
 from services.core.shared_clusters import (
     SharedCluster,
     StoreUrl,
@@ -54,6 +55,7 @@ __all__ = [
     "OffloadDefaults",
     "Principal",
     "PulsarConfig",
+    "PulsarSecurity",
     "S3Config",
     "TlsServerConfig",
     "ZooKeeperConfig",
@@ -374,9 +376,6 @@ SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"
 PULSAR_URL = setting(
     "PULSAR_SERVICE_URL", parse_str, "pulsar://127.0.0.1:6650", "Pulsar broker service URL."
 )
-PULSAR_TOKEN = setting(
-    "PULSAR_AUTH_TOKEN", parse_optional_str, None, "Pulsar JWT token.", secret=True
-)
 PULSAR_TOPIC = setting("PULSAR_TOPIC", parse_str, SYSTEM_TOPIC, "Ledger deletion system topic.")
 PULSAR_RETRY = setting("PULSAR_RETRY_TOPIC", parse_str, f"{SYSTEM_TOPIC}-RETRY", "Retry topic.")
 PULSAR_DLQ = setting("PULSAR_DLQ_TOPIC", parse_str, f"{SYSTEM_TOPIC}-DLQ", "Dead-letter topic.")
@@ -429,8 +428,6 @@ class PulsarConfig:
 
     service_url: str = "pulsar://127.0.0.1:6650"
     """Broker service URL (`pulsar://` or `pulsar+ssl://`)."""
-    auth_token: str | None = field(default=None, repr=False)
-    """Token for the broker's token authentication; None for none."""
     topic: str = SYSTEM_TOPIC
     """The ledger deletion system topic."""
     retry_topic: str = f"{SYSTEM_TOPIC}-RETRY"
@@ -441,6 +438,13 @@ class PulsarConfig:
     """Partitions of the system, retry and dead-letter topics; 0 means not partitioned."""
     operation_timeout: timedelta = timedelta(seconds=30)
     """Deadline of one Pulsar call."""
+    security: PulsarSecurity = field(default_factory=PulsarSecurity)
+    """TLS and authentication, for the binary client and the admin HTTP calls alike."""
+
+    @property
+    def auth_token(self) -> str | None:
+        """The static token, when token authentication uses one (not its file form)."""
+        return self.security.token if self.security.auth_plugin == "token" else None
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> PulsarConfig:
@@ -449,12 +453,14 @@ class PulsarConfig:
             raise ConfigError(PULSAR_URL.name, "must start with pulsar:// or pulsar+ssl://")
         return cls(
             service_url=url,
-            auth_token=PULSAR_TOKEN.read(environ),
             topic=PULSAR_TOPIC.read(environ),
             retry_topic=PULSAR_RETRY.read(environ),
             dlq_topic=PULSAR_DLQ.read(environ),
             partitions=PULSAR_PARTITIONS.read(environ),
             operation_timeout=PULSAR_OPERATION.read(environ),
+            security=PulsarSecurity.from_env(
+                environ, service_url=url, admin_url=ADMIN_URL.read(environ)
+            ),
         )
 
 

@@ -54,6 +54,7 @@ from services.systopic._consumer import (
 )
 from services.systopic._pulsar import open_intent_publisher
 from services.systopic.admin import PulsarAdmin
+from services.systopic.admin_auth import confirm_credentials, secured_admin
 from services.systopic.ports import IntentPublisher, ProducerSettings
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
 
@@ -80,6 +81,13 @@ async def run(config: DeleterConfig) -> None:
         await check_reachable(pulsar=config.pulsar)
         metrics = DeleterMetrics(runner.metrics)
         metrics.preview.set(1 if config.preview else 0)
+        # A refused credential ends the start now, with its reason, not as a client timeout.
+        await confirm_credentials(
+            config.admin_url,
+            config.pulsar.security,
+            config.pulsar.topic,
+            failures=metrics.admin_failures,
+        )
         deleter = await build(runner.resources, config, metrics)
         if config.preview:
             _log.warning(
@@ -166,7 +174,9 @@ async def build(
     )
     outage = OutageGate(_probes(verdicts, bookkeeper, s3), metrics=metrics, settings=config.outage)
     stack.push_async_callback(outage.aclose)
-    stats = PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token)
+    stats = secured_admin(
+        http, config.admin_url, config.pulsar.security, failures=metrics.admin_failures
+    )
     preview = _preview(config, metrics)
     if preview is not None:
         backends = preview_backends(backends)

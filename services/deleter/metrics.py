@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.core.metrics import Metrics
+from services.systopic.admin_auth import admin_failures
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -11,6 +12,8 @@ class DeleterMetrics:
     def __init__(self, metrics: Metrics | None = None) -> None:
         m = metrics if metrics is not None else Metrics()
         self.registry = m.registry
+        self.admin_failures = admin_failures(m)
+        """The backlog gauges' admin calls that failed."""
         self.received = m.counter("deleter_received", "Messages received.", ["topic"])
         self.deleted = m.counter(
             "deleter_deleted", "Copies deleted (or found already absent).", ["tier"]

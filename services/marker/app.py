@@ -26,7 +26,7 @@ from services.metadata.connect import at, connect_store
 from services.metadata.peer_settings import PeerSettings, Published
 from services.metadata.zk_secure import refuse_unsecured
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
-from services.systopic.admin import PulsarAdmin
+from services.systopic.admin_auth import confirm_credentials, secured_admin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
@@ -122,7 +122,9 @@ async def open_watch(
 ) -> SubscriptionWatch:
     """The deleters' subscription watch, checked once before anything can publish."""
     http = await stack.enter_async_context(aiohttp.ClientSession())
-    admin = PulsarAdmin(http, config.admin_url, token=config.pulsar.auth_token)
+    admin = secured_admin(
+        http, config.admin_url, config.pulsar.security, failures=metrics.admin_failures
+    )
     watch = SubscriptionWatch(admin, watch_settings(config), gauge=metrics.subscription_missing)
     await watch.check()
     return watch
@@ -192,10 +194,17 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         runner.add_background("readiness", lambda: follow_session(runner, "zookeeper", store))
         # A broker that refuses connections ends the start now, not after the client's timeout.
         await check_reachable(pulsar=config.pulsar)
+        metrics = MarkerMetrics(runner.metrics)
+        # A refused credential ends the start now, with its reason, not as a client timeout.
+        await confirm_credentials(
+            config.admin_url,
+            config.pulsar.security,
+            config.pulsar.topic,
+            failures=metrics.admin_failures,
+        )
         producer = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, producer_settings(config))
         )
-        metrics = MarkerMetrics(runner.metrics)
         watch = await open_watch(stack, config, metrics)
         runner.add_background("subscription_watch", lambda: watch.run(runner.stopping))
         publisher = GatedPublisher(producer, watch)

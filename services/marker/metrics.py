@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.core.metrics import Metrics
+from services.systopic.admin_auth import admin_failures
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -15,6 +16,8 @@ def tier_label(tier: int) -> str:
 class MarkerMetrics:
     def __init__(self, metrics: Metrics | None = None) -> None:
         m = metrics if metrics is not None else Metrics()
+        self.admin_failures = admin_failures(m)
+        """The subscription check's admin calls that failed (the follower shares it)."""
         self.pdlis_sent = m.counter(
             "marker_pdlis_sent", "PDLIs accepted by the system topic.", ["tier"]
         )

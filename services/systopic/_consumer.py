@@ -22,6 +22,7 @@ import structlog
 
 from services.core.config import PulsarConfig
 from services.core.errors import Conflict, Unavailable
+from services.systopic._client_options import client_options, refusal_hint
 from services.systopic.consumer import IncomingMessage
 
 _log = structlog.get_logger(__name__)
@@ -109,13 +110,7 @@ class PulsarMessageSource:
 
 
 def _client(config: PulsarConfig) -> pulsar_asyncio.Client:
-    auth = pulsar.AuthenticationToken(config.auth_token) if config.auth_token else None
-    return pulsar_asyncio.Client(
-        config.service_url,
-        authentication=auth,
-        operation_timeout_seconds=max(1, int(config.operation_timeout.total_seconds())),
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
+    return pulsar_asyncio.Client(config.service_url, **client_options(config))
 
 
 def _subscribe_kwargs(settings: ConsumerSettings) -> dict[str, Any]:
@@ -158,7 +153,8 @@ async def open_message_source(
         except pulsar_asyncio.PulsarException as exc:
             if exc.error() == pulsar.Result.ConsumerBusy:
                 raise Conflict(f"subscription {settings.subscription} on {topic} is busy") from exc
-            raise Unavailable(f"cannot subscribe to {topic}: {exc}") from exc
+            hint = refusal_hint(config)
+            raise Unavailable(f"cannot subscribe to {topic}: {exc}{hint}") from exc
         source = PulsarMessageSource(consumer, topic)
         _log.info("consumer_ready", topic=topic, subscription=settings.subscription)
         try:

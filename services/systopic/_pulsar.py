@@ -23,6 +23,7 @@ import structlog
 
 from services.core.config import PulsarConfig
 from services.core.errors import StartupRefused, Unavailable
+from services.systopic._client_options import client_options, refusal_hint
 from services.systopic._lanes import PartitionLane
 from services.systopic.ports import OutgoingMessage, ProducerSettings, SendResult
 from services.systopic.window import InflightWindow
@@ -153,16 +154,12 @@ class PulsarIntentPublisher:
 
 
 def _client(config: PulsarConfig) -> pulsar.Client:
-    auth = pulsar.AuthenticationToken(config.auth_token) if config.auth_token else None
-    return pulsar.Client(
-        config.service_url,
-        authentication=auth,
-        operation_timeout_seconds=max(1, int(config.operation_timeout.total_seconds())),
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
+    return pulsar.Client(config.service_url, **client_options(config))
 
 
-def _partition_topics(client: pulsar.Client, topic: str, expected: int) -> list[str]:
+def _partition_topics(
+    client: pulsar.Client, config: PulsarConfig, topic: str, expected: int
+) -> list[str]:
     """The topics to produce to (the partitions, or the topic itself); refuses to start
     (`StartupRefused`, exit 2) against a topic whose partition count is not the configured
     one: the producers would route by a count the consumers do not have, or publish to a
@@ -170,7 +167,8 @@ def _partition_topics(client: pulsar.Client, topic: str, expected: int) -> list[
     try:
         names = list(client.get_topic_partitions(topic))
     except pulsar.PulsarException as exc:
-        raise Unavailable(f"cannot read the partitions of {topic}: {exc}") from exc
+        hint = refusal_hint(config)
+        raise Unavailable(f"cannot read the partitions of {topic}: {exc}{hint}") from exc
     found = len(names) if len(names) > 1 or names != [topic] else 0
     if found != expected:
         raise StartupRefused(
@@ -218,7 +216,9 @@ async def open_intent_publisher(
     target = topic or config.topic
     client = await asyncio.to_thread(_client, config)
     try:
-        names = await asyncio.to_thread(_partition_topics, client, target, config.partitions)
+        names = await asyncio.to_thread(
+            _partition_topics, client, config, target, config.partitions
+        )
         producers = [
             await asyncio.to_thread(_create_producer, client, name, settings) for name in names
         ]

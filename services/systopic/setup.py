@@ -44,9 +44,11 @@ from services.core.config import (
     PREVIEW_SUBSCRIPTION,
     SUBSCRIPTION,
     PulsarConfig,
+    PulsarSecurity,
 )
 from services.core.errors import ConfigError, FailedPrecondition
 from services.systopic.admin import PulsarAdmin, partition_names
+from services.systopic.admin_auth import secured_admin
 
 INFINITE = -1
 """Pulsar's value for "no limit" in `RetentionPolicies`."""
@@ -125,7 +127,13 @@ class SetupPlan:
 
     @classmethod
     def for_topic(
-        cls, admin_url: str, topic: str, partitions: int, *, preview: bool = False
+        cls,
+        admin_url: str,
+        topic: str,
+        partitions: int,
+        *,
+        preview: bool = False,
+        security: PulsarSecurity | None = None,
     ) -> SetupPlan:
         """The default subscriptions on `topic`, `topic-RETRY` and `topic-DLQ`."""
         pulsar = PulsarConfig(
@@ -133,6 +141,7 @@ class SetupPlan:
             retry_topic=f"{topic}-RETRY",
             dlq_topic=f"{topic}-DLQ",
             partitions=partitions,
+            security=security or PulsarSecurity(),
         )
         return cls(
             pulsar=pulsar,
@@ -349,7 +358,7 @@ def prepare_topics(plan: SetupPlan) -> list[Step]:
 
     async def go() -> list[Step]:
         async with aiohttp.ClientSession() as http:
-            admin = PulsarAdmin(http, plan.admin_url, token=plan.pulsar.auth_token)
+            admin = secured_admin(http, plan.admin_url, plan.pulsar.security)
             runner = TopicSetup(admin, plan, check=False, report=lambda _step: None)
             await runner.run()
             return runner.steps

@@ -16,7 +16,7 @@ import aiohttp
 import click
 
 from services.core.errors import ConfigError, TombstoneError, Unavailable
-from services.systopic.admin import PulsarAdmin
+from services.systopic.admin_auth import secured_admin
 from services.systopic.setup import INFINITE, Outcome, SetupPlan, Step, TopicSetup
 
 EXIT_MISSING = 1
@@ -83,7 +83,7 @@ def setup(check: bool, retention_minutes: int, retention_size_mb: int) -> None:
 
 async def _run(plan: SetupPlan, *, check: bool) -> list[Step]:
     async with aiohttp.ClientSession() as http:
-        admin = PulsarAdmin(http, plan.admin_url, token=plan.pulsar.auth_token)
+        admin = secured_admin(http, plan.admin_url, plan.pulsar.security)
         runner = TopicSetup(admin, plan, check=check, report=lambda step: click.echo(step.line()))
         await runner.run()
         return runner.steps

@@ -24,7 +24,7 @@ from datetime import timedelta
 import structlog
 from prometheus_client import Gauge
 
-from services.core.errors import TombstoneError, Unavailable
+from services.core.errors import PermissionDenied, TombstoneError, Unavailable
 from services.systopic.admin import PulsarAdmin, partition_names
 from services.systopic.ports import IntentPublisher, OutgoingMessage, SendResult
 
@@ -108,11 +108,13 @@ class SubscriptionWatch:
             _log.info("deleter_subscription_check_failed", error=str(exc), keeping="present")
             return
         kind = "unreachable" if isinstance(exc, Unavailable) else "refused the check"
+        check = "TOMBSTONE_DELETER_PULSAR_ADMIN_URL"
+        if isinstance(exc, PermissionDenied):
+            check = "the credentials (TOMBSTONE_PULSAR_AUTH_PLUGIN and its settings)"
         self._set(
             False,
             f"cannot confirm the deleters' subscription {self._settings.subscription}: the "
-            f"Pulsar admin API {kind} ({exc}); check TOMBSTONE_DELETER_PULSAR_ADMIN_URL, then "
-            f"{SETUP_HINT}",
+            f"Pulsar admin API {kind} ({exc}); check {check}, then {SETUP_HINT}",
         )
 
     def _set(self, present: bool, reason: str) -> None:

@@ -42,7 +42,7 @@ def test_compose_file_is_valid_against_the_specification() -> None:
     _validate(COMPOSE_FILE.read_text(encoding="utf-8"))
     expected = {
         "zookeeper", "pulsar-init", "bookie", "broker", "tombstone-setup", "minio", "minio-init",
-        "signing-keys", "marker", "verifier", "deleter", "prometheus",
+        "signing-keys", "marker", "verifier", "deleter", "prometheus", "grafana",
     }  # fmt: skip
     assert expected == set(compose()["services"])
 

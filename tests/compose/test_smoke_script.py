@@ -65,7 +65,10 @@ def test_helper(name: str) -> None:
 
 # --- The whole run against recorded outputs -------------------------------------------------
 
-SERVICES = ["zookeeper", "bookie", "broker", "minio", "verifier", "marker", "deleter", "prometheus"]
+SERVICES = [
+    "zookeeper", "bookie", "broker", "minio", "verifier", "marker", "deleter", "prometheus",
+    "grafana",
+]  # fmt: skip
 CURSOR_LEDGER = 20
 
 
@@ -134,7 +137,25 @@ class FakeDocker:
         )
 
 
-def _stack(fake: FakeDocker, *, zk_after_trim: list[int], objects_after_trim: list[int]) -> None:
+GRAFANA_HEALTH = '{\n  "database": "ok",\n  "version": "12.1.1"\n}\n'
+"""Grafana's `/api/health` (pretty-printed JSON)."""
+
+
+def grafana_search(uids: list[str]) -> str:
+    """Grafana's `/api/search` answer: a compact JSON list of dashboard hits."""
+    hits = [
+        {"id": i, "uid": uid, "title": "Tombstone", "type": "dash-db"} for i, uid in enumerate(uids)
+    ]
+    return json.dumps(hits, separators=(",", ":"))
+
+
+def _stack(
+    fake: FakeDocker,
+    *,
+    zk_after_trim: list[int],
+    objects_after_trim: list[int],
+    dashboards: tuple[str, ...] = ("tombstone",),
+) -> None:
     """A stack whose topic gets ledgers 10..14; the first four are offloaded; the subscription
     moves to 12:0 and the broker trims 10 and 11."""
     fake.rule(r" ps --format ", "".join(f"{s} running healthy\n" for s in SERVICES))
@@ -170,6 +191,11 @@ def _stack(fake: FakeDocker, *, zk_after_trim: list[int], objects_after_trim: li
         '{\n  "estimated_in_flight": 0,\n  "system_topic_backlog": 0,\n'
         '  "dead_letter_backlog": 0\n}\n',
     )
+    fake.rule(r"exec -T grafana sh -c .* http://127.0.0.1:3000/api/health$", GRAFANA_HEALTH)
+    fake.rule(
+        r"exec -T grafana sh -c .* http://127.0.0.1:3000/api/search\?query=Tombstone$",
+        grafana_search(list(dashboards)),
+    )
 
 
 def test_run_passes_when_every_trimmed_ledger_and_object_is_gone(tmp_path: Path) -> None:
@@ -183,7 +209,7 @@ def test_run_passes_when_every_trimmed_ledger_and_object_is_gone(tmp_path: Path)
     assert steps == [
         "PASS stack", "PASS namespace", "PASS topic", "PASS rollover", "PASS offload",
         "PASS offload", "PASS trim", "PASS bookkeeper", "PASS bookkeeper", "PASS objects",
-        "PASS objects", "PASS tombstone", "SKIP follower", "PASS",
+        "PASS objects", "PASS tombstone", "PASS grafana", "SKIP follower", "PASS",
     ]  # fmt: skip
     assert "PASS bookkeeper: 2 trimmed ledgers in /ledgers gone (10 11)" in result.stdout
     assert any(re.search(rf"topics offload -s 0 {TOPIC_RE}$", c) for c in fake.calls())
@@ -222,3 +248,20 @@ def test_run_stops_early_when_the_stack_is_not_healthy(tmp_path: Path) -> None:
         "FAIL stack: not running and healthy: bookie",
     )
     assert len(fake.calls()) == 1
+
+
+def test_run_fails_when_the_dashboard_is_not_provisioned(tmp_path: Path) -> None:
+    """Grafana answers but its search finds no dashboard with uid tombstone: the grafana step
+    fails, exit 1."""
+    fake = FakeDocker(tmp_path)
+    _stack(
+        fake,
+        zk_after_trim=[12, 13, 14, CURSOR_LEDGER],
+        objects_after_trim=[12, 13],
+        dashboards=(),
+    )
+    result = fake.run()
+    assert result.returncode == 1
+    assert "FAIL grafana: the Tombstone dashboard (uid tombstone) is not provisioned" in (
+        result.stdout
+    )
