@@ -96,8 +96,12 @@ def test_s3_command_serves_until_sigterm() -> None:
 
 
 @pytest.mark.timeout(900)
-def test_demo_runs_end_to_end(tmp_path: Path) -> None:
-    """`tombstone demo` (what `make run` runs) seeds a cluster with every legacy artifact,
+def test_demo_runs_end_to_end_on_a_secured_deployment(tmp_path: Path) -> None:
+    """`tombstone demo` (what `make run` runs) on a deployment secured as production is:
+    the broker over TLS with OAuth2 client-credentials (a local issuer), ZooKeeper with
+    digest authentication and Tombstone's znodes writable only by Tombstone, and half the
+    namespaces offloading to a second S3 location (another endpoint and region). It seeds a
+    cluster with every legacy artifact,
     trims half of it and unlinks its cursor ledgers through the marker, unlinks the other
     half as unmodified brokers do (a share of their deletes failing, the marker's follower
     recording every unlink), lets the deleter pool settle every PDLI, prints one line per
@@ -109,13 +113,24 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     services, none is the neighbour's, both reports exist, and it exits 0. The reconciler's
     two Spark runs are most of its time (docs/simulator.md)."""
     out = tmp_path / "reconcile"
-    proc = _tombstone("demo", "--reconcile-out", str(out))
+    proc = _tombstone(
+        "demo",
+        "--reconcile-out",
+        str(out),
+        "--pulsar-security",
+        "oauth2",
+        "--zookeeper-auth",
+        "--second-s3",
+    )
     try:
         output, _ = proc.communicate(timeout=840)
     finally:
         proc.kill()
     assert proc.returncode == 0, output
     expected = (
+        "(digest authentication: user tombstone)",
+        "(us-west-2): bucket pulsar-offload-west",
+        "(TLS, oauth2 authentication)",
         "ZooKeeper on",
         "Planted",
         "Neighbour cluster 'east' planted (undeclared to the services)",
@@ -165,6 +180,24 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert (submitted, deleted) == (proposed, proposed)
     assert (out / "dry-run" / "latest" / "report.html").exists()
     assert (out / "submit" / "latest" / "report.html").exists()
+
+
+@pytest.mark.timeout(600)
+def test_demo_runs_its_services_on_the_plain_local_stack() -> None:
+    """`make run`'s configuration (no TLS, no authentication, one S3 location), without the
+    reconciler stage (the secured test above runs it, and tests/devstack_sim/
+    test_simulate_reconcile.py on a plain stack): S1 and L1 hold and nothing leaked."""
+    proc = _tombstone("demo", "--no-reconcile")
+    try:
+        output, _ = proc.communicate(timeout=540)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    for text in ("trimmed through the marker", "check: S1 and L1 hold", "Stopped ZooKeeper"):
+        assert text in output, output
+    assert "problem:" not in output
+    assert "(TLS," not in output
+    assert re.search(r"^broker-style: .* 0 leaked$", output, re.M), output
 
 
 def test_demo_seed_only_skips_the_services() -> None:
