@@ -11,9 +11,15 @@ setup:
 run: setup
 	$(PY) -m services.cli demo
 
-# CI runs exactly this: generated code fresh, lint and types clean, then the whole suite.
+# CI runs exactly this: generated code fresh, lint and types clean, then the whole suite on
+# TEST_WORKERS pytest-xdist workers (one per core of a CI machine). Whole files go to one
+# worker (`loadfile`): a file's module-scoped fixtures (a Spark analysis, a simulated world)
+# are built once. Files are handed out in collection order, where tests/conftest.py puts the
+# slowest first (xdist would otherwise reorder them by test count). `make test
+# TEST_WORKERS=0`, or plain `pytest`, runs it in one process.
+TEST_WORKERS ?= 2
 test: setup check-protos lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 unit: setup
 	$(PY) -m pytest -m "not slow"

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 import pytest
 
 from devstack.fake_verifier import CRASH_LEDGER, SLOW_LEDGER, verify_request
+from devstack.ports import free_port
 from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import InvalidArgument, TombstoneError, Unavailable
 from tests.core.conftest import Running
 from tombstone.v1 import verifier_pb2_grpc
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def verify_via_client(config: ClientConfig, ledger_id: int, **kw) -> TombstoneError:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 import aiohttp
 from grpc import aio
 
 from devstack.fake_verifier import METHOD_ROLES, add_fake_verifier, verify_request
+from devstack.ports import free_port
 from services.core.config import GrpcServerConfig, MetricsConfig
 from services.core.grpc_server import ServiceRunner
 from services.core.metrics import Metrics, MetricsServer, version
 from tombstone.v1 import verifier_pb2_grpc
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def scrape(port: int) -> tuple[str, str]:

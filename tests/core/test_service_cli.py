@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from devstack.ports import free_port
 from devstack.zookeeper import ZooKeeperServer
 from services.cli import cli
 from services.core._env import Setting, unknown_variable_warnings
@@ -79,12 +79,6 @@ def test_unknown_variables_are_warned_with_the_closest_name() -> None:
     ]
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(service: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TOMBSTONE_")}
     base.update(TOMBSTONE_METRICS_PORT="0", TOMBSTONE_GRPC_PORT="0", TOMBSTONE_GRPC_PROT="1")
@@ -125,7 +119,7 @@ def test_a_bad_duration_is_one_line_and_exit_1() -> None:
 
 
 def test_an_unreachable_zookeeper_is_one_line_and_exit_3() -> None:
-    port = _closed_port()
+    port = free_port()
     done = _serve("deleter", TOMBSTONE_ZOOKEEPER_SERVERS=f"127.0.0.1:{port}")
     assert (done.returncode, _one_line(done.stderr)) == (
         EXIT_UNAVAILABLE,
@@ -137,7 +131,7 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_3() -> None:
 
 
 async def test_an_unreachable_broker_is_unavailable_and_a_listening_one_passes() -> None:
-    port = _closed_port()
+    port = free_port()
     with pytest.raises(Unavailable, match=r"the Pulsar broker .*connection refused"):
         await check_reachable(pulsar=PulsarConfig(service_url=f"pulsar://127.0.0.1:{port}"))
     server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
@@ -156,7 +150,7 @@ async def test_an_unreachable_broker_stops_the_marker_with_one_line_and_exit_3(
     (not after the client's 30 s operation timeout) with one line and exit 3."""
     async with ZkMetadataStore.connect(zk.address) as store:
         await World(store).bookkeeper_root()
-    port = _closed_port()
+    port = free_port()
     done = await asyncio.to_thread(
         _serve,
         "marker",
