@@ -24,6 +24,11 @@ from services.scan.schema import TABLES
 from tests.scan import sim
 from tests.scan.cli_child import spawn_cli
 
+#: A hang guard for a child Spark run (about 30 s alone; several times that on a machine
+#: shared with other workers and runs), inside the tests' own timeout.
+CHILD_TIMEOUT_S = 540
+pytestmark = pytest.mark.timeout(600)
+
 
 async def _extract(
     zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, out: Path, *extra: str
@@ -39,7 +44,7 @@ async def _extract(
     args += ["--s3-endpoint", config["endpoint_url"], "--bucket", spec.bucket]
     args += ["--out", str(out), "--master", "local[1]", *extra]
     process = await spawn_cli(args, env)
-    out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), 150)
+    out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), CHILD_TIMEOUT_S)
     return process.returncode, out_bytes.decode(), err_bytes.decode()
 
 
