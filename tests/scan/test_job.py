@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from services.scan.cli import reconcile
+from services.scan.cli.reconcile import reconcile
 from services.scan.config import AnalyzeConfig
 from services.scan.job import AnalysisOutcome, run_analysis
 from services.scan.schema import extract_from_rows, write_extract

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from services.scan.runs import RunFolder, complete_run, start_run
+from services.scan.cli.runs import RunFolder, complete_run, start_run
 
 EXIT_INTERRUPTED = 130
 
@@ -45,7 +45,7 @@ class SparkHolder:
         self.spark: Any = None
 
     def start(self, master: str) -> Any:
-        from services.scan.cli_options import session
+        from services.scan.cli.options import session
 
         main = threading.current_thread() is threading.main_thread()
         if main:

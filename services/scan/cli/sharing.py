@@ -14,7 +14,7 @@ from services.core.errors import TombstoneError
 from services.core.shared_clusters import OXIA, SharedCluster, StoreUrl, parse_shared_clusters
 from services.core.shared_clusters import parse_store_url as _parse_store_url
 from services.metadata.pulsar_names import check_named_entity
-from services.scan.cli_errors import UsageProblem
+from services.scan.cli.errors import UsageProblem
 
 F = Callable[..., Any]
 OXIA_UNSUPPORTED = "Oxia metadata stores are not supported by the reconciler yet"

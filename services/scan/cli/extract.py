@@ -11,17 +11,17 @@ import click
 
 from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
-from services.scan.cli_options import (
+from services.scan.cli.options import (
     analysis_options,
     analyze_config,
     finish,
     submit_options,
     submit_request,
 )
-from services.scan.cli_sharing import configuration_store, shared_cluster_option, shared_clusters
+from services.scan.cli.run_guard import interruptible, versioned_run
+from services.scan.cli.sharing import configuration_store, shared_cluster_option, shared_clusters
 from services.scan.config import parse_duration
 from services.scan.preflight import require_source
-from services.scan.run_guard import interruptible, versioned_run
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"

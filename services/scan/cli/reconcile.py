@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from services.core.errors import TombstoneError
-from services.scan.cli_extract import extract, run
-from services.scan.cli_options import (
+from services.scan.cli.extract import extract, run
+from services.scan.cli.options import (
     analysis_options,
     analyze_config,
     finish,
@@ -18,8 +18,8 @@ from services.scan.cli_options import (
     submit_request,
     warn_risky_extract,
 )
+from services.scan.cli.run_guard import versioned_run
 from services.scan.preflight import require_extract
-from services.scan.run_guard import versioned_run
 
 
 @click.group()

@@ -14,8 +14,9 @@ import click
 
 from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
-from services.scan.cli_errors import UsageProblem
-from services.scan.cli_sharing import (
+from services.scan.cli.errors import UsageProblem
+from services.scan.cli.runs import RunFolder
+from services.scan.cli.sharing import (
     deleted_namespace_option,
     deleted_namespaces,
     warn_deleted_namespaces,
@@ -24,7 +25,6 @@ from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.plan import Plan, PlanRefused, read_plan, select
 from services.scan.report_format import human_bytes
 from services.scan.report_sections import NO_HEAD_OBJECTS
-from services.scan.runs import RunFolder
 from services.scan.submit import SubmitSettings
 
 F = Callable[..., Any]
