@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from services.scan import sharing as S
-from services.scan.preflight_sharing import replication_text
+from services.scan.preflight.sharing import replication_text
 from services.scan.schema import Extract
 
 NAMESPACES_UNREAD = (

@@ -31,7 +31,7 @@ from services.scan.config import AnalyzeConfig
 from services.scan.extract import ExtractOutcome, run_extract
 from services.scan.extract_plan import ExtractSettings
 from services.scan.job import AnalysisOutcome, run_analysis
-from services.scan.preflight_sharing import check_replication
+from services.scan.preflight.sharing import check_replication
 from services.scan.report_sections import DELETED_NAMESPACE
 from tests.scan import shared_world as W
 from tests.scan.cli_child import ROOT

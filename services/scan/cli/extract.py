@@ -21,7 +21,7 @@ from services.scan.cli.options import (
 from services.scan.cli.run_guard import interruptible, versioned_run
 from services.scan.cli.sharing import configuration_store, shared_cluster_option, shared_clusters
 from services.scan.config import parse_duration
-from services.scan.preflight import require_source
+from services.scan.preflight.checks import require_source
 
 F = Callable[..., Any]
 EXTRACT_DIR = "extract"

@@ -19,7 +19,7 @@ from services.scan.cli.options import (
     warn_risky_extract,
 )
 from services.scan.cli.run_guard import versioned_run
-from services.scan.preflight import require_extract
+from services.scan.preflight.checks import require_extract
 
 
 @click.group()

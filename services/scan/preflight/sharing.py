@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from services.metadata import ZkMetadataStore
-from services.scan.preflight_zk import SESSION_TIMEOUT_S, _quiet
+from services.scan.preflight.zk import SESSION_TIMEOUT_S, _quiet
 
 if TYPE_CHECKING:
     from services.scan.extract_plan import ExtractSettings

@@ -56,7 +56,7 @@ def _exit_on(problems: Sequence[Problem]) -> None:
 
 
 def _warn_replication(settings: ExtractSettings) -> None:
-    from services.scan.preflight_sharing import check_replication
+    from services.scan.preflight.sharing import check_replication
 
     warning = asyncio.run(check_replication(settings))
     if warning is not None:
@@ -84,8 +84,8 @@ async def source_problems(
     # Imported here: aiozk and aiobotocore load only when a run really starts.
     from services.scan._s3 import S3Settings
     from services.scan.extract_plan import bucket_s3
-    from services.scan.preflight_s3 import check_buckets
-    from services.scan.preflight_zk import check_metadata
+    from services.scan.preflight.s3 import check_buckets
+    from services.scan.preflight.zk import check_metadata
 
     checks = [
         check_metadata(
