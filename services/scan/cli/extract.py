@@ -171,9 +171,9 @@ def _bad_location(message: str) -> click.BadParameter:
 
 
 def extract_settings(cluster: str, **kw: Any) -> Any:
-    from services.scan._s3 import S3Settings
-    from services.scan.extract_plan import ExtractSettings
-    from services.scan.inventory import parse_schema
+    from services.scan.extract.inventory import parse_schema
+    from services.scan.extract.s3 import S3Settings
+    from services.scan.extract.units import ExtractSettings
 
     env = S3Config.from_env()
     s3 = S3Settings(
@@ -202,7 +202,7 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
 
 
 def _extract(spark: Any, settings: Any, out: Path) -> Any:
-    from services.scan.extract import manifest_counts, run_extract
+    from services.scan.extract.job import manifest_counts, run_extract
 
     outcome = run_extract(spark, settings, out, progress=True)
     counts = manifest_counts(outcome.manifest)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from services.scan.extract_plan import ExtractSettings
+    from services.scan.extract.units import ExtractSettings
 
 EXIT_PREFLIGHT = 5
 
@@ -82,8 +82,8 @@ async def source_problems(
 ) -> list[Problem]:
     """Every problem of an extract's sources and outputs (metadata store, buckets, folders)."""
     # Imported here: aiozk and aiobotocore load only when a run really starts.
-    from services.scan._s3 import S3Settings
-    from services.scan.extract_plan import bucket_s3
+    from services.scan.extract.s3 import S3Settings
+    from services.scan.extract.units import bucket_s3
     from services.scan.preflight.s3 import check_buckets
     from services.scan.preflight.zk import check_metadata
 

@@ -20,7 +20,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from services.scan._s3 import S3Settings, open_lister
+from services.scan.extract.s3 import S3Settings, open_lister
 from services.scan.preflight.checks import Problem
 
 CONNECT_TIMEOUT_S = 1.5

@@ -13,7 +13,7 @@ from services.metadata import ZkMetadataStore
 from services.scan.preflight.zk import SESSION_TIMEOUT_S, _quiet
 
 if TYPE_CHECKING:
-    from services.scan.extract_plan import ExtractSettings
+    from services.scan.extract.units import ExtractSettings
 
 #: Reading every namespace's policies; a store too slow for it is left to the extract.
 POLICIES_TIMEOUT_S = 3.0
@@ -22,9 +22,9 @@ POLICIES_TIMEOUT_S = 3.0
 async def check_replication(settings: ExtractSettings) -> str | None:
     """The warning line, or None (nothing replicates elsewhere, or the policies could not be
     read within the pre-flight's time)."""
-    from services.scan.extract_namespaces import read_namespaces
-    from services.scan.extract_plan import policies_store
-    from services.scan.extract_tasks import Out, ReadLimits
+    from services.scan.extract.namespaces import read_namespaces
+    from services.scan.extract.tasks import Out, ReadLimits
+    from services.scan.extract.units import policies_store
 
     store_url = policies_store(settings)
     out: Out = []

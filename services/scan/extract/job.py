@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from services.scan.extract_plan import ExtractSettings, Unit, now_ms, plan_units, run_unit
-from services.scan.extract_rows import Row, as_tuple
+from services.scan.extract.rows import Row, as_tuple
+from services.scan.extract.units import ExtractSettings, Unit, now_ms, plan_units, run_unit
 from services.scan.progress import TaskProgress
 from services.scan.schema import TABLES, Extract, write_extract
 

@@ -30,11 +30,11 @@ from services.metadata import (
     ZkMetadataStore,
 )
 from services.metadata.namespaces import POLICIES_ROOT
-from services.scan import extract_tasks as T
-from services.scan._s3 import S3Settings, open_lister
-from services.scan.extract_namespaces import read_namespaces
-from services.scan.extract_rows import Row
-from services.scan.inventory import DEFAULT_CSV_SCHEMA
+from services.scan.extract import tasks as T
+from services.scan.extract.inventory import DEFAULT_CSV_SCHEMA
+from services.scan.extract.namespaces import read_namespaces
+from services.scan.extract.rows import Row
+from services.scan.extract.s3 import S3Settings, open_lister
 
 #: Unit kinds. `managed_ledgers` units also yield the `ml_ledgers` and `cursors` tables.
 BK, ML, SCHEMAS, BUCKET, INVENTORY, NAMESPACES = (

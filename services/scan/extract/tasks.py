@@ -29,9 +29,9 @@ from services.metadata import (
 )
 from services.metadata.paths import LedgerLayout, long_hierarchical_path, short_hierarchical_path
 from services.metadata.pulsar_names import DOMAINS, PERSISTENT
-from services.scan import extract_rows as R
-from services.scan._s3 import S3Lister
-from services.scan.inventory import read_inventory
+from services.scan.extract import rows as R
+from services.scan.extract.inventory import read_inventory
+from services.scan.extract.s3 import S3Lister
 
 Out = list[tuple[str, R.Row]]
 T = TypeVar("T")

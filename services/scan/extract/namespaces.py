@@ -15,8 +15,8 @@ from __future__ import annotations
 from services.core.errors import CorruptData
 from services.metadata import MetadataStore, NoNode
 from services.metadata.namespaces import POLICIES_ROOT, decode_policies
-from services.scan import extract_tasks as T
-from services.scan.extract_rows import Row
+from services.scan.extract import tasks as T
+from services.scan.extract.rows import Row
 
 
 async def _children(store: MetadataStore, path: str) -> list[str]:
