@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.scan.clusters import HEAD_UNRECORDED
+from services.scan.analysis.clusters import HEAD_UNRECORDED
 from services.scan.report import write_html_report
 from services.scan.report_format import human_bytes, human_duration, topic_of_ml
 from services.scan.report_history import previous_run

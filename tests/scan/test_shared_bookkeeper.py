@@ -27,10 +27,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from devstack.zookeeper import ZooKeeperServer
-from services.scan.config import AnalyzeConfig
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.extract.job import ExtractOutcome, run_extract
 from services.scan.extract.units import ExtractSettings
-from services.scan.job import AnalysisOutcome, run_analysis
 from services.scan.preflight.sharing import check_replication
 from services.scan.report_sections import DELETED_NAMESPACE
 from tests.scan import shared_world as W

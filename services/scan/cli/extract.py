@@ -11,6 +11,7 @@ import click
 
 from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
+from services.scan.analysis.config import parse_duration
 from services.scan.cli.options import (
     analysis_options,
     analyze_config,
@@ -20,7 +21,6 @@ from services.scan.cli.options import (
 )
 from services.scan.cli.run_guard import interruptible, versioned_run
 from services.scan.cli.sharing import configuration_store, shared_cluster_option, shared_clusters
-from services.scan.config import parse_duration
 from services.scan.preflight.checks import require_source
 
 F = Callable[..., Any]
@@ -288,7 +288,7 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         require_source(settings, out_dir)
         with versioned_run(out_dir) as (run, holder):
             # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
-            from services.scan.job import run_analysis
+            from services.scan.analysis.job import run_analysis
 
             spark = holder.start(master)
             _extract(spark, settings, run.path / EXTRACT_DIR)

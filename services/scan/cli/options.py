@@ -14,6 +14,7 @@ import click
 
 from services.core.config import ClientConfig, OffloadDefaults
 from services.core.errors import InvalidArgument
+from services.scan.analysis.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.cli.errors import UsageProblem
 from services.scan.cli.runs import RunFolder
 from services.scan.cli.sharing import (
@@ -21,7 +22,6 @@ from services.scan.cli.sharing import (
     deleted_namespaces,
     warn_deleted_namespaces,
 )
-from services.scan.config import DEFAULT_MIN_AGE, AnalyzeConfig, parse_duration
 from services.scan.plan import Plan, PlanRefused, read_plan, select
 from services.scan.report_format import human_bytes
 from services.scan.report_sections import NO_HEAD_OBJECTS

@@ -131,7 +131,7 @@ def analyze(
         require_extract(extract_dir, cluster, out_dir)
         with versioned_run(out_dir) as (run, holder):
             # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.
-            from services.scan.job import run_analysis
+            from services.scan.analysis.job import run_analysis
 
             spark = holder.start(master)
             outcome = run_analysis(

@@ -34,8 +34,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from services.scan import sharing as S
-from services.scan.names import (
+from services.scan.analysis import sharing as S
+from services.scan.analysis.names import (
     UNKNOWN_NAMESPACE,
     ml_name_of_topic,
     namespace_of_ml,

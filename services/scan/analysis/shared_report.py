@@ -8,7 +8,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from services.scan import sharing as S
+from services.scan.analysis import sharing as S
 from services.scan.preflight.sharing import replication_text
 from services.scan.schema import Extract
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from services.scan.analyze import OPEN_STATES
-from services.scan.names import UNKNOWN_NAMESPACE, namespace_of_ml
+from services.scan.analysis.classify import OPEN_STATES
+from services.scan.analysis.names import UNKNOWN_NAMESPACE, namespace_of_ml
 
 
 def dormant_topics(

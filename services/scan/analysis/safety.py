@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from services.scan.config import AnalyzeConfig
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.sharing import HELD_KINDS, ours
 from services.scan.schema import TABLE_KINDS, Extract
-from services.scan.sharing import HELD_KINDS, ours
 
 #: How many offending tasks or cluster names a reason lists at most.
 MAX_LISTED = 5

@@ -17,16 +17,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
-from services.scan import analyze as A
-from services.scan import clusters, insights, report_data, shared_report
-from services.scan import sharing as S
-from services.scan.candidates import deletion_candidates
-from services.scan.canonical import reject_noncanonical
-from services.scan.config import AnalyzeConfig
+from services.scan.analysis import classify as A
+from services.scan.analysis import clusters, insights, report_data, shared_report
+from services.scan.analysis import sharing as S
+from services.scan.analysis.candidates import deletion_candidates
+from services.scan.analysis.canonical import reject_noncanonical
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.progress import StepProgress
 from services.scan.report import write_html_report, write_summary
 from services.scan.report_format import human_duration
-from services.scan.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.schema import Extract, read_extract
 
 log = structlog.get_logger(__name__)
