@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.scan.report_history import (
+from services.scan.report.history import (
     INCOMPLETE,
     SUMMARY,
     CandidateKey,

@@ -259,7 +259,7 @@ def write_report(
 
 
 def _redraw(run_dir: Path, dry_run: bool) -> None:
-    from services.scan.report import SUMMARY_FILE, write_html_report, write_summary
+    from services.scan.report.write import SUMMARY_FILE, write_html_report, write_summary
 
     summary_path = run_dir / SUMMARY_FILE
     if summary_path.exists():

@@ -20,7 +20,7 @@ from services.scan.cli.options import SubmitRequest, submit_candidates
 from services.scan.cli.reconcile import reconcile
 from services.scan.cli.runs import LATEST, complete_run, start_run, update_latest
 from services.scan.plan import PlanRefused, read_plan, select
-from services.scan.report_history import INCOMPLETE
+from services.scan.report.history import INCOMPLETE
 from services.scan.submit import SubmitSettings
 from tests.scan import report_fixture as R
 

@@ -32,7 +32,7 @@ from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.extract.job import ExtractOutcome, run_extract
 from services.scan.extract.units import ExtractSettings
 from services.scan.preflight.sharing import check_replication
-from services.scan.report_sections import DELETED_NAMESPACE
+from services.scan.report.sections import DELETED_NAMESPACE
 from tests.scan import shared_world as W
 from tests.scan.cli_child import ROOT
 

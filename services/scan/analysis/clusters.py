@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from services.scan.report_sections import (
+from services.scan.report.sections import (
     ALLOW_SHORT_MIN_AGE,
     DELETED_NAMESPACE,
     NO_HEAD_OBJECTS,

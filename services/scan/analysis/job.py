@@ -25,8 +25,8 @@ from services.scan.analysis.canonical import reject_noncanonical
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.progress import StepProgress
-from services.scan.report import write_html_report, write_summary
-from services.scan.report_format import human_duration
+from services.scan.report.format import human_duration
+from services.scan.report.write import write_html_report, write_summary
 from services.scan.schema import Extract, read_extract
 
 log = structlog.get_logger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from services.scan.report_format import HELD_BACK, KIND_REASONS, OTHER_CLUSTER_PREFIX, REFUSED_RUN
+from services.scan.report.format import HELD_BACK, KIND_REASONS, OTHER_CLUSTER_PREFIX, REFUSED_RUN
 
 ITEMS_CSV = "items.csv"
 TASKS_CSV = "tasks.csv"

@@ -23,8 +23,8 @@ from services.scan.cli.sharing import (
     warn_deleted_namespaces,
 )
 from services.scan.plan import Plan, PlanRefused, read_plan, select
-from services.scan.report_format import human_bytes
-from services.scan.report_sections import NO_HEAD_OBJECTS
+from services.scan.report.format import human_bytes
+from services.scan.report.sections import NO_HEAD_OBJECTS
 from services.scan.submit import SubmitSettings
 
 F = Callable[..., Any]

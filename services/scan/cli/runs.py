@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from services.scan.report_history import INCOMPLETE, RUN_NAME, is_complete_run, previous_run
+from services.scan.report.history import INCOMPLETE, RUN_NAME, is_complete_run, previous_run
 
 LATEST = "latest"
 _STAMP = "%Y%m%dT%H%M%SZ"

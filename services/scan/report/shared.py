@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.scan.report_format import human_bytes, plural
-from services.scan.report_html import bullets, mark, para, section, table, text
+from services.scan.report.format import human_bytes, plural
+from services.scan.report.html_blocks import bullets, mark, para, section, table, text
 
 Summary = Mapping[str, Any]
 TITLE = "Shared BookKeeper: set apart, never proposed"

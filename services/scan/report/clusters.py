@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.scan.report_format import OTHER_CLUSTER_PREFIX, human_bytes, plural
-from services.scan.report_html import mark, para, section, table, text
+from services.scan.report.format import OTHER_CLUSTER_PREFIX, human_bytes, plural
+from services.scan.report.html_blocks import mark, para, section, table, text
 
 Summary = Mapping[str, Any]
 TITLE = "Other clusters' objects (excluded)"

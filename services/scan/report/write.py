@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.scan import report_findings as findings
-from services.scan import report_sections as run
-from services.scan.report_clusters import other_clusters
-from services.scan.report_format import human_bytes, human_duration
-from services.scan.report_history import diff_runs, previous_run
-from services.scan.report_html import page, para, text
-from services.scan.report_shared import shared_bookkeeper
+from services.scan.report import findings
+from services.scan.report import sections as run
+from services.scan.report.clusters import other_clusters
+from services.scan.report.format import human_bytes, human_duration
+from services.scan.report.history import diff_runs, previous_run
+from services.scan.report.html_blocks import page, para, text
+from services.scan.report.shared import shared_bookkeeper
 
 __all__ = ["human_bytes", "previous_run", "read_submitted", "write_html_report", "write_summary"]
 

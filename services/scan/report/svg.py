@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from services.scan.report_format import byte_unit, human_bytes, human_count
+from services.scan.report.format import byte_unit, human_bytes, human_count
 
 FONT = "font-family='sans-serif' font-size='12'"
 WIDTH = 820

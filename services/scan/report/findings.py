@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.scan import report_svg as svg
-from services.scan.report_clusters import cluster_unknown
-from services.scan.report_format import (
+from services.scan.report import svg
+from services.scan.report.clusters import cluster_unknown
+from services.scan.report.format import (
     CLUSTER_UNKNOWN,
     decode_name,
     human_bytes,
@@ -18,7 +18,7 @@ from services.scan.report_format import (
     topic_of_ml,
     zxid_text,
 )
-from services.scan.report_html import Raw, bullets, mark, para, section, table, text
+from services.scan.report.html_blocks import Raw, bullets, mark, para, section, table, text
 
 Summary = Mapping[str, Any]
 #: Namespaces charted (the table beside it and summary.json hold more).

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.scan.report_findings import min_age_s
-from services.scan.report_format import human_bytes, human_count, human_duration, plural
-from services.scan.report_history import RunDiff
-from services.scan.report_html import bullets, para, section, table, text
+from services.scan.report.findings import min_age_s
+from services.scan.report.format import human_bytes, human_count, human_duration, plural
+from services.scan.report.history import RunDiff
+from services.scan.report.html_blocks import bullets, para, section, table, text
 
 Summary = Mapping[str, Any]
 ALLOW_SHORT_MIN_AGE = "--allow-short-min-age"
