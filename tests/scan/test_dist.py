@@ -27,7 +27,7 @@ def test_zip_contains_the_reconciler_and_generated_code(tmp_path: Path) -> None:
     wanted = {
         "services/cli.py",
         "services/scan/extract/job.py",
-        "services/scan/submit.py",
+        "services/scan/submit/send.py",
         "services/metadata/zk_store.py",
         "tombstone/v1/marker_pb2.py",
     }

@@ -15,7 +15,7 @@ from services.scan.report.format import human_bytes, human_duration, topic_of_ml
 from services.scan.report.history import previous_run
 from services.scan.report.svg import bytes_axis, count_axis
 from services.scan.report.write import write_html_report
-from services.scan.submit import SubmitReport, record_submission
+from services.scan.submit.send import SubmitReport, record_submission
 from tests.scan import report_fixture as R
 from tests.scan.chromium import dump_dom
 

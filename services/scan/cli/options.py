@@ -22,10 +22,10 @@ from services.scan.cli.sharing import (
     deleted_namespaces,
     warn_deleted_namespaces,
 )
-from services.scan.plan import Plan, PlanRefused, read_plan, select
 from services.scan.report.format import human_bytes
 from services.scan.report.sections import NO_HEAD_OBJECTS
-from services.scan.submit import SubmitSettings
+from services.scan.submit.plan import Plan, PlanRefused, read_plan, select
+from services.scan.submit.send import SubmitSettings
 
 F = Callable[..., Any]
 
@@ -292,7 +292,7 @@ def submit_candidates(run: RunFolder, request: SubmitRequest, *, cluster: str) -
     """Send the written candidates (those of the plan, with --plan) to the marker, after
     asking on the terminal unless --yes; 4 when a call failed."""
     from services.scan.progress import CountProgress
-    from services.scan.submit import (
+    from services.scan.submit.send import (
         mark_submit_started,
         read_candidates,
         record_submission,
