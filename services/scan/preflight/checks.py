@@ -14,26 +14,17 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from services.scan.preflight.problems import Problem
+
 if TYPE_CHECKING:
     from services.scan.extract.units import ExtractSettings
 
 EXIT_PREFLIGHT = 5
-
-
-@dataclass(frozen=True)
-class Problem:
-    what: str
-    fix: str
-
-    @property
-    def line(self) -> str:
-        return f"pre-flight: {self.what}; {self.fix}"
 
 
 def require_source(settings: ExtractSettings, *out_dirs: str | Path) -> None:

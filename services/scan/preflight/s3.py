@@ -21,7 +21,7 @@ from botocore.exceptions import (
 )
 
 from services.scan.extract.s3 import S3Settings, open_lister
-from services.scan.preflight.checks import Problem
+from services.scan.preflight.problems import Problem
 
 CONNECT_TIMEOUT_S = 1.5
 """TCP connect to the endpoint (and botocore's read timeout)."""

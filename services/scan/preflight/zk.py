@@ -22,7 +22,7 @@ from services.metadata import (
     StoreUnavailable,
     ZkMetadataStore,
 )
-from services.scan.preflight.checks import Problem
+from services.scan.preflight.problems import Problem
 
 #: Where Pulsar registers its clusters (`ClusterResources`, configuration store): one child
 #: per cluster, holding its `ClusterData` JSON.
