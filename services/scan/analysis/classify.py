@@ -22,11 +22,11 @@ Kinds of a ledger finding:
 Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
 owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
 `offload_no_match`.
-Before any orphan kind, `services.scan.sharing` sets apart what may be another cluster's on a
-shared BookKeeper: `neighbour_owner`, `unknown_namespace`, `replicated_undeclared` (never
-deletable).
-`services.scan.canonical` then turns deletable findings whose owner names are not canonical
-into `noncanonical_name` (never deletable).
+Before any orphan kind, `services.scan.analysis.sharing` sets apart what may be another
+cluster's on a shared BookKeeper: `neighbour_owner`, `unknown_namespace`,
+`replicated_undeclared` (never deletable).
+`services.scan.analysis.canonical` then turns deletable findings whose owner names are not
+canonical into `noncanonical_name` (never deletable).
 """
 
 from __future__ import annotations

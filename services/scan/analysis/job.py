@@ -99,7 +99,7 @@ def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis
     """Classify ledgers and objects and derive the reports (pure: returns DataFrames).
 
     References count from every cluster the extract read; owners only from this one (a
-    neighbour's owner sets its ledger apart, `services.scan.sharing`)."""
+    neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`)."""
     # Every cluster's references protect a ledger; only ours own, list and report.
     refs = A.ledger_references(
         extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
@@ -193,7 +193,7 @@ def run_analysis(
     """Analyse the extract in `extract_dir` and write findings, candidates and the report
     (with `progress`, a bar of ANALYSIS_STEPS on a terminal's stderr).
 
-    `run_ids` (`run_id`, `previous_run_id` of a versioned run, `services.scan.runs`) go into
+    `run_ids` (`run_id`, `previous_run_id` of a versioned run, `services.scan.cli.runs`) go into
     summary.json, so the report compares the run with the one before it."""
     steps = StepProgress(ANALYSIS_STEPS, label="analysis", enabled=progress)
     warn_if_short_window(config)

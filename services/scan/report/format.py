@@ -9,7 +9,7 @@ import urllib.parse
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _DURATION_UNITS = (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0), ("s", 1.0))
 
-#: Why an item is (or is not) proposed, by finding kind (services.scan.analyze).
+#: Why an item is (or is not) proposed, by finding kind (services.scan.analysis.classify).
 KIND_REASONS = {
     "topic_gone": "its topic (managed ledger) no longer exists",
     "not_in_list": "its topic exists but no longer lists this ledger",

@@ -6,7 +6,7 @@ found both in the plan and in the fresh analysis are sent. A plan item the fresh
 longer proposes is not sent and is listed with what it is now (referenced again, too young,
 gone...); a fresh candidate outside the plan is not sent either (only counted): nobody
 reviewed it. A candidate is identified by (ledger type, ledger id, uuid), as in
-`report_history.candidate_keys`.
+`report.history.candidate_keys`.
 """
 
 from __future__ import annotations
