@@ -26,8 +26,8 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from services.scan.config import AnalyzeConfig
-from services.scan.job import run_analysis
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import run_analysis
 from services.scan.schema import TABLES, conform
 from services.scan.spark import build_session
 

@@ -25,8 +25,8 @@ import aiozk
 from benchmarks.metadata_read import ledger_ids, populate, run_pool
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
-from services.scan.extract import run_extract
-from services.scan.extract_plan import ExtractSettings
+from services.scan.extract.job import run_extract
+from services.scan.extract.units import ExtractSettings
 from services.scan.spark import build_session
 
 WRITE_TIMEOUT_S = 1800.0

@@ -103,7 +103,7 @@ async def reconcile(
 
 
 def _candidates(directory: Path) -> list[dict[str, Any]]:
-    from services.scan.submit import read_candidates
+    from services.scan.submit.send import read_candidates
 
     return read_candidates(directory)
 

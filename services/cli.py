@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "deleter": "services.deleter.cli:deleter",
     "health": "services.healthcheck:health",
     "keys": "services.core.keys_cli:keys",
-    "reconcile": "services.scan.cli:reconcile",
+    "reconcile": "services.scan.cli.reconcile:reconcile",
     "setup": "services.systopic.setup_cli:setup",
     "zookeeper": "services.metadata.secure_cli:zookeeper",
 }

@@ -632,7 +632,7 @@ class World:
         )
 
     async def reconcile(self, t: TopicState) -> None:
-        """A reconciler submission (`services.scan.submit`): ledgers of this topic that a scan
+        """A reconciler submission (`services.scan.submit.send`): ledgers of this topic that a scan
         found unreferenced, some of them only in creation (a rollover not listed yet)."""
         rng = self.sched.rng
         # What a scan finds: the topic's data ledgers no owner lists, in creation or orphaned.

@@ -69,7 +69,7 @@ def _launch_detached_gateway(master: str | None, app_name: str, settings: dict[s
 
     A terminal's Ctrl-C goes to its whole foreground process group: the JVM ignores it, but
     the Python workers it forks would each die with a stack trace. In a session of its own,
-    the JVM and its workers never see it; the command stops Spark itself (`run_guard`). The
+    the JVM and its workers never see it; the command stops Spark itself (`cli.run_guard`). The
     JVM still exits when this process does (it watches its stdin pipe). Nothing to do when a
     gateway exists already (a second session, or under `spark-submit`)."""
     from pyspark import SparkConf, SparkContext

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.scan.report import write_html_report
+from services.scan.report.write import write_html_report
 
 MIB = 1024 * 1024
 DAY_S = 86_400

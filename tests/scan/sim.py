@@ -14,11 +14,11 @@ from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel, ClusterSpec, OrphanKind
 from devstack.simulator.run import simulate_into
 from devstack.zookeeper import ZooKeeperServer
-from services.scan._s3 import S3Settings
-from services.scan.config import AnalyzeConfig
-from services.scan.extract import ExtractOutcome, run_extract
-from services.scan.extract_plan import ExtractSettings, Unit
-from services.scan.job import AnalysisOutcome, run_analysis
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
+from services.scan.extract.job import ExtractOutcome, run_extract
+from services.scan.extract.s3 import S3Settings
+from services.scan.extract.units import ExtractSettings, Unit
 
 CLUSTER = "standalone"
 

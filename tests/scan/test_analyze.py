@@ -6,10 +6,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from services.scan import analyze as A
-from services.scan.candidates import deletion_candidates
-from services.scan.config import AnalyzeConfig
-from services.scan.job import Analysis, analyze
+from services.scan.analysis import classify as A
+from services.scan.analysis.candidates import deletion_candidates
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import Analysis, analyze
 from services.scan.schema import Extract, extract_from_rows
 from tests.scan import planted as P
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from services.scan.candidates import deletion_candidates
-from services.scan.canonical import NONCANONICAL, owner_name_problem
-from services.scan.config import AnalyzeConfig
-from services.scan.job import analyze
+from services.scan.analysis.candidates import deletion_candidates
+from services.scan.analysis.canonical import NONCANONICAL, owner_name_problem
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import analyze
 from services.scan.schema import extract_from_rows
 from tests.scan import planted as P
 

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec
 from devstack.zookeeper import ZooKeeperServer
-from services.scan.cli import reconcile
-from services.scan.cli_options import warn_risky_extract
-from services.scan.clusters import HEAD_UNRECORDED
+from services.scan.analysis.clusters import HEAD_UNRECORDED
+from services.scan.cli.options import warn_risky_extract
+from services.scan.cli.reconcile import reconcile
 from services.scan.schema import TABLES
 from tests.scan import sim
 from tests.scan.cli_child import spawn_cli

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from services.scan.cli import reconcile
-from services.scan.cli_sharing import OXIA_UNSUPPORTED, shared_clusters
+from services.scan.cli.reconcile import reconcile
+from services.scan.cli.sharing import OXIA_UNSUPPORTED, shared_clusters
 
 #: Nothing listens there: a check that got as far as the pre-flight would exit 5, not 2.
 DEAD = "127.0.0.1:1"

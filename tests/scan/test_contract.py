@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData, InvalidArgument, NotFound
-from services.scan.config import AnalyzeConfig, parse_duration
-from services.scan.names import ml_name_of_topic, namespace_of_ml
+from services.scan.analysis.config import AnalyzeConfig, parse_duration
+from services.scan.analysis.names import ml_name_of_topic, namespace_of_ml
 from services.scan.schema import BK_LEDGERS, conform, extract_from_rows, read_extract
 
 

@@ -26,8 +26,8 @@ def test_zip_contains_the_reconciler_and_generated_code(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(archive).namelist())
     wanted = {
         "services/cli.py",
-        "services/scan/extract.py",
-        "services/scan/submit.py",
+        "services/scan/extract/job.py",
+        "services/scan/submit/send.py",
         "services/metadata/zk_store.py",
         "tombstone/v1/marker_pb2.py",
     }
@@ -37,7 +37,7 @@ def test_zip_contains_the_reconciler_and_generated_code(tmp_path: Path) -> None:
 def test_modules_import_from_the_zip(tmp_path: Path) -> None:
     """With only the zip on PYTHONPATH, the reconciler modules load from inside it."""
     build(tmp_path)
-    code = "import services.scan.extract_plan as m, services.cli; print(m.__file__)"
+    code = "import services.scan.extract.units as m, services.cli; print(m.__file__)"
     result = _run(tmp_path, "-c", code)
     assert (result.returncode, ZIP_NAME in result.stdout) == (0, True), result.stderr
 

@@ -22,8 +22,8 @@ from devstack.simulator import (
 from devstack.simulator.generate import namespaces
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.paths import LedgerLayout
-from services.scan.extract import manifest_counts
-from services.scan.extract_plan import Unit
+from services.scan.extract.job import manifest_counts
+from services.scan.extract.units import Unit
 from tests.scan import sim
 
 

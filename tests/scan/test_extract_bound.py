@@ -13,8 +13,8 @@ from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import MetadataStore, ZkMetadataStore
 from services.metadata.paths import LedgerPaths
-from services.scan import extract_tasks as T
-from services.scan.extract_plan import BK, ML, plan_units
+from services.scan.extract import tasks as T
+from services.scan.extract.units import BK, ML, plan_units
 from tests.scan import sim
 
 SPEC = ClusterSpec(

@@ -9,9 +9,9 @@ import json
 from devstack.zookeeper import ZooKeeperServer
 from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
 from services.metadata import ZkMetadataStore
-from services.scan.extract_namespaces import read_namespaces
-from services.scan.extract_plan import NAMESPACES, ExtractSettings, Unit, plan_units, run_unit
-from services.scan.extract_tasks import Out, ReadLimits
+from services.scan.extract.namespaces import read_namespaces
+from services.scan.extract.tasks import Out, ReadLimits
+from services.scan.extract.units import NAMESPACES, ExtractSettings, Unit, plan_units, run_unit
 
 POLICIES = json.dumps({"replication_clusters": ["west", "east"], "deleted": False}).encode()
 LOCAL = json.dumps({"replication_clusters": ["west"]}).encode()

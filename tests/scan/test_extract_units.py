@@ -10,7 +10,8 @@ from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
 from services.metadata.namespaces import POLICIES_ROOT
-from services.scan.extract_plan import (
+from services.scan.extract.rows import Row
+from services.scan.extract.units import (
     BK,
     BUCKET,
     INVENTORY,
@@ -20,7 +21,6 @@ from services.scan.extract_plan import (
     plan_units,
     run_unit,
 )
-from services.scan.extract_rows import Row
 from tests.scan import sim
 
 SPEC = ClusterSpec(seed=31, tenants=1, namespaces_per_tenant=1, orphans=OrphanPlan.some(1))

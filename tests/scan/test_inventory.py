@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from services.core.errors import CorruptData, InvalidArgument
-from services.scan.inventory import InventoryRow, parse_schema, read_inventory
+from services.scan.extract.inventory import InventoryRow, parse_schema, read_inventory
 
 U = "6f1c1d8e-4b1f-4e0a-9a55-0123456789ab"
 MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from services.scan.cli import reconcile
-from services.scan.config import AnalyzeConfig
-from services.scan.job import AnalysisOutcome, run_analysis
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
+from services.scan.cli.reconcile import reconcile
 from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 

@@ -22,11 +22,11 @@ from devstack.ports import free_port
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import ZkMetadataStore
-from services.scan._s3 import S3Settings
-from services.scan.cli import reconcile
-from services.scan.extract_plan import ExtractSettings
-from services.scan.preflight import EXIT_PREFLIGHT, extract_problems, source_problems
-from services.scan.preflight_zk import servers
+from services.scan.cli.reconcile import reconcile
+from services.scan.extract.s3 import S3Settings
+from services.scan.extract.units import ExtractSettings
+from services.scan.preflight.checks import EXIT_PREFLIGHT, extract_problems, source_problems
+from services.scan.preflight.zk import servers
 from services.scan.schema import extract_from_rows, write_extract
 
 CLUSTER = "c1"

@@ -16,9 +16,9 @@ from devstack.zookeeper import ZooKeeperServer
 from services.core.zk_security import ZooKeeperSecurity
 from services.metadata import ZkMetadataStore
 from services.metadata.acl import ALL, AclEntry, digest_id
-from services.scan.extract_plan import ExtractSettings
-from services.scan.preflight import source_problems
-from services.scan.preflight_zk import check_metadata
+from services.scan.extract.units import ExtractSettings
+from services.scan.preflight.checks import source_problems
+from services.scan.preflight.zk import check_metadata
 
 CLUSTER = "local"
 PULSAR = ZooKeeperSecurity(digest_user="pulsar", digest_password="p-pass")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from services.scan.clusters import HEAD_UNRECORDED
-from services.scan.report import write_html_report
-from services.scan.report_format import human_bytes, human_duration, topic_of_ml
-from services.scan.report_history import previous_run
-from services.scan.report_svg import bytes_axis, count_axis
-from services.scan.submit import SubmitReport, record_submission
+from services.scan.analysis.clusters import HEAD_UNRECORDED
+from services.scan.report.format import human_bytes, human_duration, topic_of_ml
+from services.scan.report.history import previous_run
+from services.scan.report.svg import bytes_axis, count_axis
+from services.scan.report.write import write_html_report
+from services.scan.submit.send import SubmitReport, record_submission
 from tests.scan import report_fixture as R
 from tests.scan.chromium import dump_dom
 

@@ -21,10 +21,10 @@ from pyspark.sql import SparkSession
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec
 from devstack.zookeeper import ZooKeeperServer
-from services.scan.config import AnalyzeConfig
-from services.scan.job import run_analysis
-from services.scan.report_history import INCOMPLETE
-from services.scan.runs import LATEST, complete_run, start_run, update_latest
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import run_analysis
+from services.scan.cli.runs import LATEST, complete_run, start_run, update_latest
+from services.scan.report.history import INCOMPLETE
 from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 from tests.scan import report_fixture as R

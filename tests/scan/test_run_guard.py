@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.scan.run_guard import EXIT_INTERRUPTED, interruptible
+from services.scan.cli.run_guard import EXIT_INTERRUPTED, interruptible
 
 
 class NetworkError(Exception):

@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from services.core.config import ClientConfig
-from services.scan.cli import reconcile
-from services.scan.cli_options import SubmitRequest, submit_candidates
-from services.scan.plan import PlanRefused, read_plan, select
-from services.scan.report_history import INCOMPLETE
-from services.scan.runs import LATEST, complete_run, start_run, update_latest
-from services.scan.submit import SubmitSettings
+from services.scan.cli.options import SubmitRequest, submit_candidates
+from services.scan.cli.reconcile import reconcile
+from services.scan.cli.runs import LATEST, complete_run, start_run, update_latest
+from services.scan.report.history import INCOMPLETE
+from services.scan.submit.plan import PlanRefused, read_plan, select
+from services.scan.submit.send import SubmitSettings
 from tests.scan import report_fixture as R
 
 NOW = datetime(2026, 11, 26, 21, 0, 5, 750_000, tzinfo=UTC)

@@ -10,8 +10,8 @@ from aiobotocore.session import get_session
 
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
-from services.scan.cli_extract import parse_s3_locations
-from services.scan.extract_plan import BUCKET, Unit, run_unit
+from services.scan.cli.extract import parse_s3_locations
+from services.scan.extract.units import BUCKET, Unit, run_unit
 from tests.scan import sim
 from tests.scan.test_extract_units import SPEC, _by_table
 

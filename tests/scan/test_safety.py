@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from services.scan.config import AnalyzeConfig
-from services.scan.safety import (
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.safety import (
     SafetyVerdict,
     cluster_problems,
     decode_problems,

@@ -27,12 +27,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from devstack.zookeeper import ZooKeeperServer
-from services.scan.config import AnalyzeConfig
-from services.scan.extract import ExtractOutcome, run_extract
-from services.scan.extract_plan import ExtractSettings
-from services.scan.job import AnalysisOutcome, run_analysis
-from services.scan.preflight_sharing import check_replication
-from services.scan.report_sections import DELETED_NAMESPACE
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
+from services.scan.extract.job import ExtractOutcome, run_extract
+from services.scan.extract.units import ExtractSettings
+from services.scan.preflight.sharing import check_replication
+from services.scan.report.sections import DELETED_NAMESPACE
 from tests.scan import shared_world as W
 from tests.scan.cli_child import ROOT
 

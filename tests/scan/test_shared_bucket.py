@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from services.scan.clusters import HEAD_UNRECORDED
-from services.scan.config import AnalyzeConfig
-from services.scan.job import AnalysisOutcome, run_analysis
+from services.scan.analysis.clusters import HEAD_UNRECORDED
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.schema import extract_from_rows, read_extract, write_extract
 from tests.scan import planted as P
 

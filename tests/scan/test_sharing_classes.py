@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from services.scan.config import AnalyzeConfig
-from services.scan.job import analyze
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import analyze
 from services.scan.schema import extract_from_rows
 from tests.scan import planted as P
 

@@ -23,9 +23,9 @@ from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.spark_cluster import QUICK_JVM, SparkStandalone, spark_home
 from devstack.zookeeper import ZooKeeperServer
 from scripts.dist_spark import build
-from services.scan.config import AnalyzeConfig
-from services.scan.extract import JOB_GROUP, run_extract
-from services.scan.job import run_analysis
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import run_analysis
+from services.scan.extract.job import JOB_GROUP, run_extract
 from tests.scan import sim
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

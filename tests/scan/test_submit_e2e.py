@@ -21,7 +21,7 @@ from services.marker.app import METHOD_ROLES
 from services.marker.marking import Marker
 from services.marker.servicer import SERVICE_NAME, MarkerServicer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
-from services.scan.submit import SubmitSettings, read_candidates, submit
+from services.scan.submit.send import SubmitSettings, read_candidates, submit
 from tests.deleter.stack import (
     BUCKET,
     CLUSTER,

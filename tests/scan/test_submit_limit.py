@@ -8,8 +8,8 @@ import pytest
 from services.core.adaptive import Signal
 from services.core.client import from_rpc_error
 from services.core.errors import InvalidArgument
-from services.scan.cli_options import submit_settings
-from services.scan.submit import marker_signal
+from services.scan.cli.options import submit_settings
+from services.scan.submit.send import marker_signal
 
 
 def failed(code: grpc.StatusCode) -> grpc.aio.AioRpcError:

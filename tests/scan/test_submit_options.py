@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from services.scan.cli import reconcile
+from services.scan.cli.reconcile import reconcile
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 from services.core.config import ClientConfig
 from services.metadata import uuid_to_bits
 from services.scan.progress import render
-from services.scan.submit import SubmitReport, SubmitSettings, plan_requests
+from services.scan.submit.send import SubmitReport, SubmitSettings, plan_requests
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 ML = "public/default/persistent/t"

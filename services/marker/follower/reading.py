@@ -2,7 +2,7 @@
 locators, encoded into index entries as they arrive.
 
 Listings walk the tree as Pulsar lays it out (the reconciler's extract reads the same
-shapes: `services.scan.extract_tasks`); znodes are read with `get_many` (multiRead, many per
+shapes: `services.scan.extract.tasks`); znodes are read with `get_many` (multiRead, many per
 round trip). A znode deleted between its listing and its read was a successful read of
 absence. Any other failure fails the whole read (`StoreUnavailable`...): a partial read
 must never be diffed, since what it missed would look deleted.

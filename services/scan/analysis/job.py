@@ -1,0 +1,332 @@
+"""The analysis job: read an extract run, classify, check safety, write findings and report.
+
+I/O happens only here (and in `schema` / `report`). Findings are written first and read
+back, so the classification joins run once however many summaries are drawn from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from services.core.errors import CorruptData
+from services.scan.analysis import classify as A
+from services.scan.analysis import clusters, insights, report_data, shared_report
+from services.scan.analysis import sharing as S
+from services.scan.analysis.candidates import deletion_candidates
+from services.scan.analysis.canonical import reject_noncanonical
+from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.safety import SafetyVerdict, check_safety, gate_candidates
+from services.scan.progress import StepProgress
+from services.scan.report.format import human_duration
+from services.scan.report.write import write_html_report, write_summary
+from services.scan.schema import Extract, read_extract
+
+log = structlog.get_logger(__name__)
+
+#: Output datasets under the run's output directory.
+OUT_LEDGERS = "findings/ledgers"
+OUT_OBJECTS = "findings/objects"
+OUT_CANDIDATES = "candidates"
+OUT_COUNTS = "counts_by_kind"
+OUT_RECLAIMABLE = "reclaimable_by_namespace"
+OUT_DORMANT = "dormant_topics"
+OUT_INACTIVE = "inactive_cursors"
+
+
+@dataclass(frozen=True)
+class ScanInfo:
+    scan_id: str
+    cluster_name: str | None
+    started_ms: int
+    ended_ms: int | None
+    objects_headed: bool | None = None
+    """False: objects were not read with HEAD (`--no-head-objects`); None: not recorded."""
+    shared_clusters: tuple[str, ...] = ()
+    """The neighbours whose metadata the extract read (`--shared-cluster`)."""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The lazily computed results of one analysis (nothing runs until written)."""
+
+    ledger_findings: DataFrame
+    object_findings: DataFrame
+    dormant_topics: DataFrame
+    inactive_cursors: DataFrame
+
+
+@dataclass(frozen=True)
+class AnalysisOutcome:
+    out_dir: Path
+    verdict: SafetyVerdict
+    summary: dict[str, Any]
+
+
+def scan_info(extract: Extract) -> ScanInfo:
+    """The one scan_run row; its start is "now" for every age."""
+    rows = extract.scan_run.collect()
+    if len(rows) != 1:
+        raise CorruptData(f"scan_run must hold exactly one row, found {len(rows)}")
+    row = rows[0]
+    return ScanInfo(
+        row["scan_id"],
+        row["cluster_name"],
+        row["started_ms"],
+        row["ended_ms"],
+        row["objects_headed"],
+        tuple(row["shared_clusters"] or ()),
+    )
+
+
+def sharing_of(extract: Extract, config: AnalyzeConfig) -> S.Sharing:
+    """What the extract read of the clusters sharing the ledgers root, and the operator's
+    `--deleted-namespace` names."""
+    declared = {name for row in extract.scan_run.collect() for name in row["shared_clusters"] or ()}
+    # A failed listing is a manifest row too (and refuses the run): listed means "attempted".
+    listed = bool(extract.scan_manifest.filter(F.col("kind") == "namespaces").limit(1).collect())
+    return S.Sharing(config.cluster, tuple(sorted(declared)), listed, config.deleted_namespaces)
+
+
+def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis:
+    """Classify ledgers and objects and derive the reports (pure: returns DataFrames).
+
+    References count from every cluster the extract read; owners only from this one (a
+    neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`)."""
+    # Every cluster's references protect a ledger; only ours own, list and report.
+    refs = A.ledger_references(
+        extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
+    )
+    mls, cursors = S.ours(extract.managed_ledgers), S.ours(extract.cursors)
+    owners = A.reference_owners(mls, cursors, S.ours(extract.schemas))
+    shared = S.frames(
+        extract.managed_ledgers,
+        extract.schemas,
+        extract.namespaces,
+        sharing_of(extract, config),
+    )
+    ledgers = A.classify_ledgers(
+        extract.bk_ledgers,
+        refs,
+        owners,
+        now_ms=now_ms,
+        min_age_ms=config.min_age_ms,
+        sharing=shared,
+    )
+    objects = A.classify_objects(
+        extract.offload_objects,
+        extract.ml_ledgers,
+        cluster=config.cluster,
+        now_ms=now_ms,
+        min_age_ms=config.min_age_ms,
+        owners=owners,
+        sharing=shared,
+    )
+    # Names from ZooKeeper, custom metadata and object metadata become PDLI fields: only
+    # canonical ones may be proposed.
+    ledgers = reject_noncanonical(ledgers, F.col("pdli_component"))
+    objects = reject_noncanonical(objects, F.lit("MANAGED_LEDGER"))
+    dormant = insights.dormant_topics(
+        mls,
+        S.ours(extract.ml_ledgers),
+        extract.bk_ledgers,
+        now_ms=now_ms,
+        dormant_age_ms=_ms(config.dormant_topic_age.total_seconds()),
+    )
+    inactive = insights.inactive_cursors(
+        cursors,
+        now_ms=now_ms,
+        inactive_age_ms=_ms(config.inactive_cursor_age.total_seconds()),
+    )
+    return Analysis(ledgers, objects, dormant, inactive)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
+    path = str(out / name)
+    df.write.mode("overwrite").parquet(path)
+    return df.sparkSession.read.parquet(path)
+
+
+def warn_if_short_window(config: AnalyzeConfig) -> None:
+    if config.below_floor:
+        log.warning(
+            "AGE WINDOW BELOW THE SAFETY FLOOR: unreferenced ledgers younger than the floor "
+            "may still be about to be referenced (rollover, cursor, schema, compaction)",
+            min_age=str(config.min_age),
+        )
+
+
+#: What the analysis bar counts: each step ends with its output written.
+ANALYSIS_STEPS = ("ledgers", "objects", "safety", "candidates", "insights", "report")
+
+
+def warn_if_unattributed(info: ScanInfo) -> None:
+    if info.objects_headed is False:
+        log.warning(
+            "OBJECTS NOT READ WITH HEAD (--no-head-objects): their cluster is unknown, so "
+            "another cluster's objects in a shared bucket may be proposed"
+        )
+    elif info.objects_headed is None:
+        log.warning(clusters.HEAD_UNRECORDED)
+
+
+def run_analysis(
+    spark: SparkSession,
+    extract_dir: str | Path,
+    out_dir: str | Path,
+    config: AnalyzeConfig,
+    *,
+    run_ids: Mapping[str, str | None] | None = None,
+    progress: bool = False,
+) -> AnalysisOutcome:
+    """Analyse the extract in `extract_dir` and write findings, candidates and the report
+    (with `progress`, a bar of ANALYSIS_STEPS on a terminal's stderr).
+
+    `run_ids` (`run_id`, `previous_run_id` of a versioned run, `services.scan.cli.runs`) go into
+    summary.json, so the report compares the run with the one before it."""
+    steps = StepProgress(ANALYSIS_STEPS, label="analysis", enabled=progress)
+    warn_if_short_window(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    extract = read_extract(spark, extract_dir)
+    info = scan_info(extract)
+    warn_if_unattributed(info)
+    analysis = analyze(extract, config, now_ms=info.started_ms)
+    ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
+    steps.advance("ledgers")
+    objects = _write(analysis.object_findings, out, OUT_OBJECTS)
+    steps.advance("objects")
+    counts = _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
+    verdict = check_safety(extract, counts, config)
+    steps.advance("safety")
+    # Kept in memory (it is small): written when allowed, and summed per namespace either way.
+    ungated = deletion_candidates(ledgers, objects).persist()
+    candidates = _write(gate_candidates(ungated, verdict), out, OUT_CANDIDATES)
+    steps.advance("candidates")
+    reclaimable = _write(
+        insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE
+    )
+    dormant = _write(analysis.dormant_topics, out, OUT_DORMANT)
+    inactive = _write(analysis.inactive_cursors, out, OUT_INACTIVE)
+    steps.advance("insights")
+    count_rows = [r.asDict() for r in counts.collect()]
+    reclaimable_rows = [r.asDict() for r in reclaimable.collect()]
+    summary = build_summary(
+        info,
+        config,
+        verdict,
+        count_rows,
+        reclaimable_rows,
+        _candidate_totals(candidates),
+        dormant.count(),
+        inactive.count(),
+    )
+    summary |= clusters.object_clusters(objects)
+    summary |= shared_report.summarize(extract, ledgers, objects, sharing_of(extract, config))
+    summary["warnings"] += summary["shared_bookkeeper"]["warnings"]
+    summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
+    summary |= dict(run_ids or {})
+    write_summary(out, summary)
+    write_html_report(out, summary)
+    steps.advance("report")
+    ungated.unpersist()
+    log.info("reconcile analysis done", out=str(out), refused=verdict.refused)
+    return AnalysisOutcome(out, verdict, summary)
+
+
+def report_sections(
+    extract: Extract,
+    ledgers: DataFrame,
+    objects: DataFrame,
+    candidates: DataFrame,
+    config: AnalyzeConfig,
+    verdict: SafetyVerdict,
+    out: Path,
+) -> dict[str, Any]:
+    """What the report shows beyond the counts (also writes tasks.csv and items.csv)."""
+    manifest = [r.asDict() for r in extract.scan_manifest.collect()]
+    edges = report_data.age_edges_s(int(config.min_age.total_seconds()))
+    # Counted, binned, listed and written: computed once (everything not referenced).
+    items = report_data.report_items(ledgers, objects, candidates, verdict.refused).persist()
+    try:
+        listed, bins = report_data.summarize_items(items, out, edges)
+    finally:
+        items.unpersist()
+    return {
+        "coverage": report_data.coverage(manifest, out),
+        "items": listed,
+        "age_histogram": {"edges_s": edges, "bins": bins},
+        "submit_plan": report_data.submit_plan(candidates),
+    }
+
+
+def _candidate_totals(candidates: DataFrame) -> dict[str, int]:
+    row = candidates.agg(
+        F.count("*").alias("count"),
+        F.sum(F.when(F.col("ledger_type") == "LEDGER", 1).otherwise(0)).alias("ledgers"),
+        F.sum(F.when(F.col("ledger_type") == "OFFLOAD_LEDGER", 1).otherwise(0)).alias("objects"),
+        F.sum("size_bytes").alias("bytes"),
+    ).collect()[0]
+    return {key: int(row[key] or 0) for key in ("count", "ledgers", "objects", "bytes")}
+
+
+def build_summary(
+    info: ScanInfo,
+    config: AnalyzeConfig,
+    verdict: SafetyVerdict,
+    counts: list[dict[str, Any]],
+    reclaimable: list[dict[str, Any]],
+    candidates: dict[str, int],
+    dormant_topics: int,
+    inactive_cursors: int,
+) -> dict[str, Any]:
+    """The machine-readable summary written as summary.json."""
+    top = sorted(reclaimable, key=lambda r: r["total_bytes"], reverse=True)[:50]
+    return {
+        "scan": {
+            "scan_id": info.scan_id,
+            "cluster_name": info.cluster_name,
+            "started": datetime.fromtimestamp(info.started_ms / 1000, UTC).isoformat(),
+            "started_ms": info.started_ms,
+            "ended_ms": info.ended_ms,
+            "objects_headed": info.objects_headed,
+        },
+        "config": {
+            "cluster": config.cluster,
+            "min_age_s": config.min_age.total_seconds(),
+            "min_age": human_duration(config.min_age.total_seconds()),
+            "min_age_below_floor": config.below_floor,
+            "max_orphan_share": config.max_orphan_share,
+            "deleted_namespaces": list(config.deleted_namespaces),
+        },
+        "risky_options": clusters.risky_options(
+            below_floor=config.below_floor,
+            objects_headed=info.objects_headed,
+            deleted_namespaces=bool(config.deleted_namespaces),
+        ),
+        "warnings": clusters.warnings(info.objects_headed),
+        "dry_run": True,
+        "refused": verdict.refused,
+        "refusal_reasons": list(verdict.reasons),
+        "orphan_share": {
+            "ledgers": verdict.ledger_orphan_share,
+            "objects": verdict.object_orphan_share,
+        },
+        "counts": sorted(counts, key=lambda r: (r["source"], r["kind"], r["orphan_reason"] or "")),
+        "candidates": candidates,
+        "reclaimable_bytes_total": sum(r["total_bytes"] for r in reclaimable),
+        "reclaimable_by_namespace_top": top,
+        "dormant_topics": dormant_topics,
+        "inactive_cursors": inactive_cursors,
+    }

@@ -1,0 +1,120 @@
+"""Options about other Pulsar clusters on this BookKeeper: `--shared-cluster` (extract, run)
+and `--deleted-namespace` (analyze, run), checked before any work (exit 2 when malformed)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from services.core.config import CONFIGURATION_STORE, SHARED_CLUSTERS
+from services.core.errors import TombstoneError
+from services.core.shared_clusters import OXIA, SharedCluster, StoreUrl, parse_shared_clusters
+from services.core.shared_clusters import parse_store_url as _parse_store_url
+from services.metadata.pulsar_names import check_named_entity
+from services.scan.cli.errors import UsageProblem
+
+F = Callable[..., Any]
+OXIA_UNSUPPORTED = "Oxia metadata stores are not supported by the reconciler yet"
+
+
+def shared_cluster_option(func: F) -> F:
+    return click.option(
+        "--shared-cluster",
+        "shared_cluster",
+        multiple=True,
+        metavar="NAME=URL",
+        help="Another Pulsar cluster sharing this BookKeeper's ledgers root (repeatable): its "
+        "name and metadata store, URL zk:host:port[,host:port...][/chroot] or "
+        "host:port[,...][/chroot] (Oxia is not supported). Its managed ledgers, cursors and "
+        "schemas are read too: what it references or owns is never proposed. Default: "
+        "TOMBSTONE_SHARED_CLUSTERS (white-space separated NAME=URL entries).",
+    )(func)
+
+
+def deleted_namespace_option(func: F) -> F:
+    return click.option(
+        "--deleted-namespace",
+        "deleted_namespace",
+        multiple=True,
+        metavar="TENANT/NS",
+        help="A namespace without policies here that was deleted in THIS cluster, as "
+        "TENANT/NS or TENANT/CLUSTER/NS (repeatable): its unreferenced ledgers and objects "
+        "may then be proposed instead of being set apart as unknown_namespace. Risky: if "
+        "another cluster sharing this BookKeeper has a namespace of that name and is not "
+        "declared with --shared-cluster, its data is proposed (the report's banner says so).",
+    )(func)
+
+
+def _refuse_oxia(store: StoreUrl, what: str) -> None:
+    if store.kind == OXIA:
+        raise UsageProblem(f"{what}: {OXIA_UNSUPPORTED}")
+
+
+def shared_clusters(values: Sequence[str], cluster: str) -> tuple[SharedCluster, ...]:
+    """The declared neighbours: the options, else TOMBSTONE_SHARED_CLUSTERS."""
+    try:
+        if values:
+            declared = parse_shared_clusters(" ".join(values))
+        else:
+            declared = SHARED_CLUSTERS.read(os.environ)
+    except TombstoneError as exc:  # the environment's value (ConfigError names the variable)
+        raise UsageProblem(str(exc)) from None
+    except ValueError as exc:
+        raise UsageProblem(f"--shared-cluster: {exc}") from None
+    for shared in declared:
+        _refuse_oxia(shared.store, f"--shared-cluster {shared.name}")
+        if shared.name == cluster:
+            raise UsageProblem(f"--shared-cluster {shared.name}: that is --cluster itself")
+    return declared
+
+
+def configuration_store(raw: str | None) -> str | None:
+    """`--configuration-store` (else TOMBSTONE_CONFIGURATION_STORE) checked and normalized to
+    `host:port[,...][/chroot]`; None: the metadata store holds the configuration too."""
+    try:
+        if raw is None:
+            env = CONFIGURATION_STORE.read(os.environ)
+            if env is None:
+                return None
+            store = env
+        else:
+            store = _parse_store_url(raw)
+    except TombstoneError as exc:  # the environment's value (ConfigError names the variable)
+        raise UsageProblem(str(exc)) from None
+    except ValueError as exc:
+        raise UsageProblem(f"--configuration-store: {exc}") from None
+    _refuse_oxia(store, "--configuration-store")
+    return f"{store.servers}{store.root}"
+
+
+def deleted_namespaces(values: Sequence[str]) -> tuple[str, ...]:
+    """Each `tenant/ns` or `tenant/cluster/ns`, in Pulsar's naming rules."""
+    checked = []
+    for value in values:
+        parts = value.split("/")
+        if len(parts) not in (2, 3):
+            raise UsageProblem(
+                f"--deleted-namespace {value!r}: expected TENANT/NS or TENANT/CLUSTER/NS"
+            )
+        try:
+            for part in parts:
+                check_named_entity(part, "namespace")
+        except TombstoneError as exc:
+            raise UsageProblem(f"--deleted-namespace {value!r}: {exc}") from None
+        checked.append(value)
+    return tuple(sorted(set(checked)))
+
+
+def warn_deleted_namespaces(namespaces: Sequence[str]) -> None:
+    if namespaces:
+        click.secho(
+            f"WARNING: --deleted-namespace {', '.join(namespaces)}: their ledgers may be "
+            "proposed; if a cluster sharing this BookKeeper has such a namespace and is not "
+            "declared with --shared-cluster, its data is proposed.",
+            fg="red",
+            bold=True,
+            err=True,
+        )

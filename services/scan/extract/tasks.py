@@ -1,0 +1,263 @@
+"""What one extract task reads: a BookKeeper subtree, a namespace's topics and cursors, a
+tenant's schema locators, or a bucket (live listing or an inventory file).
+
+Each reader is a coroutine that appends `(table, row)` pairs to `out`. A znode deleted between
+the listing and the read was a successful read of absence and is skipped; any other failure
+propagates, and the task that ran the reader reports itself failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from services.metadata import (
+    MANAGED_LEDGERS_ROOT,
+    SCHEMAS_ROOT,
+    BookKeeperLedgers,
+    CorruptMetadata,
+    LedgerPaths,
+    MetadataStore,
+    NoNode,
+    Versioned,
+    decode_cursor_info,
+    decode_ledger_metadata,
+    decode_managed_ledger_info,
+    decode_schema_locator,
+)
+from services.metadata.paths import LedgerLayout, long_hierarchical_path, short_hierarchical_path
+from services.metadata.pulsar_names import DOMAINS, PERSISTENT
+from services.scan.extract import rows as R
+from services.scan.extract.inventory import read_inventory
+from services.scan.extract.s3 import S3Lister
+
+Out = list[tuple[str, R.Row]]
+T = TypeVar("T")
+
+
+class Truncated(Exception):
+    """The task could not list everything it was asked to (its rows are a partial view)."""
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    concurrency: int = 64
+    """Requests in flight per task (ZooKeeper reads and listings, or S3 HEADs): each reader
+    runs its per-item work sequentially inside one of `concurrency` slots, so this is a hard
+    ceiling per task, and a running task holds one ZooKeeper session."""
+
+
+async def bounded(
+    items: Sequence[T], work: Callable[[T], Awaitable[None]], concurrency: int
+) -> None:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(item: T) -> None:
+        async with slots:
+            await work(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+async def _get(store: MetadataStore, path: str) -> Versioned | None:
+    try:
+        return await store.get(path)
+    except NoNode:
+        return None
+
+
+async def _children(store: MetadataStore, path: str) -> list[str]:
+    try:
+        return sorted(await store.get_children(path))
+    except NoNode:
+        return []
+
+
+async def read_bk_subtree(
+    store: MetadataStore, paths: LedgerPaths, subtree: str, out: Out, limits: ReadLimits
+) -> int:
+    """Every ledger znode below `subtree` (relative to the root); returns the row count."""
+    ledgers = BookKeeperLedgers(store, paths=paths, list_concurrency=limits.concurrency)
+    ids = await ledgers.ledger_ids_under(subtree)
+    scope = f"{paths.root}/{subtree}" if subtree else paths.root
+    before = len(out)
+
+    async def read(ledger_id: int) -> None:
+        path = _path_in(paths, subtree, ledger_id)
+        node = await _get(store, path)
+        if node is None:
+            return
+        try:
+            metadata = decode_ledger_metadata(node.data, ledger_id=ledger_id, path=path)
+        except CorruptMetadata as e:
+            out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, None, e.problem)))
+            return
+        out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, metadata, "")))
+
+    await bounded(ids, read, limits.concurrency)
+    return len(out) - before
+
+
+def _path_in(paths: LedgerPaths, subtree: str, ledger_id: int) -> str:
+    """The path of a ledger found in `subtree`: its tree says which split was used (a 3-digit
+    tree holds long paths even for small ids, when BookKeeper's long manager wrote them)."""
+    if paths.layout is LedgerLayout.FLAT:
+        return paths.ledger_path(ledger_id)
+    top = subtree.split("/", 1)[0]
+    split = short_hierarchical_path if len(top) == 2 else long_hierarchical_path
+    return f"{paths.root}/{split(ledger_id)}"
+
+
+async def namespaces_under(store: MetadataStore, unit: str) -> list[str]:
+    """ML-name prefixes holding topics below `tenant/x`: `tenant/ns` (V2) and, when `x` is a
+    cluster, `tenant/x/ns` (V1)."""
+    base = f"{MANAGED_LEDGERS_ROOT}/{unit}"
+    children = await _children(store, base)
+    found = [unit] if PERSISTENT in children else []
+    for child in children:
+        if child in DOMAINS:
+            continue
+        if PERSISTENT in await _children(store, f"{base}/{child}"):
+            found.append(f"{unit}/{child}")
+    return found
+
+
+async def read_managed_ledgers(
+    store: MetadataStore, unit: str, out: Out, limits: ReadLimits
+) -> tuple[int, int]:
+    """Every ML znode (with its list) and cursor znode below `tenant/x`; (MLs, cursors) read."""
+    names: list[str] = []
+    for prefix in await namespaces_under(store, unit):
+        topics = await _children(store, f"{MANAGED_LEDGERS_ROOT}/{prefix}/{PERSISTENT}")
+        names.extend(f"{prefix}/{PERSISTENT}/{topic}" for topic in topics)
+    counts = [0, 0]
+
+    async def read(ml_name: str) -> None:
+        path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}"
+        node = await _get(store, path)
+        if node is None:
+            return
+        counts[0] += 1
+        _append_ml(ml_name, path, node, out)
+        cursors = await _children(store, path)
+        for cursor in cursors:
+            counts[1] += await _read_cursor(store, ml_name, cursor, out)
+
+    await bounded(names, read, limits.concurrency)
+    return counts[0], counts[1]
+
+
+def _append_ml(ml_name: str, path: str, node: Versioned, out: Out) -> None:
+    try:
+        info = decode_managed_ledger_info(node.data, path=path)
+    except CorruptMetadata as e:
+        row = R.managed_ledger_row(ml_name, node, None)
+        row["decode_error"] = e.problem
+        out.append(("managed_ledgers", row))
+        return
+    out.append(("managed_ledgers", R.managed_ledger_row(ml_name, node, info)))
+    out.extend(("ml_ledgers", row) for row in R.ml_ledger_rows(ml_name, info))
+
+
+async def _read_cursor(store: MetadataStore, ml_name: str, cursor: str, out: Out) -> int:
+    path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}/{cursor}"
+    node = await _get(store, path)
+    if node is None:
+        return 0
+    try:
+        info = decode_cursor_info(node.data, path=path)
+    except CorruptMetadata as e:
+        row = R.cursor_row(ml_name, cursor, node, None)
+        row["decode_error"] = e.problem
+        out.append(("cursors", row))
+        return 1
+    out.append(("cursors", R.cursor_row(ml_name, cursor, node, info)))
+    return 1
+
+
+async def read_schemas(store: MetadataStore, tenant: str, out: Out, limits: ReadLimits) -> int:
+    """Every schema locator below `/schemas/<tenant>` (V2 `t/ns/x` and V1 `t/c/ns/x`)."""
+    ids: list[str] = []
+    for ns in await _children(store, f"{SCHEMAS_ROOT}/{tenant}"):
+        ids.extend(
+            f"{tenant}/{ns}/{topic}"
+            for topic in await _children(store, f"{SCHEMAS_ROOT}/{tenant}/{ns}")
+        )
+    before = len(out)
+
+    async def read(schema_id: str, depth: int = 3) -> None:
+        path = f"{SCHEMAS_ROOT}/{schema_id}"
+        node = await _get(store, path)
+        if node is None:
+            return
+        if not node.data and depth == 3:
+            nested = await _children(store, path)
+            if nested:  # a V1 namespace directory: tenant/cluster/ns/<topic> below it
+                # One after the other, inside this read's slot: a task never has more than
+                # `concurrency` requests in flight (the per-executor ZooKeeper bound).
+                for n in nested:
+                    await read(f"{schema_id}/{n}", 4)
+                return
+        try:
+            locator = decode_schema_locator(node.data, path=path)
+        except CorruptMetadata as e:
+            row = R.schema_row(schema_id, node, None)
+            row["decode_error"] = e.problem
+            out.append(("schemas", row))
+            return
+        out.append(("schemas", R.schema_row(schema_id, node, locator)))
+
+    await bounded(ids, read, limits.concurrency)
+    return len(out) - before
+
+
+async def read_bucket(
+    lister: S3Lister, bucket: str, out: Out, limits: ReadLimits, *, head: bool
+) -> int:
+    """Every object of `bucket` (live listing); user metadata by HEAD of Pulsar-named keys."""
+    page = await lister.list_all(bucket)
+    listed = [(bucket, o.key, o.size, o.last_modified_ms) for o in page.objects]
+    count = await _object_rows(lister, listed, out, limits, head=head)
+    if page.truncated:
+        raise Truncated(f"s3://{bucket}: listing ended early ({count} objects read)")
+    return count
+
+
+async def read_inventory_file(
+    lister: S3Lister | None,
+    path: str,
+    buckets: frozenset[str],
+    schema: Sequence[str],
+    out: Out,
+    limits: ReadLimits,
+) -> int:
+    """The objects an inventory file lists in the allowed buckets (others are ignored)."""
+    rows = await asyncio.to_thread(read_inventory, path, schema)
+    listed = [(r.bucket, r.key, r.size, r.last_modified_ms) for r in rows if r.bucket in buckets]
+    return await _object_rows(lister, listed, out, limits, head=lister is not None)
+
+
+async def _object_rows(
+    lister: S3Lister | None,
+    listed: list[tuple[str, str, int, int | None]],
+    out: Out,
+    limits: ReadLimits,
+    *,
+    head: bool,
+) -> int:
+    before = len(out)
+
+    async def one(item: tuple[str, str, int, int | None]) -> None:
+        bucket, key, size, modified = item
+        metadata: dict[str, str] | None = None
+        row = R.object_row(bucket, key, size, modified, None)
+        if head and lister is not None and row.get("ledger_id") is not None:
+            metadata = await lister.user_metadata(bucket, key)
+            if metadata is None:
+                return  # deleted since the listing
+        out.append(("offload_objects", R.object_row(bucket, key, size, modified, metadata)))
+
+    await bounded(listed, one, limits.concurrency)
+    return len(out) - before
