@@ -50,6 +50,31 @@ def test_two_uploads_of_one_ledger_go_in_two_calls() -> None:
     assert {(c.driver_name, c.driver_metadata["bucket"]) for c in contexts} == {("aws-s3", "b1")}
 
 
+def test_a_bucket_at_its_own_location_is_named_with_it() -> None:
+    """A bucket the extract listed at its `--s3-location` is submitted with that endpoint and
+    region in driverMetadata, as the offloader records them (`serviceEndpoint`, `region`):
+    the verifier and the deleter look where the record says. Other buckets name none."""
+    settings = SubmitSettings(
+        marker=ClientConfig("127.0.0.1:1"),
+        locations={"west": ("http://s3.west.example:9000", "us-west-2")},
+    )
+    candidates = [offload(5, U1), cand(6, ledger_type="OFFLOAD_LEDGER", bucket="west", uuid=U2)]
+    requests = plan_requests(candidates, settings, SubmitReport())
+    metadata = {
+        e.ledger_id: dict(e.offload_context.driver_metadata)
+        for r in requests
+        for e in r.reconciler_ledgers
+    }
+    assert metadata == {
+        5: {"bucket": "b1"},
+        6: {
+            "bucket": "west",
+            "serviceEndpoint": "http://s3.west.example:9000",
+            "region": "us-west-2",
+        },
+    }
+
+
 def test_cursor_and_schema_owners_are_separate_calls() -> None:
     """A cursor ledger and a schema ledger each go to their own owner."""
     cursor = cand(7, component="MANAGED_CURSOR", cursor_name="sub")

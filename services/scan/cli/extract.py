@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -287,6 +288,12 @@ def run(out_dir: str, master: str, **kw: Any) -> None:
         for key in analysis_keys[1:]:
             kw.pop(key)
         settings = extract_settings(kw.pop("cluster"), **kw)
+        if submit is not None and settings.locations:
+            # What the extract listed at its own location is submitted naming that location.
+            where = {bucket: (endpoint, region) for bucket, endpoint, region in settings.locations}
+            submit = dataclasses.replace(
+                submit, settings=dataclasses.replace(submit.settings, locations=where)
+            )
         require_source(settings, out_dir)
         with versioned_run(out_dir) as (run, holder):
             # Imported here (pyspark takes seconds to import): a SIGINT meanwhile is handled.

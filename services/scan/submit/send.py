@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from services.core.client import open_channel, rpc_errors
 from services.core.config import ClientConfig
 from services.core.errors import TombstoneError
 from services.metadata import uuid_to_bits
+from services.metadata.offload import PROP_BUCKET, PROP_REGION, PROP_SERVICE_ENDPOINT
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
@@ -55,6 +56,12 @@ class SubmitSettings:
     offload_driver: str = "aws-s3"
     """Driver name written into offload PDLIs (the objects came from an S3 listing); the CLI
     takes TOMBSTONE_OFFLOAD_DEFAULT_DRIVER, shared with the marker and the verifier."""
+    locations: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    """Bucket -> (endpoint, region or None) of the buckets the extract listed at their own
+    location (`--s3-location`). Their PDLIs name it as the offloader's driverMetadata does
+    (`serviceEndpoint`, `region`): the verifier and the deleter go where the record says, and
+    without it they would look for the bucket at their configured endpoint, find none and
+    dead-letter the intent."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,11 @@ class SubmitReport:
         return not self.errors
 
 
-def _entry(candidate: dict[str, Any], driver: str) -> _mk.ReconcilerLedger:
+def _entry(
+    candidate: dict[str, Any],
+    driver: str,
+    locations: Mapping[str, tuple[str, str | None]],
+) -> _mk.ReconcilerLedger:
     entry = _mk.ReconcilerLedger(ledger_id=candidate["ledger_id"])
     if candidate["ledger_type"] == "LEDGER":
         entry.tiers.append(_pd.LEDGER)
@@ -87,7 +98,12 @@ def _entry(candidate: dict[str, Any], driver: str) -> _mk.ReconcilerLedger:
     msb, lsb = uuid_to_bits(candidate["uuid"])
     context = entry.offload_context
     context.uuid_msb, context.uuid_lsb, context.driver_name = msb, lsb, driver
-    context.driver_metadata["bucket"] = candidate["bucket"]
+    context.driver_metadata[PROP_BUCKET] = candidate["bucket"]
+    if candidate["bucket"] in locations:
+        endpoint, region = locations[candidate["bucket"]]
+        context.driver_metadata[PROP_SERVICE_ENDPOINT] = endpoint
+        if region:
+            context.driver_metadata[PROP_REGION] = region
     return entry
 
 
@@ -113,7 +129,7 @@ def plan_requests(
         if owner is None:
             report.skipped.append({"candidate": _plain(candidate), "why": "no owner known"})
             continue
-        by_owner[owner].append(_entry(candidate, settings.offload_driver))
+        by_owner[owner].append(_entry(candidate, settings.offload_driver, settings.locations))
     requests = []
     for owner, entries in sorted(by_owner.items(), key=lambda item: _owner_key(item[0])):
         for round_entries in _rounds(entries):
