@@ -30,9 +30,12 @@ gen-protos: setup
 check-protos: setup
 	$(PY) scripts/gen_protos.py --check
 
+# The layers and rules between packages ([tool.importlinter] in pyproject.toml): a broken
+# contract names the import.
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports
 
 format: setup
 	.venv/bin/ruff check --fix .

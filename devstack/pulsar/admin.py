@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -14,6 +14,7 @@ from .broker import (
     INACTIVE_TOPIC_POLICIES,
     RETENTION,
     Broker,
+    BrokerConfig,
     Conflict,
     PreconditionFailed,
     UnknownNamespace,
@@ -22,10 +23,17 @@ from .names import InvalidTopicName, TopicName
 from .stats import partitioned_stats, topic_stats
 from .subscription import SHARED
 
-if TYPE_CHECKING:
-    from .server import BrokerServer
 
-SERVER_KEY: web.AppKey[BrokerServer] = web.AppKey("server")
+class AdminTarget(Protocol):
+    """The server whose broker the admin API serves (`server.BrokerServer`)."""
+
+    broker: Broker
+    config: BrokerConfig
+
+    async def restart_broker(self) -> None: ...
+
+
+SERVER_KEY: web.AppKey[AdminTarget] = web.AppKey("server")
 DEVSTACK = "/admin/devstack/"
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 NAMESPACE = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
@@ -356,7 +364,7 @@ async def restart(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-def make_app(server: BrokerServer) -> web.Application:
+def make_app(server: AdminTarget) -> web.Application:
     app = web.Application(middlewares=[_authentication, _errors])
     app[SERVER_KEY] = server
     app.add_routes(

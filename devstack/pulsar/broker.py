@@ -7,7 +7,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .faults import Faults
 from .names import TopicName
@@ -16,8 +16,15 @@ from .storage import DiskStore, MemoryStore, Store
 from .subscription import Subscription
 from .topic import Topic
 
-if TYPE_CHECKING:
-    from .connection import Connection
+
+class ClientLink(Protocol):
+    """A client connection as the broker keeps it (`connection.Connection`): dropped whole
+    when the broker stops."""
+
+    def close_gracefully(self) -> None: ...
+
+    def abort(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +81,7 @@ class Broker:
         self.store: Store = DiskStore(config.data_dir) if config.data_dir else MemoryStore()
         self.faults = Faults()
         self.topics: dict[str, Topic] = {}
-        self.connections: set[Connection] = set()
+        self.connections: set[ClientLink] = set()
         self.port = config.port
         self.admin_port = config.admin_port
         meta = self.store.load_meta()

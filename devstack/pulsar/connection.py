@@ -17,7 +17,8 @@ from .framing import FrameError, FrameReader, encode_command, parse_command
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .consumer import Consumer, Producer
+    from .subscription import Consumer
+    from .topic import Producer
 
 log = logging.getLogger(__name__)
 T = _pb.BaseCommand.Type

@@ -6,10 +6,9 @@ from tombstone.wire import pulsar_api_pb2 as _pb
 
 from .broker import UnknownNamespace
 from .connection import Connection
-from .consumer import Consumer
 from .entries import MINUS_ONE
 from .names import InvalidTopicName, TopicName
-from .subscription import KEY_SHARED, SubscriptionBusy
+from .subscription import KEY_SHARED, Consumer, SubscribedTopic, SubscriptionBusy
 from .topic import Topic
 
 T = _pb.BaseCommand.Type
@@ -25,7 +24,7 @@ def _start_position(topic: Topic, request: _pb.CommandSubscribe) -> int:
     return len(topic.entries)
 
 
-def _position(topic: Topic, message_id: _pb.MessageIdData) -> int:
+def _position(topic: SubscribedTopic, message_id: _pb.MessageIdData) -> int:
     key = (message_id.ledgerId, message_id.entryId)
     if key == EARLIEST:
         return 0

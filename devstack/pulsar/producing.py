@@ -11,13 +11,12 @@ from tombstone.wire import pulsar_api_pb2 as _pb
 
 from .broker import UnknownNamespace
 from .connection import Connection
-from .consumer import Producer
 from .entries import MINUS_ONE, read_metadata
 from .fastwire import send_receipt_frame
 from .framing import ChecksumMismatch, FrameError, split_payload
 from .names import InvalidTopicName, TopicName
 from .session import SCHEMA_VERSION_ZERO
-from .topic import DUPLICATE, ProducerRefused
+from .topic import DUPLICATE, Producer, ProducerRefused
 
 T = _pb.BaseCommand.Type
 log = logging.getLogger(__name__)

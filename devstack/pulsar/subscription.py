@@ -5,17 +5,21 @@ from __future__ import annotations
 import heapq
 import time
 from asyncio import TimerHandle
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import crc32c as _crc
 
 from tombstone.wire import pulsar_api_pb2 as _pb
 
-from .consumer import Consumer
 from .cursor import Cursor
+from .peer import Peer
 
 if TYPE_CHECKING:
-    from .topic import Topic
+    from collections.abc import Callable
+
+    from .entries import Entry
+    from .names import TopicName
 
 SubType = _pb.CommandSubscribe.SubType
 EXCLUSIVE = SubType.Exclusive
@@ -34,9 +38,53 @@ def key_hash(key: bytes) -> int:
     return int(_crc.crc32c(key)) % HASH_RANGE
 
 
+@dataclass(eq=False)
+class Consumer:
+    peer: Peer
+    consumer_id: int
+    name: str
+    subscription: Subscription
+    priority: int = 0
+    hash_ranges: list[tuple[int, int]] | None = None
+    """Key_Shared STICKY ranges (inclusive); None lets the broker split the hash space."""
+    permits: int = 0
+    seq: int = 0
+    """Order of arrival on the subscription (Failover and AUTO_SPLIT order by it)."""
+
+
+class SubscribedTopic(Protocol):
+    """What a subscription and its consumers ask of their topic (`topic.Topic`)."""
+
+    name: TopicName
+    ledger_id: int
+    """The ledger its entries are written to (message ids name it)."""
+    partition_index: int
+    entries: list[Entry]
+    trimmed: int
+    """Entries below this index are gone (trimmed, or never kept)."""
+    index_of: dict[tuple[int, int], int]
+    """(ledger id, entry id) -> index in `entries`."""
+
+    def schedule_dispatch(self, sub: Subscription) -> None: ...
+
+    def cursor_changed(self, sub: Subscription) -> None: ...
+
+    def dispatch_paused(self) -> bool: ...
+
+    def loop_time_for(self, wall: float) -> float: ...
+
+    def call_at_wall(self, wall: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+    def delete_subscription(self, name: str) -> None: ...
+
+    def position_at_time(self, publish_time: int) -> int: ...
+
+    def position_of(self, ledger_id: int, entry_id: int) -> int: ...
+
+
 class Subscription:
     def __init__(
-        self, topic: Topic, name: str, sub_type: int, *, durable: bool, cursor: Cursor
+        self, topic: SubscribedTopic, name: str, sub_type: int, *, durable: bool, cursor: Cursor
     ) -> None:
         self.topic = topic
         self.name = name

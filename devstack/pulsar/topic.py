@@ -4,22 +4,58 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from tombstone.wire import pulsar_api_pb2 as _pb
 
-from .consumer import Producer
 from .cursor import Cursor
 from .entries import Entry, make_entry
 from .names import TopicName
+from .peer import Peer
 from .storage import TopicStore
 from .subscription import Subscription
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .faults import Faults
 
 DUPLICATE = (-1, -1)
+
+
+class TopicHost(Protocol):
+    """What a topic asks of its broker (`broker.Broker`)."""
+
+    faults: Faults
+    trim_floors: dict[str, int]
+    """Each topic's trim floor, kept across restarts."""
+
+    def deduplication_enabled(self, ns: str) -> bool: ...
+
+    def retains(self, name: TopicName) -> bool: ...
+
+    def record_trim(self, topic: Topic) -> None: ...
+
+    def schedule_dispatch(self, sub: Subscription) -> None: ...
+
+    def schedule_cursor_save(self, topic: Topic, sub: Subscription) -> None: ...
+
+
+@dataclass(eq=False)
+class Producer:
+    peer: Peer
+    producer_id: int
+    name: str
+    topic: Topic
+    access_mode: int
+    """ProducerAccessMode: Shared, Exclusive, WaitForExclusive or ExclusiveWithFencing."""
+    delayed: deque[object] | None = field(default=None)
+    """SENDs held back by a delay fault, processed in order (receipts stay ordered)."""
+
+    @property
+    def shared(self) -> bool:
+        return self.access_mode == 0
 
 
 class ProducerRefused(Exception):
@@ -31,7 +67,9 @@ class ProducerRefused(Exception):
 
 
 class Topic:
-    def __init__(self, broker: Broker, name: TopicName, store: TopicStore, ledger_id: int) -> None:
+    def __init__(
+        self, broker: TopicHost, name: TopicName, store: TopicStore, ledger_id: int
+    ) -> None:
         self.broker = broker
         self.name = name
         self.partition_index = name.partition_index
