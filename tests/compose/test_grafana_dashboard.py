@@ -21,18 +21,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from services.core._interceptors import LoggingInterceptor
-from services.core.config import GrpcServerConfig
-from services.core.grpc_server import ServiceRunner
-from services.deleter.metrics import DeleterMetrics
-from services.marker.follower.metrics import FollowerMetrics
-from services.marker.metrics import MarkerMetrics
-from services.verifier.metrics import VerifierMetrics
 from tests.compose.stack_files import COMPOSE_DIR, compose, env_example, service_environment
 from tests.compose.test_prometheus_rules import (
     _series_names,
     exported_names,
     promtool,
+    registries,
     rule_expressions,
     series_names,
 )
@@ -87,23 +81,6 @@ def substituted(expr: str) -> str:
     for name, value in _GRAFANA_VARIABLES.items():
         expr = expr.replace(name, value)
     return _USER_VARIABLE.sub(".*", expr)
-
-
-def registries() -> Iterator[CollectorRegistry]:
-    """The registries the services build: each service's runner (build info, auth exposure),
-    its metrics classes, and the gRPC interceptor's `rpc_*` metrics of a served service."""
-    for service, attach in (
-        ("marker", MarkerMetrics),
-        ("marker", FollowerMetrics),  # a marker run with --follow
-        ("verifier", VerifierMetrics),
-        ("deleter", DeleterMetrics),
-    ):
-        runner = ServiceRunner(
-            name=service, grpc=GrpcServerConfig(), method_roles={}, handle_signals=False
-        )
-        attach(runner.metrics)
-        LoggingInterceptor(runner.metrics)
-        yield runner.metrics.registry
 
 
 def series_labels() -> dict[str, frozenset[str]]:
@@ -178,8 +155,8 @@ def test_every_series_of_the_dashboard_is_exported(query: str, expr: str) -> Non
 
 
 def test_the_names_cover_those_the_rules_test_reads() -> None:
-    """The registries built here hold every series the rules' test knows of, and more (the
-    `rpc_*` metrics of served services)."""
+    """The names the dashboard may read hold every series the services export, the `rpc_*`
+    metrics of served services among them."""
     names = known_names()
     assert (exported_names() - names, "tombstone_rpc_calls_total" in names) == (set(), True)
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from services.core._interceptors import LoggingInterceptor
 from services.core.config import GrpcServerConfig
 from services.core.grpc_server import ServiceRunner
 from services.deleter.metrics import DeleterMetrics
@@ -68,9 +69,9 @@ def test_the_compose_prometheus_loads_the_rules() -> None:
     assert expected == actual
 
 
-def exported_names() -> set[str]:
-    """Every series name the three services can export, from their own registries."""
-    registry_names: set[str] = set()
+def registries() -> Iterator[CollectorRegistry]:
+    """The registries the services build: each service's runner (build info, auth exposure),
+    its metrics classes, and the gRPC interceptor's `rpc_*` metrics of a served service."""
     for service, attach in (
         ("marker", MarkerMetrics),
         ("marker", FollowerMetrics),  # a marker run with --follow
@@ -81,8 +82,13 @@ def exported_names() -> set[str]:
             name=service, grpc=GrpcServerConfig(), method_roles={}, handle_signals=False
         )
         attach(runner.metrics)
-        registry_names |= set(_series_names(runner.metrics.registry))
-    return registry_names
+        LoggingInterceptor(runner.metrics)
+        yield runner.metrics.registry
+
+
+def exported_names() -> set[str]:
+    """Every series name the three services can export, from their own registries."""
+    return {name for registry in registries() for name in _series_names(registry)}
 
 
 def _series_names(registry: CollectorRegistry) -> Iterator[str]:
