@@ -286,3 +286,17 @@ async def drained(deleter: Deleter) -> Status:
         return status
 
     return await assert_eventually(check, timeout=60, interval=0.3)
+
+
+def unsigned_pdli(ledger_id: int, owner: str, **fields: object) -> _pd.PendingDeleteLedgerInfo:
+    """A BookKeeper-tier PDLI for `owner`'s ML, fence token 0, as nobody's marker sends it
+    (forged, replayed or written by hand); `fields` override any field."""
+    base = {
+        "ledger_id": ledger_id,
+        "ledger_type": _pd.LEDGER,
+        "component": _pd.MANAGED_LEDGER,
+        "managed_ledger_name": owner,
+        "fence_token": 0,
+        "cluster": CLUSTER,
+    }
+    return _pd.PendingDeleteLedgerInfo(**{**base, **fields})  # type: ignore[arg-type]

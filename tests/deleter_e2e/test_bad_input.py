@@ -18,13 +18,13 @@ from services.systopic import IntentPublisher, ProducerSettings, encode_intent
 from services.systopic._pulsar import open_intent_publisher
 from services.systopic.ports import OutgoingMessage, SendResult
 from tests.deleter.stack import (
-    CLUSTER,
     deleter_config,
     drained,
     mark_trims,
     pulsar_config,
     running_deleter,
     running_marker,
+    unsigned_pdli,
 )
 from tests.deleter_e2e.checks import (
     assert_all_gone,
@@ -123,17 +123,6 @@ def forged(model: ClusterModel) -> list[OutgoingMessage]:
         if info.offload is not None
     )
 
-    def pdli(ledger_id: int, owner: str, **fields: object) -> _pd.PendingDeleteLedgerInfo:
-        base = {
-            "ledger_id": ledger_id,
-            "ledger_type": _pd.LEDGER,
-            "component": _pd.MANAGED_LEDGER,
-            "managed_ledger_name": owner,
-            "fence_token": 0,
-            "cluster": CLUSTER,
-        }
-        return _pd.PendingDeleteLedgerInfo(**{**base, **fields})  # type: ignore[arg-type]
-
     m, info = offloaded
     assert info.offload is not None
     from services.metadata import uuid_to_bits
@@ -144,12 +133,14 @@ def forged(model: ClusterModel) -> list[OutgoingMessage]:
     )
     context.driver_metadata.update(dict(info.offload.driver_properties))
     pdlis = [
-        pdli(ml.ledger_ids[0], ml.name),
-        pdli(ml.ledger_ids[0], other.name),
-        pdli(999_999, ml.name),
-        pdli(info.ledger_id, m.name, ledger_type=_pd.OFFLOAD_LEDGER, offload_context=context),
-        pdli(ml.ledger_ids[0], ml.name, ledger_type=_pd.LEDGER_TYPE_UNSPECIFIED),
-        pdli(999_998, ml.name, cluster="another-cluster"),
+        unsigned_pdli(ml.ledger_ids[0], ml.name),
+        unsigned_pdli(ml.ledger_ids[0], other.name),
+        unsigned_pdli(999_999, ml.name),
+        unsigned_pdli(
+            info.ledger_id, m.name, ledger_type=_pd.OFFLOAD_LEDGER, offload_context=context
+        ),
+        unsigned_pdli(ml.ledger_ids[0], ml.name, ledger_type=_pd.LEDGER_TYPE_UNSPECIFIED),
+        unsigned_pdli(999_998, ml.name, cluster="another-cluster"),
     ]
     return [encode_intent(p) for p in pdlis]
 

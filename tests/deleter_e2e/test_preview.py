@@ -34,7 +34,6 @@ from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
 from services.systopic.setup import SetupPlan, prepare_topics
 from tests.deleter.stack import (
-    CLUSTER,
     PARTITIONS,
     SMALL_SPEC,
     SYSTEM,
@@ -45,6 +44,7 @@ from tests.deleter.stack import (
     running_deleter,
     running_marker,
     running_verifier,
+    unsigned_pdli,
     write_cluster,
 )
 from tests.deleter_e2e.checks import ledgers_in_zookeeper, objects_in_s3
@@ -123,23 +123,12 @@ def unmarked(model: ClusterModel) -> list[OutgoingMessage]:
     other = next(m for m in model.managed_ledgers.values() if m.name != ml.name)
     current = ml.ledger_ids[-1]
 
-    def pdli(ledger_id: int, owner: str, **fields: object) -> _pd.PendingDeleteLedgerInfo:
-        base = {
-            "ledger_id": ledger_id,
-            "ledger_type": _pd.LEDGER,
-            "component": _pd.MANAGED_LEDGER,
-            "managed_ledger_name": owner,
-            "fence_token": 0,
-            "cluster": CLUSTER,
-        }
-        return _pd.PendingDeleteLedgerInfo(**{**base, **fields})  # type: ignore[arg-type]
-
     pdlis = [
-        pdli(current, ml.name),
-        pdli(current, other.name),
-        pdli(999_999, ml.name),
-        pdli(current, ml.name, ledger_type=_pd.LEDGER_TYPE_UNSPECIFIED),
-        pdli(999_998, ml.name, cluster="another-cluster"),
+        unsigned_pdli(current, ml.name),
+        unsigned_pdli(current, other.name),
+        unsigned_pdli(999_999, ml.name),
+        unsigned_pdli(current, ml.name, ledger_type=_pd.LEDGER_TYPE_UNSPECIFIED),
+        unsigned_pdli(999_998, ml.name, cluster="another-cluster"),
     ]
     return [encode_intent(p) for p in pdlis]
 
