@@ -443,13 +443,7 @@ class Handler:
 
     async def acknowledge(self, source: MessageSource, message: IncomingMessage) -> None:
         """Acknowledge `message`; a failure is logged (the message comes again)."""
-        try:
-            await source.acknowledge(message)
-        except TombstoneError as exc:
-            # The message comes again and is decided again: every step is idempotent.
-            _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
-            return
-        self._metrics.acknowledged.inc()
+        await acknowledge_counted(source, message, self._metrics)
 
     async def _release(self, source: MessageSource, message: IncomingMessage, why: str) -> None:
         _log.warning("message_released", message_id=message.message_id, reason=why)
@@ -493,3 +487,17 @@ def _identity(pdli: _pd.PendingDeleteLedgerInfo | None) -> dict[str, object]:
     if pdli is None:
         return {}
     return {"ledger_id": pdli.ledger_id, "owner": owner_label(pdli), "source": source_name(pdli)}
+
+
+async def acknowledge_counted(
+    source: MessageSource, message: IncomingMessage, metrics: DeleterMetrics
+) -> bool:
+    """Acknowledge `message` and count it; False when the acknowledgement failed (logged: the
+    message comes again and is decided again, every step being idempotent)."""
+    try:
+        await source.acknowledge(message)
+    except TombstoneError as exc:
+        _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
+        return False
+    metrics.acknowledged.inc()
+    return True

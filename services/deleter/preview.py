@@ -37,7 +37,14 @@ import structlog
 
 from services.core.errors import FailedPrecondition, StartupRefused, TombstoneError
 from services.core.logging import audit
-from services.deleter.handling import Action, Backends, Settlement, deleted_bytes, source_name
+from services.deleter.handling import (
+    Action,
+    Backends,
+    Settlement,
+    acknowledge_counted,
+    deleted_bytes,
+    source_name,
+)
 from services.deleter.metrics import DeleterMetrics
 from services.deleter.ports import BookKeeperDeleter, DeleteResult, OffloadDeleter, Tier
 from services.systopic.admin import partition_names
@@ -232,13 +239,9 @@ class PreviewSettler:
     async def _acknowledge_and_record(
         self, source: MessageSource, message: IncomingMessage, s: Settlement
     ) -> None:
-        try:
-            await source.acknowledge(message)
-        except TombstoneError as exc:
-            # It comes again and is decided again; counted then, not now.
-            _log.warning("acknowledge_failed", message_id=message.message_id, error=str(exc))
+        # A failed acknowledgement: it comes again and is decided again, counted then.
+        if not await acknowledge_counted(source, message, self._metrics):
             return
-        self._metrics.acknowledged.inc()
         self._record(message, s, _verdict(s))
         self._counted[(message.topic, message.message_id)] = None
         if len(self._counted) > RECENTLY_COUNTED:
