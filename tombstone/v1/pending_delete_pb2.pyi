@@ -35,6 +35,19 @@ class _LedgerComponentEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ledge
     """A cursor ledger, referenced by the cursor znode's cursorsLedgerId."""
     SCHEMA_STORAGE: _LedgerComponent.ValueType  # 3
     """A schema ledger, referenced by the schema locator's index."""
+    COMPACTED_LEDGER: _LedgerComponent.ValueType  # 4
+    """A compacted-topic ledger, referenced by the LongProperty CompactedTopicLedger
+    of the topic's `__compaction` cursor (TwoPhaseCompactor). cursor_name is
+    "__compaction"; the ledger's custom metadata names the topic
+    (component=compacted-ledger, pulsar/compactedTopic).
+    """
+    DELAYED_INDEX_BUCKET: _LedgerComponent.ValueType  # 5
+    """A delayed-delivery bucket snapshot ledger (PIP-195, 3.0+), referenced by a
+    `#pulsar.internal.delayed.bucket_<start>_<end>` string property of its
+    subscription's cursor (BookkeeperBucketSnapshotStorage). cursor_name is that
+    cursor; the custom metadata names topic and subscription
+    (component=delayed-index-bucket).
+    """
 
 class LedgerComponent(_LedgerComponent, metaclass=_LedgerComponentEnumTypeWrapper):
     """Which reference owner holds the ledger (PIP-186 "ledger component")."""
@@ -46,6 +59,19 @@ MANAGED_CURSOR: LedgerComponent.ValueType  # 2
 """A cursor ledger, referenced by the cursor znode's cursorsLedgerId."""
 SCHEMA_STORAGE: LedgerComponent.ValueType  # 3
 """A schema ledger, referenced by the schema locator's index."""
+COMPACTED_LEDGER: LedgerComponent.ValueType  # 4
+"""A compacted-topic ledger, referenced by the LongProperty CompactedTopicLedger
+of the topic's `__compaction` cursor (TwoPhaseCompactor). cursor_name is
+"__compaction"; the ledger's custom metadata names the topic
+(component=compacted-ledger, pulsar/compactedTopic).
+"""
+DELAYED_INDEX_BUCKET: LedgerComponent.ValueType  # 5
+"""A delayed-delivery bucket snapshot ledger (PIP-195, 3.0+), referenced by a
+`#pulsar.internal.delayed.bucket_<start>_<end>` string property of its
+subscription's cursor (BookkeeperBucketSnapshotStorage). cursor_name is that
+cursor; the custom metadata names topic and subscription
+(component=delayed-index-bucket).
+"""
 Global___LedgerComponent: _TypeAlias = LedgerComponent  # noqa: Y015
 
 class _LedgerType:
@@ -192,7 +218,9 @@ class PendingDeleteLedgerInfo(_message.Message):
     managed_ledger_name: _builtins.str
     """tenant/ns/persistent/<encoded local name>: the /managed-ledgers/ suffix."""
     cursor_name: _builtins.str
-    """MANAGED_CURSOR only: the cursor znode name (encoded subscription name)."""
+    """MANAGED_CURSOR, COMPACTED_LEDGER and DELAYED_INDEX_BUCKET: the cursor znode
+    name (encoded subscription name) whose znode references the ledger.
+    """
     schema_id: _builtins.str
     """SCHEMA_STORAGE only: tenant/ns/<encoded base topic>."""
     fence_token: _builtins.int
