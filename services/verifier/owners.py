@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from services.metadata.cursor_properties import persisted_compacted_ledger, property_ledger_ids
 from services.metadata.offload import offload_uuid
 from services.metadata.pulsar_formats import (
     SHADOW_SOURCE,
@@ -28,7 +29,6 @@ from services.metadata.pulsar_formats import (
     decode_managed_ledger_info,
     decode_schema_locator,
 )
-from services.verifier.cursor_props import persisted_compacted_ledger, property_ledger_ids
 from services.verifier.model import Component
 from services.verifier.ports import Znode, ZnodeStore
 
@@ -56,7 +56,7 @@ class Owner:
     mtime_ms: int = 0
     """When the owner znode was last written (server clock); 0 when absent or unknown."""
     property_refs: frozenset[int] = frozenset()
-    """A cursor znode: the ledger ids its properties name (`cursor_props`)."""
+    """A cursor znode: the ledger ids its properties name (`metadata.cursor_properties`)."""
     cursor_active: bool = False
     """A cursor znode with a cursor ledger: its mark-delete properties are in that ledger."""
     compacted_ledger: int | None = None

@@ -12,9 +12,10 @@ Two kinds of ledgers are referenced by a property of a cursor znode, not by a li
   (`ManagedCursorInfo.cursorProperties`, always persisted in the znode;
   `BucketDelayedDeliveryTracker`).
 
-The in-use check is deliberately wider than those two keys: any LongProperty equal to a
-ledger id, and any string property whose value parses as one, counts as a reference. A false
-"in use" costs a skipped deletion; a missed key would cost a live ledger.
+The verifier's in-use check and the marker's reference check are deliberately wider than
+those two keys: any LongProperty equal to a ledger id, and any string property whose value
+parses as one, counts as a reference. A false "in use" costs a skipped deletion; a missed key
+would cost a live ledger.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def property_ledger_ids(info: _ml.ManagedCursorInfo) -> frozenset[int]:
         if parsed is not None:
             ids.add(parsed)
     return frozenset(ids)
+
+
+def bucket_entries(info: _ml.ManagedCursorInfo, ledger_id: int) -> list[str]:
+    """Keys of the bucket-snapshot properties that name `ledger_id`."""
+    return [
+        p.name
+        for p in info.cursorProperties
+        if p.name.startswith(BUCKET_KEY_PREFIX) and parse_ledger_id(p.value) == ledger_id
+    ]
 
 
 def persisted_compacted_ledger(info: _ml.ManagedCursorInfo) -> int | None:
