@@ -22,63 +22,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata.ledger_metadata import LedgerState
-from services.metadata.pulsar_formats import ManagedCursorInfo, encode_cursor_info
 from services.metadata.pulsar_names import cursor_path
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier.config import VerifierConfig
 from services.verifier.model import Decision, SkipReason, Verdict
 from tests.verifier.conftest import make_parts
+from tests.verifier.property_world import (
+    BUCKET_KEY,
+    COMPACTION,
+    OLD,
+    SUB_CURSOR,
+    bucket_meta,
+    compacted_meta,
+    cursor_znode,
+)
 from tests.verifier.world import ML, TOPIC, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
-
-COMPACTION = "__compaction"
-SUBSCRIPTION = "delayed sub"
-"""A subscription whose cursor znode name is encoded (`Codec.encode`): `delayed+sub`."""
-SUB_CURSOR = "delayed+sub"
-BUCKET_KEY = "#pulsar.internal.delayed.bucket_3_9"
-OLD = 1_000
-
-
-def compacted_meta(topic: str = TOPIC) -> dict[str, bytes]:
-    """`CompactedTopicImpl.newCompactedLedger`
-    (`LedgerMetadataUtils.buildMetadataForCompactedLedger`)."""
-    return {
-        "application": b"pulsar",
-        "component": b"compacted-ledger",
-        "pulsar/compactedTopic": topic.encode(),
-        "pulsar/compactedTo": b"\x08\x05\x10\x09",  # MessageIdData{ledgerId: 5, entryId: 9}
-    }
-
-
-def bucket_meta(topic: str = TOPIC, subscription: str = SUBSCRIPTION) -> dict[str, bytes]:
-    """`BookkeeperBucketSnapshotStorage.createBucketSnapshot` (`LedgerMetadataUtils.
-    buildMetadataForDelayedIndexBucket`)."""
-    return {
-        "application": b"pulsar",
-        "component": b"delayed-index-bucket",
-        "pulsar/delayedIndexBucketKey": BUCKET_KEY.encode(),
-        "pulsar/delayedIndexTopic": topic.encode(),
-        "pulsar/delayedIndexCursor": subscription.encode(),
-    }
-
-
-async def cursor_znode(
-    world: World,
-    cursor: str,
-    *,
-    ledger: int = -1,
-    compacted: int | None = None,
-    buckets: dict[str, str] | None = None,
-    version: int = 0,
-) -> int:
-    """A cursor znode as `ManagedCursorImpl` persists it: `cursorsLedgerId` (-1 once closed),
-    the mark-delete `properties` and the `cursorProperties` (PIP-105)."""
-    info = ManagedCursorInfo(cursorsLedgerId=ledger, markDeleteLedgerId=1, markDeleteEntryId=0)
-    if compacted is not None:
-        info.properties.add(name="CompactedTopicLedger", value=compacted)
-    for key, value in (buckets or {}).items():
-        info.cursorProperties.add(name=key, value=value)
-    return await world._put(cursor_path(ML, cursor), encode_cursor_info(info), version)
 
 
 def compacted_pdli(ledger_id: int, **changes: Any) -> pb.PendingDeleteLedgerInfo:
