@@ -407,3 +407,13 @@ async def test_an_absent_cursor_in_a_namespace_unknown_here_is_not_absent(
         bucket_pdli(8, ml=ml, topic="persistent://other/ns/orders", source=pb.RECONCILER)
     )
     assert (verdict.skip_reason, verdict.code) == (SkipReason.FOREIGN, "namespace_unknown")
+
+
+async def test_an_absent_compacted_ledger_is_not_found_whatever_the_cursor(
+    topic: World, parts: Any
+) -> None:
+    """Nothing is left to delete: NOT_FOUND (acknowledged) even where the reference is
+    unknown."""
+    await cursor_znode(topic, COMPACTION, ledger=30)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    assert verdict.skip_reason is SkipReason.NOT_FOUND
