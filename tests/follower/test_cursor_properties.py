@@ -6,13 +6,17 @@ an active cursor that merely omits its properties, never do."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.marker.follower.checkpoint import CheckpointStore
+from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import VERSION, compacted_of
+from services.marker.follower.metrics import FollowerMetrics
 from services.metadata.zk_store import ZkMetadataStore
+from services.systopic import decode_intent
 from tests.follower.live import Running, counter, intents, running_follower
 from tests.follower.property_znodes import (
     COMPACTION,
@@ -30,6 +34,7 @@ from tests.marker.builders import (
     ledger,
     ml_bytes,
 )
+from tests.marker.fakes import FakePublisher
 from tests.marker.live import create_system_topic, read_topic, zk_store
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -186,3 +191,48 @@ async def test_a_restart_between_the_writes_and_the_emit_misses_none(
         (50, L, BUCKET, CURSOR, 1),
     } == intents(received)
     assert len(received) == 3
+
+
+async def test_a_refused_property_pdli_holds_the_whole_change_back(zk: ZooKeeperServer) -> None:
+    """The closing `__compaction` cursor's write unlinks its cursor ledger 90 and, naming 41,
+    compacted ledger 40: one change, two components. The first publish refuses the
+    COMPACTED_LEDGER intent: the entry stays at the version before, the znode is read again
+    and both intents are sent again (the cursor ledger's twice: the same intent), then the
+    entry moves (the publisher port's fake, which refuses on demand)."""
+    publisher = FakePublisher()
+    publisher.refuse = lambda m: (
+        publisher.calls == 1 and decode_intent(m.payload, m.properties).component == COMPACTED
+    )
+    metrics = FollowerMetrics()
+    async with zk_store(zk) as store:
+        await store.create(ML_PATH, ml_bytes(ledger(1)), make_parents=True)
+        await store.create(COMPACTION_PATH, compaction_cursor(40, cursor_ledger=90))
+        follower = Follower(
+            store=store,
+            publisher=publisher,
+            settings=FollowerSettings(marker_id="f", delivery_delay=timedelta(0)),
+            metrics=metrics,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(follower.run(stop))
+        try:
+
+            async def indexed() -> None:
+                assert follower.active
+                assert follower.index.get(COMPACTION_PATH) is not None
+
+            await assert_eventually(indexed)
+            await store.set(COMPACTION_PATH, compaction_cursor(41), version=0)
+
+            async def sent_again() -> None:
+                sent = [(p.ledger_id, p.component, p.fence_token) for p in publisher.pdlis]
+                assert sent == [(90, CUR, 1), (90, CUR, 1), (40, COMPACTED, 1)]
+
+            await assert_eventually(sent_again, timeout=15)
+            entry = follower.index.get(COMPACTION_PATH)
+            assert entry is not None
+            assert (entry[VERSION], compacted_of(entry)) == (1, 41)
+            assert counter(metrics.publish_failures) == 1
+        finally:
+            stop.set()
+            await task
