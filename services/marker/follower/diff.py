@@ -88,7 +88,10 @@ def carried(old: array[int] | None, new: array[int] | None) -> array[int] | None
     if old[CZXID] != new[CZXID] or compacted_of(new) >= 0 or compacted_of(old) < 0:
         return new
     kept = array("q", new)
-    kept[COMPACTED] = compacted_of(old)
+    if len(kept) > COMPACTED:
+        kept[COMPACTED] = compacted_of(old)
+    else:
+        kept.append(compacted_of(old))
     return kept
 
 
