@@ -1,0 +1,241 @@
+"""One Oxia shard: the write path (puts, deletes, delete ranges) and the reads.
+
+Every write is one entry of the shard's log: it takes the next offset, and that offset is
+the version id of every record it writes, the id of a session it creates and the offset of
+the notification batch it produces (as in Oxia, where all three are the WAL offset). Each
+method runs without awaiting, so on the event loop the shard is linearizable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+from . import keys
+from .notifications import Batch, Change, NotificationLog
+from .sessions import Session, Sessions
+from .storage import Record, SecondaryIndex, SortedRecords
+
+#: `expected_version_id` meaning "the record must not exist".
+RECORD_MUST_NOT_EXIST = -1
+
+
+class InvalidRequest(ValueError):
+    """A request Oxia refuses as a whole (answered INVALID_ARGUMENT)."""
+
+
+@dataclass
+class Put:
+    key: str
+    value: bytes
+    expected_version_id: int | None = None
+    session_id: int | None = None
+    client_identity: str | None = None
+    partition_key: str | None = None
+    sequence_key_delta: list[int] = field(default_factory=list)
+    secondary_indexes: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class PutResult:
+    status: str
+    record: Record | None = None
+    key: str | None = None
+
+
+@dataclass
+class _Entry:
+    """The log entry being applied: its offset, time and the changes it notifies."""
+
+    offset: int
+    now_ms: int
+    changes: dict[str, Change] = field(default_factory=dict)
+
+
+class Shard:
+    def __init__(self, shard_id: int) -> None:
+        self.shard_id = shard_id
+        self.records = SortedRecords()
+        self.indexes: dict[str, SecondaryIndex] = {}
+        self.sessions = Sessions(self._expire)
+        self.notifications = NotificationLog()
+        #: Offset of the last committed entry; -1 before the first.
+        self.commit_offset = -1
+        self._sequence_watchers: dict[str, set[asyncio.Queue[str]]] = {}
+
+    # -- the log ---------------------------------------------------------------
+
+    def _begin(self) -> _Entry:
+        return _Entry(self.commit_offset + 1, int(time.time() * 1000))
+
+    def _commit(self, entry: _Entry) -> None:
+        self.commit_offset = entry.offset
+        if entry.changes:
+            self.notifications.append(Batch(entry.offset, entry.now_ms, entry.changes))
+
+    # -- writes ----------------------------------------------------------------
+
+    def write(
+        self, puts: list[Put], deletes: list[tuple[str, int | None]], ranges: list[tuple[str, str]]
+    ) -> tuple[list[PutResult], list[str], list[str]]:
+        """Apply one batch: puts, then deletes, then delete ranges, each in order."""
+        for put in puts:
+            self._validate_put(put)
+        entry = self._begin()
+        put_results = [self._put(entry, put) for put in puts]
+        delete_results = [self._delete(entry, key, expected) for key, expected in deletes]
+        for start, end in ranges:
+            self._delete_range(entry, start, end)
+        self._commit(entry)
+        return put_results, delete_results, ["OK"] * len(ranges)
+
+    @staticmethod
+    def _validate_put(put: Put) -> None:
+        if put.key.startswith(keys.INTERNAL_PREFIX):
+            raise InvalidRequest(f"key {put.key!r} is in the reserved {keys.INTERNAL_PREFIX}")
+        if put.sequence_key_delta:
+            if not put.partition_key:
+                raise InvalidRequest("sequence_key_delta needs a partition_key")
+            if put.expected_version_id is not None:
+                raise InvalidRequest("sequence_key_delta excludes expected_version_id")
+            if put.sequence_key_delta[0] <= 0:
+                raise InvalidRequest("the first sequence_key_delta must be positive")
+
+    def _put(self, entry: _Entry, put: Put) -> PutResult:
+        key = self._next_sequence_key(put) if put.sequence_key_delta else put.key
+        existing = self.records.get(key)
+        if not _version_matches(existing, put.expected_version_id):
+            return PutResult("UNEXPECTED_VERSION_ID")
+        session: Session | None = None
+        if put.session_id is not None:
+            session = self.sessions.owner_of(key, put.session_id)
+            if session is None:
+                return PutResult("SESSION_DOES_NOT_EXIST")
+        record = Record(
+            value=put.value,
+            version_id=entry.offset,
+            modifications_count=existing.modifications_count + 1 if existing else 0,
+            created_ms=existing.created_ms if existing else entry.now_ms,
+            modified_ms=entry.now_ms,
+            session_id=put.session_id,
+            client_identity=put.client_identity if session else None,
+            secondary_indexes=list(put.secondary_indexes),
+        )
+        if existing:
+            self._unlink(key, existing)
+        self._link(key, record, session)
+        kind = "KEY_MODIFIED" if existing else "KEY_CREATED"
+        entry.changes[key] = Change(kind, version_id=entry.offset)
+        if put.sequence_key_delta:
+            self._announce_sequence(put.key, key)
+        return PutResult("OK", record, key if put.sequence_key_delta else None)
+
+    def _delete(self, entry: _Entry, key: str, expected: int | None) -> str:
+        existing = self.records.get(key)
+        if existing is None:
+            return "KEY_NOT_FOUND"
+        if not _version_matches(existing, expected):
+            return "UNEXPECTED_VERSION_ID"
+        self._remove(entry, key, existing)
+        return "OK"
+
+    def _delete_range(self, entry: _Entry, start: str, end: str) -> None:
+        for key, record in list(self.records.range(start, end)):
+            self.records.delete(key)
+            self._unlink(key, record)
+            entry.changes.pop(key, None)
+        entry.changes[start] = Change("KEY_RANGE_DELETED", key_range_last=end)
+
+    def _remove(self, entry: _Entry, key: str, record: Record) -> None:
+        self.records.delete(key)
+        self._unlink(key, record)
+        entry.changes[key] = Change("KEY_DELETED")
+
+    def _link(self, key: str, record: Record, session: Session | None) -> None:
+        self.records.put(key, record)
+        for name, secondary in record.secondary_indexes:
+            self.indexes.setdefault(name, SecondaryIndex()).add(secondary, key)
+        if session is not None:
+            session.keys.add(key)
+
+    def _unlink(self, key: str, record: Record) -> None:
+        for name, secondary in record.secondary_indexes:
+            self.indexes[name].remove(secondary, key)
+        owner = self.sessions.owner_of(key, record.session_id)
+        if owner is not None:
+            owner.keys.discard(key)
+
+    # -- sessions --------------------------------------------------------------
+
+    def create_session(self, timeout_ms: int, client_identity: str) -> int:
+        entry = self._begin()
+        self.sessions.open(entry.offset, timeout_ms, client_identity)
+        self._commit(entry)
+        return entry.offset
+
+    def keep_alive(self, session_id: int) -> None:
+        self.sessions.heartbeat(session_id)
+
+    def close_session(self, session_id: int) -> None:
+        """Close the session and delete its ephemeral records, in one log entry."""
+        session = self.sessions.remove(session_id)
+        entry = self._begin()
+        for key in sorted(session.keys, key=keys.encode):
+            record = self.records.get(key)
+            if record is not None and record.session_id == session_id:
+                self._remove(entry, key, record)
+        self._commit(entry)
+
+    def _expire(self, session_id: int) -> None:
+        # A session closed by its client while the expiry was due is already gone.
+        with contextlib.suppress(LookupError):
+            self.close_session(session_id)
+
+    def close(self) -> None:
+        self.sessions.close_all()
+
+    # -- sequential keys -------------------------------------------------------
+
+    def highest_sequence_key(self, prefix: str) -> str | None:
+        # Every `prefix-<digits>…` key sorts below `prefix-:` (':' follows '9').
+        for key, _ in self.records.below(prefix + "-:"):
+            if not key.startswith(prefix + "-"):
+                return None
+            if keys.sequence_components(prefix, key) is not None:
+                return key
+        return None
+
+    def _next_sequence_key(self, put: Put) -> str:
+        highest = self.highest_sequence_key(put.key)
+        last = keys.sequence_components(put.key, highest) if highest else None
+        last = last or []
+        components = [
+            (last[i] if i < len(last) else 0) + delta
+            for i, delta in enumerate(put.sequence_key_delta)
+        ]
+        return keys.sequence_key(put.key, components)
+
+    def watch_sequence(self, prefix: str) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._sequence_watchers.setdefault(prefix, set()).add(queue)
+        highest = self.highest_sequence_key(prefix)
+        if highest is not None:
+            queue.put_nowait(highest)
+        return queue
+
+    def unwatch_sequence(self, prefix: str, queue: asyncio.Queue[str]) -> None:
+        self._sequence_watchers.get(prefix, set()).discard(queue)
+
+    def _announce_sequence(self, prefix: str, key: str) -> None:
+        for queue in self._sequence_watchers.get(prefix, ()):
+            queue.put_nowait(key)
+
+
+def _version_matches(existing: Record | None, expected: int | None) -> bool:
+    if expected is None:
+        return True
+    if expected == RECORD_MUST_NOT_EXIST:
+        return existing is None
+    return existing is not None and existing.version_id == expected
