@@ -7,6 +7,7 @@ checked against the sha256 PyPI publishes for it, and unpacked beside it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -38,25 +39,26 @@ def unpacked() -> Path:
     archive = root / f"oxia-{VERSION}.tar.gz"
     if not archive.exists() or _sha256(archive) != SHA256:
         _download(archive)
-    staging = root / "staging"
+    # Per process: two pytest workers may unpack at once; the first rename wins.
+    staging = root / f"staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     with tarfile.open(archive) as tar:
         tar.extractall(staging, filter="data")
-    shutil.rmtree(tree, ignore_errors=True)
-    (staging / f"oxia-{VERSION}").rename(tree)
-    staging.rmdir()
+    with contextlib.suppress(OSError):
+        (staging / f"oxia-{VERSION}").rename(tree)
+    shutil.rmtree(staging, ignore_errors=True)
     return tree
 
 
 def _download(archive: Path) -> None:
-    partial = archive.with_suffix(".part")
+    partial = archive.with_suffix(f".{os.getpid()}.part")
     with urllib.request.urlopen(URL, timeout=60) as response, partial.open("wb") as out:
         shutil.copyfileobj(response, out)
     digest = _sha256(partial)
     if digest != SHA256:
         partial.unlink()
         raise RuntimeError(f"{URL}: sha256 {digest}, expected {SHA256}")
-    partial.rename(archive)
+    partial.replace(archive)
 
 
 def _sha256(path: Path) -> str:
