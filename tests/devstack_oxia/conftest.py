@@ -21,6 +21,10 @@ if _SRC not in sys.path:
 
 import oxia  # noqa: E402  (importable only from here on)
 
+from . import client_fixes  # noqa: E402
+
+client_fixes.install()
+
 __all__ = ["RawStub", "oxia"]
 
 

@@ -5,6 +5,9 @@ The client's tests import `OxiaContainer` from `oxia.internal.oxia_container`, a
 starts `oxia standalone --shards=N` through testcontainers. This plugin puts a module of the
 same name in `sys.modules` before their test files are imported, so they run unedited: each
 `with OxiaContainer(shards=N)` gets a fresh server with N shards on a free port.
+
+It also closes one start-up race of the client (see `client_fixes`), which a server on the
+same machine would otherwise hit now and then.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import oxia.internal  # noqa: F401  (the parent package must be imported first)
 
 from devstack.oxia import OxiaServer, running_in_thread
+from tests.devstack_oxia import client_fixes
 
 
 class OxiaContainer:
@@ -44,3 +48,4 @@ class OxiaContainer:
 _module = types.ModuleType("oxia.internal.oxia_container")
 _module.OxiaContainer = OxiaContainer  # type: ignore[attr-defined]
 sys.modules[_module.__name__] = _module
+client_fixes.install()
