@@ -45,11 +45,17 @@ class OxiaServer:
         return f"{self._advertised}:{self.port}"
 
     async def start(self) -> None:
-        server = grpc.aio.server()
+        # gRPC sets SO_REUSEPORT by default: a second server on a busy port would share it
+        # silently instead of failing.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers((_handler(self.service),))
-        self.port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
+        where = f"{self._host}:{self._requested_port}"
+        try:
+            self.port = server.add_insecure_port(where)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {where}: {exc}") from None
         if self.port == 0:
-            raise OSError(f"cannot listen on {self._host}:{self._requested_port}")
+            raise OSError(f"cannot listen on {where}")
         await server.start()
         self._server = server
 
