@@ -220,3 +220,21 @@ def test_bad_requests_are_refused_not_guessed(server: OxiaServer, raw: RawStub):
             grpc.StatusCode.INVALID_ARGUMENT
         )
     assert code("CloseSession", shard=0, session_id=12345) == grpc.StatusCode.NOT_FOUND
+
+
+def test_write_stream_answers_each_request_in_order(raw: RawStub):
+    write = raw.channel.stream_stream(
+        f"/{schema.SERVICE}/WriteStream",
+        request_serializer=schema.message("WriteRequest").SerializeToString,
+        response_deserializer=schema.message("WriteResponse").FromString,
+    )
+    requests = [
+        schema.message("WriteRequest")(shard=0, puts=[{"key": "/s/a", "value": b"1"}]),
+        schema.message("WriteRequest")(shard=0, puts=[{"key": "/s/a", "value": b"2"}]),
+        schema.message("WriteRequest")(shard=0, deletes=[{"key": "/s/a"}, {"key": "/s/b"}]),
+    ]
+    first, second, third = list(write(iter(requests)))
+    assert first.puts[0].version.modifications_count == 0
+    assert second.puts[0].version.modifications_count == 1
+    assert second.puts[0].version.version_id > first.puts[0].version.version_id
+    assert [d.status for d in third.deletes] == [0, 1]  # OK, KEY_NOT_FOUND
