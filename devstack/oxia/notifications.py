@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import bisect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -25,23 +25,31 @@ class Batch:
 
 
 class NotificationLog:
-    """Committed batches, retained up to `retention` of them, and a wake-up for followers."""
+    """Committed batches in offset order, the last `retention` of them kept, and a wake-up
+    for the streams that follow the log."""
 
     def __init__(self, retention: int = 100_000) -> None:
-        self._batches: deque[Batch] = deque(maxlen=retention)
+        self._retention = retention
+        self._batches: list[Batch] = []
+        self._offsets: list[int] = []
         self._changed = asyncio.Event()
 
     def append(self, batch: Batch) -> None:
         self._batches.append(batch)
-        # Wake every follower waiting now, then arm the event for the next batch.
+        self._offsets.append(batch.offset)
+        if len(self._batches) >= 2 * self._retention:
+            # Trimmed in halves, so appending stays cheap on average.
+            del self._batches[: -self._retention]
+            del self._offsets[: -self._retention]
+        # Wake every follower waiting now, then arm a new event for the next batch.
         self._changed.set()
         self._changed = asyncio.Event()
 
     def after(self, offset: int) -> list[Batch]:
-        return [b for b in self._batches if b.offset > offset]
+        return self._batches[bisect.bisect_right(self._offsets, offset) :]
 
     async def follow(self, offset: int) -> AsyncIterator[Batch]:
-        """Every batch after `offset`, then each new one as it commits, in offset order."""
+        """Every retained batch after `offset`, then each new one as it commits, in order."""
         while True:
             changed = self._changed
             for batch in self.after(offset):

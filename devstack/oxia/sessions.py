@@ -56,7 +56,8 @@ class Sessions:
             session.expiry.cancel()
         return session
 
-    def owner_of(self, key: str, session_id: int | None) -> Session | None:
+    def live(self, session_id: int | None) -> Session | None:
+        """The live session with this id, if any (None for a record without a session)."""
         return self._live.get(session_id) if session_id is not None else None
 
     def close_all(self) -> None:

@@ -110,7 +110,7 @@ class Shard:
             return PutResult("UNEXPECTED_VERSION_ID")
         session: Session | None = None
         if put.session_id is not None:
-            session = self.sessions.owner_of(key, put.session_id)
+            session = self.sessions.live(put.session_id)
             if session is None:
                 return PutResult("SESSION_DOES_NOT_EXIST")
         record = Record(
@@ -142,7 +142,7 @@ class Shard:
         return "OK"
 
     def _delete_range(self, entry: _Entry, start: str, end: str) -> None:
-        for key, record in list(self.records.range(start, end)):
+        for key, record in self.records.range(start, end):
             self.records.delete(key)
             self._unlink(key, record)
             entry.changes.pop(key, None)
@@ -163,7 +163,7 @@ class Shard:
     def _unlink(self, key: str, record: Record) -> None:
         for name, secondary in record.secondary_indexes:
             self.indexes[name].remove(secondary, key)
-        owner = self.sessions.owner_of(key, record.session_id)
+        owner = self.sessions.live(record.session_id)
         if owner is not None:
             owner.keys.discard(key)
 

@@ -66,15 +66,15 @@ class SortedRecords:
         i = cut(self._order, encoded)
         return self._by_encoded[self._order[i]] if i < len(self._order) else None
 
-    def range(self, start: str, end: str) -> Iterator[tuple[str, Record]]:
-        """Records with start <= key < end, in order; a snapshot, safe to mutate after."""
+    def range(self, start: str, end: str) -> list[tuple[str, Record]]:
+        """Records with start <= key < end, in order (a copy: the caller may delete them)."""
         lo = bisect.bisect_left(self._order, encode(start))
         hi = bisect.bisect_left(self._order, encode(end))
-        for encoded in self._order[lo:hi]:
-            yield self._by_encoded[encoded]
+        return [self._by_encoded[encoded] for encoded in self._order[lo:hi]]
 
     def below(self, key: str) -> Iterator[tuple[str, Record]]:
-        """Records with keys strictly below `key`, greatest first."""
+        """Records with keys strictly below `key`, greatest first (lazily: do not mutate
+        while iterating)."""
         i = bisect.bisect_left(self._order, encode(key))
         for encoded in reversed(self._order[:i]):
             yield self._by_encoded[encoded]
