@@ -145,7 +145,9 @@ class Shard:
         for key, record in self.records.range(start, end):
             self.records.delete(key)
             self._unlink(key, record)
-            entry.changes.pop(key, None)
+        # One notification for the range, keyed by its start, even when it removed nothing;
+        # earlier changes in the batch to keys inside it stay (Oxia keeps the last change
+        # per key, and the range is keyed by its start only).
         entry.changes[start] = Change("KEY_RANGE_DELETED", key_range_last=end)
 
     def _remove(self, entry: _Entry, key: str, record: Record) -> None:
