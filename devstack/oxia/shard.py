@@ -1,9 +1,11 @@
 """One Oxia shard: the write path (puts, deletes, delete ranges) and the reads.
 
-Every write is one entry of the shard's log: it takes the next offset, and that offset is
-the version id of every record it writes, the id of a session it creates and the offset of
-the notification batch it produces (as in Oxia, where all three are the WAL offset). Each
-method runs without awaiting, so on the event loop the shard is linearizable.
+As in Oxia (`oxiad/dataserver/database/db.go`), every write is one entry of the shard's log
+and takes the next offset: the offset of the notification batch it produces and the id of a
+session it creates. Version ids come from a second shard-wide counter that each put advances
+(the first put gets 0), so a request with several puts gives each its own version id, and
+deletes take none. Creating a session puts Oxia's session record, which takes a version id
+too. Each method runs without awaiting, so on the event loop the shard is linearizable.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class Shard:
         self.notifications = NotificationLog()
         #: Offset of the last committed entry; -1 before the first.
         self.commit_offset = -1
+        #: The last version id given to a put; -1 before the first.
+        self.last_version_id = -1
         self._sequence_watchers: dict[str, set[asyncio.Queue[str]]] = {}
 
     # -- the log ---------------------------------------------------------------
@@ -115,29 +119,31 @@ class Shard:
                 return PutResult("SESSION_DOES_NOT_EXIST")
         record = Record(
             value=put.value,
-            version_id=entry.offset,
+            version_id=self._next_version_id(),
             modifications_count=existing.modifications_count + 1 if existing else 0,
             created_ms=existing.created_ms if existing else entry.now_ms,
             modified_ms=entry.now_ms,
             session_id=put.session_id,
-            client_identity=put.client_identity if session else None,
+            client_identity=put.client_identity,
             secondary_indexes=list(put.secondary_indexes),
         )
         if existing:
             self._unlink(key, existing)
         self._link(key, record, session)
         kind = "KEY_MODIFIED" if existing else "KEY_CREATED"
-        entry.changes[key] = Change(kind, version_id=entry.offset)
+        entry.changes[key] = Change(kind, version_id=record.version_id)
         if put.sequence_key_delta:
             self._announce_sequence(put.key, key)
         return PutResult("OK", record, key if put.sequence_key_delta else None)
 
     def _delete(self, entry: _Entry, key: str, expected: int | None) -> str:
         existing = self.records.get(key)
-        if existing is None:
-            return "KEY_NOT_FOUND"
+        # The version is checked first: a missing key with an expected version other than
+        # "must not exist" is UNEXPECTED_VERSION_ID, not KEY_NOT_FOUND (as in Oxia).
         if not _version_matches(existing, expected):
             return "UNEXPECTED_VERSION_ID"
+        if existing is None:
+            return "KEY_NOT_FOUND"
         self._remove(entry, key, existing)
         return "OK"
 
@@ -171,8 +177,14 @@ class Shard:
 
     # -- sessions --------------------------------------------------------------
 
+    def _next_version_id(self) -> int:
+        self.last_version_id += 1
+        return self.last_version_id
+
     def create_session(self, timeout_ms: int, client_identity: str) -> int:
+        """A new session, whose id is its log entry's offset."""
         entry = self._begin()
+        self._next_version_id()  # Oxia's session record is a put
         self.sessions.open(entry.offset, timeout_ms, client_identity)
         self._commit(entry)
         return entry.offset

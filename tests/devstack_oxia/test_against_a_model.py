@@ -126,7 +126,8 @@ def _put(client: Any, model: Model, key: str, kind: str) -> None:
 def _delete(client: Any, model: Model, key: str, kind: str) -> None:
     expected = _expected(model, key, kind)
     current = model.records.get(key)
-    if current is not None and kind == "stale":
+    # Oxia checks the expected version first: a missing key with one other than -1 fails.
+    if kind == "stale" or (current is None and expected not in (None, -1)):
         with pytest.raises(oxia.ex.UnexpectedVersionId):
             client.delete(key, partition_key=_partition(key), expected_version_id=expected)
         return

@@ -76,8 +76,24 @@ def test_delete_with_an_expected_version(client, prefix):
         client.delete(key, expected_version_id=version.version_id() + 1)
     assert client.get(key)[1] == b"a"
     assert client.delete(key, expected_version_id=version.version_id())
-    assert not client.delete(key, expected_version_id=version.version_id())
     assert missing(client, key)
+    # Gone: an expected version cannot match (Oxia checks it before looking for the key),
+    # while "must not exist" finds nothing to delete.
+    with pytest.raises(oxia.ex.UnexpectedVersionId):
+        client.delete(key, expected_version_id=version.version_id())
+    assert not client.delete(key, expected_version_id=oxia.EXPECTED_RECORD_DOES_NOT_EXIST)
+    assert not client.delete(key)
+
+
+def test_each_put_takes_the_next_version_id_and_deletes_take_none(raw: RawStub):
+    """Version ids count puts (sessions' records included), not log entries."""
+    puts = [{"key": "/v/a", "value": b"1"}, {"key": "/v/b", "value": b"2"}]
+    both = raw.call("Write", shard=0, puts=puts)
+    assert [p.version.version_id for p in both.puts] == [0, 1]
+    raw.call("Write", shard=0, deletes=[{"key": "/v/a"}])
+    raw.call("CreateSession", shard=0, session_timeout_ms=5_000, client_identity="c")
+    after = raw.call("Write", shard=0, puts=[{"key": "/v/c", "value": b"3"}])
+    assert after.puts[0].version.version_id == 3
 
 
 # -- order ---------------------------------------------------------------------
@@ -167,14 +183,14 @@ def test_notifications_resume_after_a_reconnect_without_gaps(raw: RawStub, clien
     assert dict(first.notifications)[key].type == 0  # KEY_CREATED
     stream.cancel()
 
-    client.put(key, "2")
+    _, version = client.put(key, "2")
     client.delete(key)
     resumed = raw.call("GetNotifications", shard=shard, start_offset_exclusive=first.offset)
     modified, deleted = next(resumed), next(resumed)
     resumed.cancel()
     assert first.offset < modified.offset < deleted.offset
     assert modified.notifications[key].type == 1  # KEY_MODIFIED
-    assert modified.notifications[key].version_id == modified.offset
+    assert modified.notifications[key].version_id == version.version_id()
     assert deleted.notifications[key].type == 2  # KEY_DELETED
     assert not deleted.notifications[key].HasField("version_id")
 
