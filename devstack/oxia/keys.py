@@ -37,14 +37,3 @@ def encode(key: str) -> bytes:
 def sequence_key(prefix: str, components: list[int]) -> str:
     """`prefix-<c1>-<c2>…`, each component zero-padded to 20 digits."""
     return prefix + "".join(f"-{c:0{SEQUENCE_WIDTH}d}" for c in components)
-
-
-def sequence_components(prefix: str, key: str) -> list[int] | None:
-    """The components of `key` when it is a sequential key under `prefix`, else None."""
-    rest = key[len(prefix) :]
-    if not key.startswith(prefix) or not rest.startswith("-"):
-        return None
-    parts = rest[1:].split("-")
-    if any(len(p) != SEQUENCE_WIDTH or not p.isdigit() for p in parts):
-        return None
-    return [int(p) for p in parts]

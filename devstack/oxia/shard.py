@@ -15,7 +15,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from . import keys
+from . import keys, sequences
 from .notifications import Batch, Change, NotificationLog
 from .sessions import Session, Sessions
 from .storage import Record, SecondaryIndex, SortedRecords
@@ -87,8 +87,9 @@ class Shard:
         """Apply one batch: puts, then deletes, then delete ranges, each in order."""
         for put in puts:
             self._validate_put(put)
+        sequential = self._sequential_keys(puts)
         entry = self._begin()
-        put_results = [self._put(entry, put) for put in puts]
+        put_results = [self._put(entry, put, sequential.get(i)) for i, put in enumerate(puts)]
         delete_results = [self._delete(entry, key, expected) for key, expected in deletes]
         for start, end in ranges:
             self._delete_range(entry, start, end)
@@ -99,18 +100,36 @@ class Shard:
     def _validate_put(put: Put) -> None:
         if put.key.startswith(keys.INTERNAL_PREFIX):
             raise InvalidRequest(f"key {put.key!r} is in the reserved {keys.INTERNAL_PREFIX}")
-        if put.sequence_key_delta:
-            if not put.partition_key:
-                raise InvalidRequest("sequence_key_delta needs a partition_key")
-            if put.expected_version_id is not None:
-                raise InvalidRequest("sequence_key_delta excludes expected_version_id")
-            if put.sequence_key_delta[0] <= 0:
-                raise InvalidRequest("the first sequence_key_delta must be positive")
+        if put.sequence_key_delta and not put.partition_key:
+            # Oxia: all of a sequence must be on one shard.
+            raise InvalidRequest("sequence_key_delta needs a partition_key")
 
-    def _put(self, entry: _Entry, put: Put) -> PutResult:
-        key = self._next_sequence_key(put) if put.sequence_key_delta else put.key
+    def _sequential_keys(self, puts: list[Put]) -> dict[int, str]:
+        """The keys of the request's sequential puts, by position, worked out before anything
+        is applied so that a refused one leaves the shard untouched. (A plain put earlier in
+        the same request is not seen by the look-up; Oxia's would see it.)"""
+        found: dict[int, str] = {}
+        last: dict[str, list[str]] = {}
+        for i, put in enumerate(puts):
+            if not put.sequence_key_delta or put.expected_version_id is not None:
+                continue
+            if put.key not in last:
+                last[put.key] = sequences.last_parts(self.records, put.key)
+            try:
+                found[i], last[put.key] = sequences.next_key(
+                    last[put.key], put.key, put.sequence_key_delta
+                )
+            except sequences.SequenceError as exc:
+                raise InvalidRequest(str(exc)) from None
+        return found
+
+    def _put(self, entry: _Entry, put: Put, sequential: str | None) -> PutResult:
+        if put.sequence_key_delta and put.expected_version_id is not None:
+            # Oxia answers a sequential put with an expected version as a version mismatch.
+            return PutResult("UNEXPECTED_VERSION_ID")
+        key = sequential or put.key
         existing = self.records.get(key)
-        if not _version_matches(existing, put.expected_version_id):
+        if not sequential and not _version_matches(existing, put.expected_version_id):
             return PutResult("UNEXPECTED_VERSION_ID")
         session: Session | None = None
         if put.session_id is not None:
@@ -132,9 +151,9 @@ class Shard:
         self._link(key, record, session)
         kind = "KEY_MODIFIED" if existing else "KEY_CREATED"
         entry.changes[key] = Change(kind, version_id=record.version_id)
-        if put.sequence_key_delta:
+        if sequential:
             self._announce_sequence(put.key, key)
-        return PutResult("OK", record, key if put.sequence_key_delta else None)
+        return PutResult("OK", record, sequential)
 
     def _delete(self, entry: _Entry, key: str, expected: int | None) -> str:
         existing = self.records.get(key)
@@ -212,31 +231,12 @@ class Shard:
 
     # -- sequential keys -------------------------------------------------------
 
-    def highest_sequence_key(self, prefix: str) -> str | None:
-        # Every `prefix-<digits>…` key sorts below `prefix-:` (':' follows '9').
-        for key, _ in self.records.below(prefix + "-:"):
-            if not key.startswith(prefix + "-"):
-                return None
-            if keys.sequence_components(prefix, key) is not None:
-                return key
-        return None
-
-    def _next_sequence_key(self, put: Put) -> str:
-        highest = self.highest_sequence_key(put.key)
-        last = keys.sequence_components(put.key, highest) if highest else None
-        last = last or []
-        components = [
-            (last[i] if i < len(last) else 0) + delta
-            for i, delta in enumerate(put.sequence_key_delta)
-        ]
-        return keys.sequence_key(put.key, components)
-
     def watch_sequence(self, prefix: str) -> asyncio.Queue[str]:
         queue: asyncio.Queue[str] = asyncio.Queue()
         self._sequence_watchers.setdefault(prefix, set()).add(queue)
-        highest = self.highest_sequence_key(prefix)
-        if highest is not None:
-            queue.put_nowait(highest)
+        last = sequences.last_key(self.records, prefix)
+        if last is not None:
+            queue.put_nowait(last)
         return queue
 
     def unwatch_sequence(self, prefix: str, queue: asyncio.Queue[str]) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from devstack.oxia import keys
+import pytest
+
+from devstack.oxia import keys, sequences
 from devstack.oxia.notifications import Batch, NotificationLog
 from devstack.oxia.service import hash_ranges
+from devstack.oxia.storage import Record, SortedRecords
 
 
 def test_keys_sort_by_depth_then_bytes_with_the_separator_highest():
@@ -23,12 +26,20 @@ def test_a_doubled_trailing_separator_opens_no_level_and_internal_keys_sort_last
     assert keys.encode("/z/z/z/z/z") < keys.encode("__oxia/a")
 
 
-def test_sequential_keys_round_trip():
-    key = keys.sequence_key("p", [5, 6])
+def test_sequential_keys_continue_the_last_one_part_by_part():
+    records = SortedRecords()
+    assert sequences.last_parts(records, "p") == []
+    key, parts = sequences.next_key([], "p", [5, 6])
     assert key == "p-00000000000000000005-00000000000000000006"
-    assert keys.sequence_components("p", key) == [5, 6]
-    assert keys.sequence_components("p", "p-12") is None
-    assert keys.sequence_components("q", key) is None
+    records.put(key, Record(b"", 0, 0, 0, 0))
+    records.put("q-00000000000000000009", Record(b"", 1, 0, 0, 0))
+    assert sequences.last_parts(records, "p") == parts
+    assert sequences.next_key(parts, "p", [1, 1, 1])[0] == keys.sequence_key("p", [6, 7, 1])
+    assert sequences.last_key(records, "p") == key
+    with pytest.raises(sequences.SequenceError):
+        sequences.next_key(parts, "p", [1])  # fewer deltas than the sequence has parts
+    with pytest.raises(sequences.SequenceError):
+        sequences.next_key([], "p", [0])
 
 
 def test_hash_ranges_cover_the_32_bit_space_without_gaps():
