@@ -130,4 +130,7 @@ def running_in_thread(*, shards: int = 1, host: str = "127.0.0.1") -> Iterator[O
         asyncio.run_coroutine_threadsafe(server.stop(grace=0.2), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
-        loop.close()
+        if not thread.is_alive():
+            # Streams the server cut off leave their generators to be closed here.
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
