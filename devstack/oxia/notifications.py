@@ -24,6 +24,10 @@ class Batch:
     changes: dict[str, Change]
 
 
+class StreamDropped(Exception):
+    """The server ended the streams following the log (a fault injected by a test)."""
+
+
 class NotificationLog:
     """Committed batches in offset order, the last `retention` of them kept, and a wake-up
     for the streams that follow the log."""
@@ -32,6 +36,14 @@ class NotificationLog:
         self._retention = retention
         self._batches: list[Batch] = []
         self._offsets: list[int] = []
+        self._changed = asyncio.Event()
+        self._drops = 0
+
+    def drop_followers(self) -> None:
+        """End every stream following the log now, as a server restart or a network cut
+        would; the clients reconnect from their last offset."""
+        self._drops += 1
+        self._changed.set()
         self._changed = asyncio.Event()
 
     def append(self, batch: Batch) -> None:
@@ -50,7 +62,10 @@ class NotificationLog:
 
     async def follow(self, offset: int) -> AsyncIterator[Batch]:
         """Every retained batch after `offset`, then each new one as it commits, in order."""
+        drops = self._drops
         while True:
+            if self._drops != drops:
+                raise StreamDropped
             changed = self._changed
             for batch in self.after(offset):
                 offset = batch.offset

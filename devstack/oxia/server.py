@@ -39,6 +39,7 @@ class OxiaServer:
         self.port = 0
         self.service = OxiaService(shards, namespace, lambda: self.address)
         self._server: grpc.aio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def address(self) -> str:
@@ -58,6 +59,14 @@ class OxiaServer:
             raise OSError(f"cannot listen on {where}")
         await server.start()
         self._server = server
+        self._loop = asyncio.get_running_loop()
+
+    def drop_notification_streams(self) -> None:
+        """End every open GetNotifications stream with UNAVAILABLE (callable from any
+        thread): the clients must reconnect and resume from their last offsets."""
+        assert self._loop is not None, "the server is not started"
+        for shard in self.service.shards.values():
+            self._loop.call_soon_threadsafe(shard.notifications.drop_followers)
 
     async def stop(self, grace: float = 1.0) -> None:
         self.service.stopping.set()

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from . import reads, schema
-from .notifications import Batch
+from .notifications import Batch, StreamDropped
 from .sessions import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, SessionNotFound
 from .shard import InvalidRequest, Put, Shard
 from .storage import Record
@@ -156,8 +156,11 @@ class OxiaService:
             # As Oxia does: a first, empty batch tells the client where it starts from.
             start = shard.commit_offset
             yield M("NotificationBatch")(shard=shard.shard_id, offset=start, timestamp=0)
-        async for batch in shard.notifications.follow(start):
-            yield _batch(shard.shard_id, batch)
+        try:
+            async for batch in shard.notifications.follow(start):
+                yield _batch(shard.shard_id, batch)
+        except StreamDropped:
+            raise Abort(grpc.StatusCode.UNAVAILABLE, "notification stream dropped") from None
 
     # -- sessions --------------------------------------------------------------
 

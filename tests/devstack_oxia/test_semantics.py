@@ -7,13 +7,14 @@ sort by their count of `/`, then byte-wise with `/` above every other byte.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
 import grpc
 import pytest
 
-from devstack.oxia import OxiaServer, schema
+from devstack.oxia import OxiaServer, running_in_thread, schema
 
 from .conftest import RawStub, oxia
 
@@ -193,6 +194,32 @@ def test_notifications_resume_after_a_reconnect_without_gaps(raw: RawStub, clien
     assert modified.notifications[key].version_id == version.version_id()
     assert deleted.notifications[key].type == 2  # KEY_DELETED
     assert not deleted.notifications[key].HasField("version_id")
+
+
+def test_the_client_resumes_its_notifications_after_the_server_drops_the_stream(prefix):
+    """The client's own reconnect: what was written while it was cut off still arrives, once
+    and in order.
+
+    One shard: after a reconnect the client (0.2.1) holds each shard's stream after its
+    first batch until every shard has sent one, and a stream resumed from an offset sends
+    nothing until that shard is written to (Oxia's server does the same), so with idle
+    shards the resumed notifications stall after the first."""
+    with running_in_thread(shards=1) as one:
+        client = oxia.Client(one.address)
+        notifications = client.get_notifications()
+        try:
+            client.put(prefix + "/1", "x")
+            assert next(notifications).key() == prefix + "/1"
+            one.drop_notification_streams()
+            client.put(prefix + "/2", "x")
+            client.put(prefix + "/3", "x")
+            client.delete(prefix + "/1")
+            got = [(n.key(), n.notification_type()) for n in itertools.islice(notifications, 3)]
+        finally:
+            notifications.close()
+            client.close()
+    created, deleted = oxia.NotificationType.KEY_CREATED, oxia.NotificationType.KEY_DELETED
+    assert got == [(prefix + "/2", created), (prefix + "/3", created), (prefix + "/1", deleted)]
 
 
 def test_a_delete_range_is_one_range_notification(client, prefix):
