@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import tarfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -50,10 +51,19 @@ def unpacked() -> Path:
     return tree
 
 
-def _download(archive: Path) -> None:
+def _download(archive: Path, attempts: int = 3) -> None:
     partial = archive.with_suffix(f".{os.getpid()}.part")
-    with urllib.request.urlopen(URL, timeout=60) as response, partial.open("wb") as out:
-        shutil.copyfileobj(response, out)
+    for attempt in range(1, attempts + 1):
+        try:
+            with urllib.request.urlopen(URL, timeout=60) as response, partial.open("wb") as out:
+                shutil.copyfileobj(response, out)
+            break
+        except OSError:
+            # Every test here needs the client: a passing network hiccup must not fail the
+            # collection of the whole suite, a lasting outage must.
+            if attempt == attempts:
+                raise
+            time.sleep(2 * attempt)
     digest = _sha256(partial)
     if digest != SHA256:
         partial.unlink()
