@@ -1,6 +1,6 @@
 """`tombstone devstack`: run the local stack's parts one by one, and seed a cluster.
 
-`zookeeper` and `s3` run a server in the foreground until Ctrl-C or SIGTERM; `simulate`
+`zookeeper`, `s3` and `oxia` run a server in the foreground until Ctrl-C or SIGTERM; `simulate`
 writes a simulated Pulsar cluster into running ones. The wire-compatible broker's command
 is added when its module is present.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from devstack import s3 as s3_launcher
+from devstack.oxia.cli import oxia
 from devstack.ports import Interrupted, PortInUse
 from devstack.reconcile_command import ReconcileTarget, explain
 from devstack.s3 import S3Server
@@ -38,7 +39,10 @@ from services.core.errors import TombstoneError
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def devstack() -> None:
-    """The embedded local stack: ZooKeeper, S3, a simulated cluster (and the broker)."""
+    """The embedded local stack: ZooKeeper, S3, Oxia, a simulated cluster (and the broker)."""
+
+
+devstack.add_command(oxia)
 
 
 class StopEvent(threading.Event):

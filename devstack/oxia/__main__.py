@@ -1,0 +1,5 @@
+"""`python -m devstack.oxia`: the same as `tombstone devstack oxia`."""
+
+from .cli import oxia
+
+oxia()

@@ -1,0 +1,55 @@
+"""`tombstone devstack oxia`: run the devstack Oxia server in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import click
+
+from .server import DEFAULT_NAMESPACE, OxiaServer
+
+
+@click.command("oxia")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--advertised-host",
+    default=None,
+    help="Host named as the shards' leader in assignments (default: --host).",
+)
+@click.option("--port", default=6648, show_default=True, help="gRPC port (0: any).")
+@click.option(
+    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Shard count."
+)
+@click.option(
+    "--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="The one namespace served."
+)
+def oxia(host: str, advertised_host: str | None, port: int, shards: int, namespace: str) -> None:
+    """Run an in-memory Oxia server (one namespace, every shard led here) until Ctrl-C or
+    SIGTERM (exit 0)."""
+    server = OxiaServer(
+        host=host,
+        port=port,
+        shards=shards,
+        namespace=namespace,
+        advertised_host=advertised_host,
+    )
+    try:
+        asyncio.run(serve(server))
+    except OSError as exc:
+        raise click.ClickException(f"Oxia did not start: {exc}") from None
+    click.echo("Oxia stopped")
+
+
+async def serve(server: OxiaServer) -> None:
+    """Serve until SIGTERM or SIGINT; print one readiness line with the bound address."""
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    click.echo(f"READY address={server.address} shards={len(server.service.shards)}")
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

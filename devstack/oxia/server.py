@@ -1,0 +1,145 @@
+"""The devstack Oxia server: `OxiaService` on a grpc.aio server, in the foreground or in a
+background thread (for synchronous callers such as the `oxia` client's tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import grpc
+
+from . import schema
+from .service import Abort, OxiaService
+
+DEFAULT_NAMESPACE = "default"
+
+
+class OxiaServer:
+    """One Oxia "standalone" server: `shards` shards of one namespace, all led here."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        shards: int = 1,
+        namespace: str = DEFAULT_NAMESPACE,
+        advertised_host: str | None = None,
+    ) -> None:
+        if shards < 1:
+            raise ValueError("an Oxia server needs at least one shard")
+        self._host = host
+        self._requested_port = port
+        self._advertised = advertised_host or host
+        self.port = 0
+        self.service = OxiaService(shards, namespace, lambda: self.address)
+        self._server: grpc.aio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self._advertised}:{self.port}"
+
+    async def start(self) -> None:
+        # gRPC sets SO_REUSEPORT by default: a second server on a busy port would share it
+        # silently instead of failing.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers((_handler(self.service),))
+        where = f"{self._host}:{self._requested_port}"
+        try:
+            self.port = server.add_insecure_port(where)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {where}: {exc}") from None
+        if self.port == 0:
+            raise OSError(f"cannot listen on {where}")
+        await server.start()
+        self._server = server
+        self._loop = asyncio.get_running_loop()
+
+    def drop_notification_streams(self) -> None:
+        """End every open GetNotifications stream with UNAVAILABLE (callable from any
+        thread): the clients must reconnect and resume from their last offsets."""
+        assert self._loop is not None, "the server is not started"
+        for shard in self.service.shards.values():
+            self._loop.call_soon_threadsafe(shard.notifications.drop_followers)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        self.service.stopping.set()
+        for shard in self.service.shards.values():
+            shard.close()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+
+def _handler(service: OxiaService) -> grpc.GenericRpcHandler:
+    handlers = {}
+    for name, (request, response, client_streams, server_streams) in schema.METHODS.items():
+        method = getattr(service, name)
+        behaviour = _streaming(method) if server_streams else _unary(method)
+        kind = _KINDS[(client_streams, server_streams)]
+        handlers[name] = kind(
+            behaviour,
+            request_deserializer=schema.message(request).FromString,
+            response_serializer=schema.message(response).SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(schema.SERVICE, handlers)
+
+
+_KINDS: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _unary(method: Callable[[Any], Any]) -> Callable[[Any, grpc.aio.ServicerContext], Any]:
+    @functools.wraps(method)
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(request)
+        except Abort as exc:
+            await context.abort(exc.code, str(exc))
+
+    return call
+
+
+def _streaming(
+    method: Callable[[Any], AsyncIterator[Any]],
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    assert inspect.isasyncgenfunction(method)
+
+    @functools.wraps(method)
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for response in method(request):
+                yield response
+        except Abort as exc:
+            await context.abort(exc.code, str(exc))
+
+    return call
+
+
+@contextlib.contextmanager
+def running_in_thread(*, shards: int = 1, host: str = "127.0.0.1") -> Iterator[OxiaServer]:
+    """A server on a free port, served by an event loop in a daemon thread until exit."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="oxia-devstack", daemon=True)
+    thread.start()
+    server = OxiaServer(host=host, shards=shards)
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(grace=0.2), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        if not thread.is_alive():
+            # Streams the server cut off leave their generators to be closed here.
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
