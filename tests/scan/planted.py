@@ -354,6 +354,9 @@ def planted_rows() -> dict[str, list[Row]]:
     }
 
 
+#: The compacted ledgers and buckets proposed, all of namespace t2/ns2.
+CURSOR_OWNED_PROPOSED = (39, 41, 42, 43, 75, LONG + 55, LONG + 56, LONG + 57)
+
 #: (ledger_id, kind, orphan_reason, deletable) expected for the planted ledgers.
 EXPECTED_LEDGERS = [
     (10, "referenced", None, False),

@@ -140,7 +140,7 @@ def test_namespaces_come_from_the_owner(analysis: Analysis) -> None:
         102: "public/default",
         103: "public/default",
         P.LONG + 104: "public/default",
-        **dict.fromkeys((39, 41, 42, 43, 75, P.LONG + 55, P.LONG + 56, P.LONG + 57), "t2/ns2"),
+        **dict.fromkeys(P.CURSOR_OWNED_PROPOSED, "t2/ns2"),
     }
     assert expected == {r["ledger_id"]: r["namespace"] for r in rows}
 
