@@ -40,9 +40,15 @@ def test_reclaimable_bytes_per_namespace(analysis: Analysis) -> None:
     candidates = deletion_candidates(analysis.ledger_findings, analysis.object_findings)
     frame = insights.reclaimable_by_namespace(candidates)
     rows = sorted(tuple(r) for r in frame.collect())
-    ledger_bytes = sum(1000 + i % 1000 for i, _, _, ok in P.EXPECTED_LEDGERS if ok)
+    ledger_bytes = sum(
+        1000 + i % 1000
+        for i, _, _, ok in P.EXPECTED_LEDGERS
+        if ok and i not in P.CURSOR_OWNED_PROPOSED
+    )
+    t2_bytes = sum(1000 + i % 1000 for i in P.CURSOR_OWNED_PROPOSED)
     expected = [
         ("(unknown)", 0, 0, 1, 10000, 10000),  # the U9 upload: no ML name known
         ("public/default", 10, ledger_bytes, 1, 10000, ledger_bytes + 10000),  # U0, of ledger 31
+        ("t2/ns2", 8, t2_bytes, 0, 0, t2_bytes),  # compacted ledgers and buckets
     ]
     assert expected == rows

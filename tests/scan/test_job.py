@@ -47,8 +47,8 @@ def refused(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> An
 
 
 def test_allowed_run_writes_its_candidates(spark: SparkSession, allowed: AnalysisOutcome) -> None:
-    """A clean scan yields the 10 ledger (two of them open orphans) and 2 offload candidates,
-    also in summary.json."""
+    """A clean scan yields the 18 ledger (two of them open orphans, eight compacted ledgers
+    and buckets) and 2 offload candidates, also in summary.json."""
     written = spark.read.parquet(str(allowed.out_dir / "candidates")).count()
     summary = json.loads((allowed.out_dir / "summary.json").read_text())
     assert (
@@ -56,7 +56,7 @@ def test_allowed_run_writes_its_candidates(spark: SparkSession, allowed: Analysi
         summary["refused"],
         summary["candidates"]["ledgers"],
         summary["candidates"]["objects"],
-    ) == (12, False, 10, 2)
+    ) == (20, False, 18, 2)
 
 
 def test_findings_are_written_for_every_ledger_and_object(
@@ -70,7 +70,7 @@ def test_findings_are_written_for_every_ledger_and_object(
 
 def test_report_is_one_file_with_its_csvs_beside_it(allowed: AnalysisOutcome) -> None:
     """report.html draws its charts inline (no image file); items.csv holds every item that
-    is not referenced (objects one by one), the proposed ones first: 10 ledgers and the 4
+    is not referenced (objects one by one), the proposed ones first: 18 ledgers and the 4
     objects of the 2 orphan uploads; tasks.csv every extract task."""
     page = (allowed.out_dir / "report.html").read_text()
     with (allowed.out_dir / "items.csv").open() as f:
@@ -84,10 +84,10 @@ def test_report_is_one_file_with_its_csvs_beside_it(allowed: AnalysisOutcome) ->
         False,
         False,
     )
-    assert (len(items), proposed.count("true"), proposed[:14]) == (
+    assert (len(items), proposed.count("true"), proposed[:22]) == (
         summary["items"]["total"],
-        14,
-        ["true"] * 14,
+        22,
+        ["true"] * 22,
     )
     assert (len(tasks), summary["coverage"]["tasks"]) == (
         len(P.planted_rows()["scan_manifest"]),

@@ -44,6 +44,12 @@ def _rows(*, declared: bool) -> dict[str, list[P.Row]]:
     # A V1 schema id `tenant/cluster/ns/topic`: its namespace is `t1/c1/ns1`, which exists.
     rows["bk_ledgers"] += [P.bk(710, component="schema", schema_id="t1/c1/ns1/topic")]
     rows["namespaces"] += [P.namespace("t1/c1/ns1")]
+    # Property-owned ledgers of topics this cluster does not have: the neighbour's compacted
+    # topic, and a bucket of a namespace without policies here.
+    rows["bk_ledgers"] += [
+        P.compacted(711, THEIR_ML),
+        P.bucket(712, "nowhere/ns/persistent/t", "sub"),
+    ]
     return rows
 
 
@@ -56,8 +62,8 @@ def _objects(spark: SparkSession, rows: dict[str, list[P.Row]]) -> dict[int, Any
         for r in analysis.object_findings.collect()
         if r["ledger_id"] in (700, 701, 702)
     }
-    ledger = analysis.ledger_findings.filter("ledger_id = 710").collect()[0]
-    found[710] = (ledger["kind"], ledger["deletable"])
+    for ledger in analysis.ledger_findings.filter("ledger_id in (710, 711, 712)").collect():
+        found[ledger["ledger_id"]] = (ledger["kind"], ledger["deletable"])
     return found
 
 
@@ -66,13 +72,16 @@ def test_objects_and_v1_schemas(spark: SparkSession, declared: bool) -> None:
     """Undeclared: objects of the neighbour's namespace are `unknown_namespace`. Declared:
     its listed upload is referenced, its unlisted one is `neighbour_owner`. An upload of a
     topic both clusters have and neither lists is proposed either way; a V1 schema ledger
-    is judged in its own namespace."""
+    is judged in its own namespace. A compacted ledger or bucket whose topic is absent here
+    is set apart as any owner's ledger is, before it could be `topic_gone`."""
     found = _objects(spark, _rows(declared=declared))
     expected = {
         700: ("referenced", False) if declared else ("unknown_namespace", False),
         701: ("neighbour_owner", False) if declared else ("unknown_namespace", False),
         702: ("offload_no_match", True),
         710: ("schema_not_in_locator", True),
+        711: ("neighbour_owner", False) if declared else ("unknown_namespace", False),
+        712: ("unknown_namespace", False),
     }
     assert found == expected
 
@@ -85,12 +94,13 @@ UA = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"
 def test_replicated_namespace_holds_back_only_what_may_be_theirs(spark: SparkSession) -> None:
     """`geo/ns` replicates to `north`, not declared: an unlisted ledger of our topic and an
     upload naming no cluster are `replicated_undeclared`; a ledger our list names as
-    `bookkeeperDeleted` and an upload naming our cluster are ours, and proposed."""
+    `bookkeeperDeleted` and an upload naming our cluster are ours, and proposed. An
+    unreferenced compacted ledger of our topic may be the other cluster's too."""
     rows = P.planted_rows()
     rows["namespaces"] += [P.namespace("geo/ns", "north")]
     rows["managed_ledgers"] += [P.ml(GEO, mtime=P.OLD)]
     rows["ml_ledgers"] += [P.listed(GEO, 720, 0, **P.offloaded(U6, bk_deleted=True))]
-    rows["bk_ledgers"] += [P.data(720, GEO), P.data(721, GEO)]
+    rows["bk_ledgers"] += [P.data(720, GEO), P.data(721, GEO), P.compacted(724, GEO)]
     rows["offload_objects"] += [
         *P.pair(UA, 722, managed_ledger_name=GEO, cluster_name=P.CLUSTER),
         *P.pair(UA, 723, managed_ledger_name=GEO, cluster_name=None),
@@ -100,7 +110,7 @@ def test_replicated_namespace_holds_back_only_what_may_be_theirs(spark: SparkSes
     )
     ledgers = {
         r["ledger_id"]: (r["kind"], r["orphan_reason"], r["deletable"])
-        for r in analysis.ledger_findings.filter("ledger_id in (720, 721)").collect()
+        for r in analysis.ledger_findings.filter("ledger_id in (720, 721, 724)").collect()
     }
     objects = {
         (r["ledger_id"], r["kind"], r["deletable"])
@@ -109,5 +119,6 @@ def test_replicated_namespace_holds_back_only_what_may_be_theirs(spark: SparkSes
     assert ledgers == {
         720: ("bk_copy_after_offload", "bk_copy_after_offload", True),
         721: ("replicated_undeclared", "not_in_list", False),
+        724: ("replicated_undeclared", "compacted_unreferenced", False),
     }
     assert objects == {(722, "offload_no_match", True), (723, "replicated_undeclared", False)}
