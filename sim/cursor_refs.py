@@ -102,6 +102,24 @@ class PropertyRefs:
         runs: list[Coroutine[Any, Any, None]] = [w.run() for w in self.workloads]
         return [asyncio.create_task(run) for run in runs]
 
+    def referenced_now(self) -> list[tuple[TopicState, str, int, int]]:
+        """(topic, cursor, ledger id, znode version) for each property reference a cursor
+        znode the workloads write holds now (an active `__compaction` cursor's stale value
+        excepted)."""
+        from services.metadata.pulsar_formats import decode_cursor_info
+
+        out: list[tuple[TopicState, str, int, int]] = []
+        for path, t in self.topic_of.items():
+            node = self.world.zk.nodes.get(path)
+            if node is None:
+                continue
+            info = decode_cursor_info(node.data, path=path)
+            if path.endswith("/" + COMPACTION_CURSOR) and info.cursorsLedgerId >= 0:
+                continue
+            cursor = path.rsplit("/", 1)[1]
+            out.extend((t, cursor, i, node.version) for i in sorted(property_refs(info)))
+        return out
+
     def register(self, path: str, t: TopicState) -> None:
         """A cursor znode the workloads write: tracked for S1 and L1 (`world.owners`). The
         `__compaction` cursor's ledger is switched and deleted by released Pulsar's code
