@@ -20,7 +20,13 @@ from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-_COMPONENTS = {"ml": _pd.MANAGED_LEDGER, "cursor": _pd.MANAGED_CURSOR, "schema": _pd.SCHEMA_STORAGE}
+_COMPONENTS = {
+    "ml": _pd.MANAGED_LEDGER,
+    "cursor": _pd.MANAGED_CURSOR,
+    "schema": _pd.SCHEMA_STORAGE,
+    "compacted": _pd.COMPACTED_LEDGER,
+    "bucket": _pd.DELAYED_INDEX_BUCKET,
+}
 _MODES = {"marker": _mk.MARKER_WRITES, "caller": _mk.CALLER_WRITES}
 _SOURCES = {"operator": _pd.OPERATOR, "broker": _pd.BROKER, "reconciler": _pd.RECONCILER}
 
@@ -61,7 +67,12 @@ def serve(follow: bool) -> None:
 )
 @click.option("--topic", "topic_name", default="", help="Topic: persistent://tenant/ns/topic.")
 @click.option("--ml", "ml_name", default="", help="Managed-ledger name (tenant/ns/persistent/x).")
-@click.option("--cursor", "cursor_name", default="", help="Cursor name (MANAGED_CURSOR).")
+@click.option(
+    "--cursor",
+    "cursor_name",
+    default="",
+    help="Cursor name (cursor, bucket; compacted: __compaction).",
+)
 @click.option("--schema-id", default="", help="Schema id tenant/ns/topic (SCHEMA_STORAGE).")
 @click.option(
     "--mode",

@@ -21,7 +21,7 @@ from datetime import timedelta
 import structlog
 
 from services.core.config import OffloadDefaults
-from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.errors import Conflict, FailedPrecondition, NotFound, Unavailable
 from services.core.signing import IntentSigner
 from services.marker._locks import KeyedLocks
 from services.marker.journal import IntentKey, ReceiptJournal, now_ms
@@ -223,6 +223,9 @@ class Marker:
         else:
             version = node.version
             snapshot = parse_snapshot(owner, node.data, self._settings.encoding)
+            refusal = snapshot.marker_write_refusal()
+            if refusal is not None and not request.caller_writes and not request.reconciler:
+                raise FailedPrecondition(f"{owner.path}: {refusal}")
         expected = request.expected_version
         if expected is not None and expected != version:
             raise Conflict(

@@ -4,7 +4,12 @@ Three owners (docs/design.md §2, formats reference §5–§6):
 - MANAGED_LEDGER: `/managed-ledgers/<ml>`, the `ledgerInfo` list (with offload contexts);
 - MANAGED_CURSOR: `/managed-ledgers/<ml>/<cursor>`, its `cursorsLedgerId`; unlinking writes
   the cursor info with the replacement id the request names (-1 by default);
-- SCHEMA_STORAGE: `/schemas/<id>`, the locator's `index` (and `info`, the latest version).
+- SCHEMA_STORAGE: `/schemas/<id>`, the locator's `index` (and `info`, the latest version);
+- COMPACTED_LEDGER: the `__compaction` cursor znode, its `CompactedTopicLedger` mark-delete
+  property; the marker writes it only while that cursor is closed (its properties are then
+  in the znode; while it is active they are in its cursor ledger);
+- DELAYED_INDEX_BUCKET: the subscription's cursor znode, a `#pulsar.internal.delayed.bucket_*`
+  cursor property; unlinking removes that entry.
 Paths and codecs come from `services.metadata`; this module only decides what is referenced
 and what the znode looks like without the unlinked ledgers.
 """
@@ -32,12 +37,27 @@ from services.metadata import (
     schema_path,
     topic_from_managed_ledger_name,
 )
+from services.metadata.cursor_properties import (
+    COMPACTED_TOPIC_LEDGER,
+    bucket_entries,
+    parse_ledger_id,
+    persisted_compacted_ledger,
+    property_ledger_ids,
+)
 from services.metadata.pulsar_formats import SHADOW_SOURCE
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.formats import schema_pb2 as _schema
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 LEDGER_ONLY = (_pd.LEDGER,)
+COMPACTION_CURSOR = "__compaction"
+"""The cursor whose mark-delete properties name a topic's compacted ledger."""
+_ML_COMPONENTS = (
+    _pd.MANAGED_LEDGER,
+    _pd.MANAGED_CURSOR,
+    _pd.COMPACTED_LEDGER,
+    _pd.DELAYED_INDEX_BUCKET,
+)
 
 
 @dataclass(frozen=True)
@@ -100,21 +120,30 @@ def resolve_owner(
     """Validate the owner fields of a request and find the owner's znode."""
     if component == _pd.SCHEMA_STORAGE:
         return _schema_owner(topic_name, schema_id)
-    if component not in (_pd.MANAGED_LEDGER, _pd.MANAGED_CURSOR):
+    if component not in _ML_COMPONENTS:
         raise InvalidArgument("component", f"must be a known ledger component, got {component}")
     name = _ml_name(topic_name, ml_name)
     topic = _topic_of(name, topic_name)
+    kind = _pd.LedgerComponent.Name(component)  # type: ignore[arg-type]
+    if component == _pd.COMPACTED_LEDGER:
+        cursor_name = cursor_name or COMPACTION_CURSOR
+        if cursor_name != COMPACTION_CURSOR:
+            raise InvalidArgument(
+                "cursor_name", f"must be {COMPACTION_CURSOR!r} for COMPACTED_LEDGER"
+            )
     try:
         if component == _pd.MANAGED_LEDGER:
             return Owner(_pd.MANAGED_LEDGER, managed_ledger_path(name), topic, name)
         if not cursor_name:
-            raise InvalidArgument("cursor_name", "a MANAGED_CURSOR request needs the cursor name")
+            raise InvalidArgument("cursor_name", f"a {kind} request needs the cursor name")
         path = cursor_path(name, cursor_name)
     except InvalidArgument as exc:
         if exc.field == "cursor_name":
             raise
         raise _renamed("managed_ledger_name", exc) from exc
-    return Owner(_pd.MANAGED_CURSOR, path, topic, name, cursor_name=cursor_name)
+    return Owner(
+        _pd.LedgerComponent.ValueType(component), path, topic, name, cursor_name=cursor_name
+    )
 
 
 def _schema_owner(topic_name: str, schema_id: str) -> Owner:
@@ -167,6 +196,10 @@ class OwnerSnapshot(Protocol):
         """The znode once `ledger_ids` (all referenced) are unlinked."""
         ...
 
+    def marker_write_refusal(self) -> str | None:
+        """Why the marker may not write this owner (FAILED_PRECONDITION), or None."""
+        ...
+
 
 @dataclass(frozen=True)
 class EncodingOptions:
@@ -217,6 +250,9 @@ class ManagedLedgerSnapshot:
         info = self._refs.get(ledger_id)
         return None if info is None else tiers_of(info)
 
+    def marker_write_refusal(self) -> str | None:
+        return None
+
     def blocked(self, ledger_ids: Collection[int]) -> dict[int, str]:
         return {}
 
@@ -242,6 +278,9 @@ class CursorSnapshot:
     def reference(self, ledger_id: int) -> LedgerRef | None:
         current = self.info.cursorsLedgerId
         return LedgerRef(ledger_id) if current >= 0 and current == ledger_id else None
+
+    def marker_write_refusal(self) -> str | None:
+        return None
 
     def blocked(self, ledger_ids: Collection[int]) -> dict[int, str]:
         return {}
@@ -271,6 +310,9 @@ class SchemaSnapshot:
         referenced = ledger_id in self._index or ledger_id == self._latest
         return LedgerRef(ledger_id) if referenced else None
 
+    def marker_write_refusal(self) -> str | None:
+        return None
+
     def blocked(self, ledger_ids: Collection[int]) -> dict[int, str]:
         # The latest version (`info`) may only go together with every other version: the
         # locator is then deleted, as Pulsar does when it deletes a topic's schema.
@@ -290,6 +332,114 @@ class SchemaSnapshot:
         return Unlink(encode_schema_locator(locator))
 
 
+def _encode_cursor(info: _ml.ManagedCursorInfo, encoding: EncodingOptions) -> bytes:
+    return encode_cursor_info(
+        info, compression=encoding.compression, threshold_bytes=encoding.threshold_bytes
+    )
+
+
+@dataclass
+class BucketSnapshot:
+    """A subscription's cursor znode as the owner of its delayed-delivery bucket snapshots
+    (`BucketDelayedDeliveryTracker`: `cursorProperties`, always persisted in the znode)."""
+
+    info: _ml.ManagedCursorInfo
+    encoding: EncodingOptions = field(default_factory=EncodingOptions)
+
+    def __post_init__(self) -> None:
+        self._named = property_ledger_ids(self.info)
+
+    def reference(self, ledger_id: int) -> LedgerRef | None:
+        # Any property naming the id counts, as for the verifier: never a false "free".
+        return LedgerRef(ledger_id) if ledger_id in self._named else None
+
+    def marker_write_refusal(self) -> str | None:
+        return None
+
+    def blocked(self, ledger_ids: Collection[int]) -> dict[int, str]:
+        # Only a bucket-snapshot entry is the marker's to remove; any other property naming
+        # the id is not a reference it knows how to unlink.
+        return {
+            i: "named by a cursor property that is not a delayed-delivery bucket key"
+            for i in ledger_ids
+            if not bucket_entries(self.info, i) or _other_property_names(self.info, i)
+        }
+
+    def without(self, ledger_ids: Collection[int], *, new_cursor_ledger_id: int) -> Unlink:
+        gone = {key for i in ledger_ids for key in bucket_entries(self.info, i)}
+        info = _ml.ManagedCursorInfo()
+        info.CopyFrom(self.info)
+        del info.cursorProperties[:]
+        info.cursorProperties.extend(p for p in self.info.cursorProperties if p.name not in gone)
+        return Unlink(_encode_cursor(info, self.encoding))
+
+
+def _other_property_names(info: _ml.ManagedCursorInfo, ledger_id: int) -> bool:
+    """Whether something besides a bucket-snapshot entry names `ledger_id`."""
+    if any(p.value == ledger_id for p in info.properties):
+        return True
+    buckets = set(bucket_entries(info, ledger_id))
+    return any(
+        p.name not in buckets and parse_ledger_id(p.value) == ledger_id
+        for p in info.cursorProperties
+    )
+
+
+@dataclass
+class CompactionSnapshot:
+    """The `__compaction` cursor znode as the owner of the topic's compacted ledger
+    (`AbstractTwoPhaseCompactor.phaseTwo` → `markDelete(pos, {CompactedTopicLedger: id})`).
+
+    While the cursor is active (`cursorsLedgerId >= 0`), its live properties are in its
+    cursor ledger: a ledger not below the persisted `CompactedTopicLedger` may be the live
+    one, so it counts as referenced (never as free), and the marker does not write the znode.
+    """
+
+    info: _ml.ManagedCursorInfo
+    encoding: EncodingOptions = field(default_factory=EncodingOptions)
+
+    def __post_init__(self) -> None:
+        self._named = property_ledger_ids(self.info)
+        self._persisted = persisted_compacted_ledger(self.info)
+        self._active = self.info.cursorsLedgerId >= 0
+
+    def reference(self, ledger_id: int) -> LedgerRef | None:
+        if ledger_id in self._named:
+            return LedgerRef(ledger_id)
+        unknown = self._active and (self._persisted is None or ledger_id >= self._persisted)
+        return LedgerRef(ledger_id) if unknown else None
+
+    def marker_write_refusal(self) -> str | None:
+        if not self._active:
+            return None
+        return (
+            f"the __compaction cursor is active (cursor ledger {self.info.cursorsLedgerId}): "
+            "its properties are in its cursor ledger, not in the znode; use CALLER_WRITES "
+            "from the broker that owns the topic, or mark once the cursor is closed; nothing "
+            "was sent or unlinked"
+        )
+
+    def blocked(self, ledger_ids: Collection[int]) -> dict[int, str]:
+        return {
+            i: "named by a cursor property other than CompactedTopicLedger"
+            for i in ledger_ids
+            if any(p.value == i and p.name != COMPACTED_TOPIC_LEDGER for p in self.info.properties)
+            or any(parse_ledger_id(p.value) == i for p in self.info.cursorProperties)
+        }
+
+    def without(self, ledger_ids: Collection[int], *, new_cursor_ledger_id: int) -> Unlink:
+        gone = set(ledger_ids)
+        info = _ml.ManagedCursorInfo()
+        info.CopyFrom(self.info)
+        del info.properties[:]
+        info.properties.extend(
+            p
+            for p in self.info.properties
+            if not (p.name == COMPACTED_TOPIC_LEDGER and p.value in gone)
+        )
+        return Unlink(_encode_cursor(info, self.encoding))
+
+
 def parse_snapshot(
     owner: Owner, data: bytes, encoding: EncodingOptions = EncodingOptions()
 ) -> OwnerSnapshot:
@@ -306,4 +456,8 @@ def parse_snapshot(
         return ManagedLedgerSnapshot(info, encoding)
     if owner.component == _pd.MANAGED_CURSOR:
         return CursorSnapshot(decode_cursor_info(data, path=owner.path), encoding)
+    if owner.component == _pd.COMPACTED_LEDGER:
+        return CompactionSnapshot(decode_cursor_info(data, path=owner.path), encoding)
+    if owner.component == _pd.DELAYED_INDEX_BUCKET:
+        return BucketSnapshot(decode_cursor_info(data, path=owner.path), encoding)
     return SchemaSnapshot(decode_schema_locator(data, path=owner.path))

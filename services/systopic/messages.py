@@ -28,11 +28,17 @@ PROP_LEDGER_TYPE = "ledgerType"
 PROP_OWNER = "owner"
 
 
+_CURSOR_OWNED = frozenset({_pd.MANAGED_CURSOR, _pd.COMPACTED_LEDGER, _pd.DELAYED_INDEX_BUCKET})
+"""Components whose owner znode is a cursor znode (its id, or one of its properties)."""
+
+
 def owner_label(pdli: _pd.PendingDeleteLedgerInfo) -> str:
-    """A readable owner: the ML name, `ml/cursor`, or `schema:<id>`."""
+    """A readable owner: the ML name, `ml/cursor` (a cursor ledger, or a compacted ledger or
+    bucket snapshot its cursor's properties name: the component tells which), or
+    `schema:<id>`."""
     if pdli.component == _pd.SCHEMA_STORAGE:
         return f"schema:{pdli.schema_id}"
-    if pdli.component == _pd.MANAGED_CURSOR:
+    if pdli.component in _CURSOR_OWNED:
         return f"{pdli.managed_ledger_name}/{pdli.cursor_name}"
     return pdli.managed_ledger_name
 

@@ -113,6 +113,7 @@ def build(
             reconciler_min_age=config.reconciler_min_age,
             open_ledger_age=config.open_ledger_age,
             schema_min_age=config.schema_min_age,
+            property_ledger_min_age=config.property_ledger_min_age,
             shadow_margin=config.shadow_clock_allowance,
         ),
         scope=scope,

@@ -105,8 +105,8 @@ class ClusterScope:
         neighbour_has_owner = False
         for neighbour in self.neighbours:
             theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
-            if theirs.exists and target.ledger_id in theirs.refs:
-                ref = theirs.refs[target.ledger_id]
+            if _may_reference(theirs, target):
+                ref = theirs.refs.get(target.ledger_id)
                 if target.offload is None or (ref is not None and ref.uuid == target.offload.uuid):
                     return _foreign(
                         "referenced_by_cluster",
@@ -139,9 +139,9 @@ class ClusterScope:
         return None
 
     async def _topic_there(self, neighbour: Neighbour, target: Target) -> bool:
-        """For a cursor: whether the cursor's topic exists in the neighbour (a new cursor's
-        ledger exists before its cursor znode does)."""
-        if target.component is not Component.CURSOR or target.ml_path is None:
+        """For a ledger a cursor znode owns: whether the cursor's topic exists in the
+        neighbour (a new cursor's ledger exists before its cursor znode does)."""
+        if not target.component.cursor_owned or target.ml_path is None:
             return False
         return (await neighbour.owners.get(target.ml_path, decode_ml)).exists
 
@@ -193,6 +193,14 @@ class ClusterScope:
                 "listed it",
             )
         return None
+
+
+def _may_reference(theirs: Owner, target: Target) -> bool:
+    """Whether a neighbour's owner references the ledger, or may (its active `__compaction`
+    cursor's live value is unreadable: that counts as a reference)."""
+    if theirs.references(target.ledger_id):
+        return True
+    return target.component is Component.COMPACTED and theirs.compaction_unknown(target.ledger_id)
 
 
 def _foreign(code: str, reason: str) -> Verdict:

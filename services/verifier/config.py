@@ -109,6 +109,14 @@ SCHEMA_MIN_AGE = setting(
     "Age a schema ledger needs before it may be deleted (Pulsar closes it before its locator "
     "names it).",
 )
+PROPERTY_LEDGER_MIN_AGE = setting(
+    "VERIFIER_PROPERTY_LEDGER_MIN_AGE",
+    parse_duration,
+    timedelta(minutes=10),
+    "Time since its last metadata write (its close) a compacted-topic ledger or delayed-delivery "
+    "bucket snapshot needs before it may be deleted (Pulsar closes it before the cursor "
+    "property names it).",
+)
 SHADOW_MIN_GAP = setting(
     "VERIFIER_SHADOW_SCAN_MIN_GAP",
     parse_duration,
@@ -236,6 +244,9 @@ class VerifierConfig:
     """Replication clusters with a BookKeeper of their own."""
     schema_min_age: timedelta = timedelta(minutes=2)
     """A younger schema ledger is RETRY (it may be between its close and its locator)."""
+    property_ledger_min_age: timedelta = timedelta(minutes=10)
+    """A compacted ledger or bucket snapshot written more recently is RETRY (it may be
+    between its close and the cursor property that names it)."""
     shadow_scan_min_gap: timedelta = timedelta(seconds=5)
     """Shortest gap between the starts of shadow scans asked for by new intents."""
     shadow_clock_allowance: timedelta = timedelta(seconds=2)
@@ -308,6 +319,7 @@ class VerifierConfig:
             deleted_namespaces=_namespaces(environ),
             unshared_clusters=unshared,
             schema_min_age=SCHEMA_MIN_AGE.read(environ),
+            property_ledger_min_age=PROPERTY_LEDGER_MIN_AGE.read(environ),
             shadow_scan_min_gap=SHADOW_MIN_GAP.read(environ),
             shadow_clock_allowance=SHADOW_ALLOWANCE.read(environ),
         )

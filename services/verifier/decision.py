@@ -3,13 +3,16 @@
 1. INVALID if the PDLI is malformed (`validation.parse_target`).
 2. In use? The owner (ML list, cursor znode or schema locator) still references the ledger:
    RETRY while the owner's version is below the fence token, else SKIP IN_USE. A shadow
-   topic that still lists a data ledger is RETRY: the shadow drops it later (PIP-180).
+   topic that still lists a data ledger is RETRY: the shadow drops it later (PIP-180). A
+   compacted ledger of an active `__compaction` cursor is RETRY unless the value the znode
+   persisted is above it (`Owner.compaction_unknown`).
 3. Believed? The marker reported this exact identity as unlinked: skip the metadata match.
 4. Match? BookKeeper custom metadata, or the offloaded objects' identity (`offload.py`).
    A ledger without Pulsar metadata (before Pulsar 2.2) needs a proof of ownership
    (`ownership.proves_unlink`). An OPEN ledger is decided as closed only by the OPEN rule
-   (`open_rule.py`). The ledger is looked for at every path the layouts in play give it;
-   NOT_FOUND needs `LAYOUT` confirmed in the same read.
+   (`open_rule.py`). A compacted ledger or bucket snapshot needs its Pulsar metadata, and
+   must be older than the property-ledger age window. The ledger is looked for at every
+   path the layouts in play give it; NOT_FOUND needs `LAYOUT` confirmed in the same read.
 5. Any error on the way: RETRY, never DELETE.
 """
 
@@ -93,6 +96,10 @@ class DecisionPolicy:
     schema_min_age: timedelta = timedelta(minutes=2)
     """A schema ledger younger than this is RETRY: Pulsar closes it before its locator names
     it (`BookkeeperSchemaStorage`), so a young unreferenced one may be in creation."""
+    property_ledger_min_age: timedelta = timedelta(minutes=10)
+    """A compacted ledger or bucket snapshot last written (closed) more recently than this is
+    RETRY: `TwoPhaseCompactor` and `BookkeeperBucketSnapshotStorage` close the ledger before
+    the cursor property names it, so a young unreferenced one may be in that window."""
     shadow_margin: timedelta = timedelta(seconds=2)
     """Clock allowance between the marker, ZooKeeper and the verifier when asking for a
     shadow scan that started after the ledger left its owner's list."""
@@ -233,6 +240,14 @@ class DecisionEngine:
         in_use = _in_use(target, owner)
         if in_use is not None:
             return in_use
+        if target.component is Component.COMPACTED and owner.compaction_unknown(target.ledger_id):
+            # Unknown, never "not referenced": the live value is in the cursor ledger.
+            return retry(
+                "reference_unknown",
+                f"{owner.path} is active (its properties are in its cursor ledger) and the "
+                f"CompactedTopicLedger it persisted ({owner.compacted_ledger}) is not above "
+                f"ledger {target.ledger_id}: the ledger may be the live compacted ledger",
+            )
         if ledger is not None and ledger[1] is None:
             # Absent at every path: nothing is left to delete, whoever else names it.
             return await self._match(target, owner, ledger, False)
@@ -361,6 +376,16 @@ class DecisionEngine:
             # putSchema creates, writes and closes the ledger, then writes the locator: a
             # CLOSED schema ledger its locator does not name yet may be that window.
             return retry("schema_too_young", "schema ledger younger than the schema age window")
+        if target.component.by_property:
+            # The compactor and the bucket tracker close the ledger, then write the property
+            # that names it: a ledger last written (closed) within the window may be that.
+            written = max(ctime, node.mtime_ms)
+            if now_ms - written < _ms(self._policy.property_ledger_min_age):
+                return retry(
+                    "property_ledger_too_young",
+                    "ledger written more recently than the property-ledger age window: its "
+                    "cursor property may not name it yet",
+                )
         # Only a CLOSED ledger's length is final; an open one's is unknown, never guessed.
         length = metadata.length if metadata.state is LedgerState.CLOSED else None
         evidence = BookKeeperEvidence(path=path, version=node.version, length_bytes=length)
@@ -374,6 +399,14 @@ class DecisionEngine:
     def _metadata_mismatch(
         self, target: Target, owner: Owner, metadata: LedgerMetadata, believed: bool
     ) -> Verdict | None:
+        if not has_pulsar_metadata(metadata) and target.component.by_property:
+            # Nothing but the metadata can show whose compacted ledger or bucket this is: a
+            # cursor property names no owner a signed intent could have read it from.
+            return skip(
+                SkipReason.MISMATCH,
+                "no_owner_proof",
+                "ledger has no Pulsar custom metadata: a property-owned ledger needs it",
+            )
         if not has_pulsar_metadata(metadata):
             # Before Pulsar 2.2, or not Pulsar's at all (DistributedLog keeps such ledgers in
             # the same cluster): only a signed intent whose owner unlinked it proves it. The
@@ -409,7 +442,7 @@ class DecisionEngine:
     async def _topic_exists(self, target: Target, owner: Owner) -> bool:
         """Whether something may still reference the ledger: the ML (data and cursor
         ledgers); for a schema ledger its locator, since an ML need not exist for it."""
-        if target.component is Component.CURSOR and target.ml_path is not None:
+        if target.component.cursor_owned and target.ml_path is not None:
             return (await self._owners.get(target.ml_path, decode_ml)).exists
         return owner.exists
 
@@ -449,17 +482,25 @@ def _parse(pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:
         return e
 
 
-def _in_use(target: Target, owner: Owner, *, fence: bool = True) -> Verdict | None:
-    """Step 2 against one owner; None when the owner does not reference this copy."""
-    if not owner.exists or target.ledger_id not in owner.refs:
-        return None
-    ref = owner.refs[target.ledger_id]
+def _offload_frees(target: Target, owner: Owner) -> bool:
+    """Whether a listed ledger's offload context leaves this copy unreferenced (a property
+    reference has no offload context: it always holds the BookKeeper copy)."""
+    ref = owner.refs.get(target.ledger_id)
     if target.tier is Tier.OFFLOAD:
         assert target.offload is not None
-        if ref is None or ref.uuid != target.offload.uuid:
-            return None  # objects of another (abandoned) upload are not referenced
-    elif ref is not None and ref.complete and ref.bookkeeper_deleted:
-        return None  # Pulsar reads the offloaded copy; the BookKeeper copy is a leftover
+        # Objects of another (abandoned) upload are not referenced.
+        return ref is None or ref.uuid != target.offload.uuid
+    # Pulsar reads the offloaded copy: the BookKeeper copy is a leftover.
+    return ref is not None and ref.complete and ref.bookkeeper_deleted
+
+
+def _in_use(target: Target, owner: Owner, *, fence: bool = True) -> Verdict | None:
+    """Step 2 against one owner; None when the owner does not reference this copy. A ledger
+    a cursor property names is in use whatever kind the PDLI says it is."""
+    if not owner.references(target.ledger_id):
+        return None
+    if target.ledger_id not in owner.property_refs and _offload_frees(target, owner):
+        return None
     token = target.fence_token
     if fence and token is not None and owner.version < token:
         return retry(

@@ -24,6 +24,21 @@ class Component(enum.Enum):
     MANAGED_LEDGER = "managed-ledger"
     CURSOR = "cursor"
     SCHEMA = "schema"
+    COMPACTED = "compacted-ledger"
+    """A compacted-topic ledger: the `CompactedTopicLedger` property of `__compaction`."""
+    BUCKET = "delayed-index-bucket"
+    """A delayed-delivery bucket snapshot: a `#pulsar.internal.delayed.bucket_*` cursor
+    property of its subscription's cursor."""
+
+    @property
+    def by_property(self) -> bool:
+        """Referenced by a property of a cursor znode rather than by a list or an id field."""
+        return self in (Component.COMPACTED, Component.BUCKET)
+
+    @property
+    def cursor_owned(self) -> bool:
+        """The owner znode is a cursor znode (`/managed-ledgers/<ml>/<cursor>`)."""
+        return self is Component.CURSOR or self.by_property
 
 
 class Source(enum.Enum):
@@ -60,6 +75,8 @@ class Target:
     """The ML znode (data and cursor ledgers): its existence means "the topic exists"."""
     cursor: str | None = None
     schema_id: str | None = None
+    topic: str | None = None
+    """Property-owned ledgers only: the canonical topic name their custom metadata carries."""
     offload: OffloadTarget | None = None
     fence_token: int | None = None
     source: Source = Source.BROKER

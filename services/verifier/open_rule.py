@@ -17,8 +17,9 @@ found unreferenced by step 2) is decided as closed when one of these shows it is
   cursor's ledger exists before its cursor znode is written). The protocol model's
   UNPROVEN_OPEN variant finds exactly that deletion (docs/model.md);
 - its id is below the owner's lowest current reference (ML: lowest listed ledger; cursor:
-  `cursorsLedgerId`; schema: lowest indexed ledger): ids grow, and a ledger in creation is
-  newer than everything its owner references;
+  `cursorsLedgerId`; schema: lowest indexed ledger; compacted ledger: the persisted
+  `CompactedTopicLedger`; never for a bucket snapshot, whose seals and merges overlap): ids
+  grow, and a ledger in creation is newer than everything its owner references;
 - it is older than the age window (ledger `ctime`, else the znode's).
 
 Otherwise the answer is RETRY, never SKIP IN_USE: SKIP is acknowledged, and a ledger that
@@ -47,7 +48,7 @@ def open_ledger_verdict(
     if not topic_exists and target.component is not Component.SCHEMA:
         return None  # a schema locator is written after its ledger: absence proves nothing
     unlinked = believed or proves_unlink(target, owner)
-    if unlinked or _below_current(target.ledger_id, owner):
+    if unlinked or _below_current(target, owner):
         return None
     if age_ms >= max_age_ms:
         return None
@@ -58,5 +59,15 @@ def open_ledger_verdict(
     )
 
 
-def _below_current(ledger_id: int, owner: Owner) -> bool:
+def _below_current(target: Target, owner: Owner) -> bool:
+    ledger_id = target.ledger_id
+    if target.component is Component.BUCKET:
+        # A seal and a merge may run at once: a merged bucket's newer ledger can be named
+        # before an older one being sealed is, so "below every reference" proves nothing.
+        return False
+    if target.component is Component.COMPACTED:
+        # One compaction at a time per topic, and each names a newer ledger than the last:
+        # a ledger below the persisted value (never above the live one) is not in creation.
+        current = owner.compacted_ledger
+        return owner.exists and current is not None and ledger_id < current
     return owner.exists and bool(owner.refs) and ledger_id < min(owner.refs)

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from services.metadata.cursor_properties import persisted_compacted_ledger, property_ledger_ids
 from services.metadata.offload import offload_uuid
 from services.metadata.pulsar_formats import (
     SHADOW_SOURCE,
@@ -54,6 +55,25 @@ class Owner:
     """For a shadow ML: the source topic named by its `PULSAR.SHADOW_SOURCE` property."""
     mtime_ms: int = 0
     """When the owner znode was last written (server clock); 0 when absent or unknown."""
+    property_refs: frozenset[int] = frozenset()
+    """A cursor znode: the ledger ids its properties name (`metadata.cursor_properties`)."""
+    cursor_active: bool = False
+    """A cursor znode with a cursor ledger: its mark-delete properties are in that ledger."""
+    compacted_ledger: int | None = None
+    """A cursor znode: the `CompactedTopicLedger` value it holds (None: it holds none)."""
+
+    def references(self, ledger_id: int) -> bool:
+        """Whether the owner, as read, names `ledger_id` anywhere (list, id field, property)."""
+        return self.exists and (ledger_id in self.refs or ledger_id in self.property_refs)
+
+    def compaction_unknown(self, ledger_id: int) -> bool:
+        """A `__compaction` cursor whose live `CompactedTopicLedger` may be `ledger_id`: it is
+        active (the live value is in its cursor ledger) and the value it persisted is not above
+        the ledger. Only a persisted value above it proves the ledger unreferenced: each
+        compaction writes a newer ledger and mark-delete never moves back."""
+        if not self.exists or not self.cursor_active:
+            return False
+        return self.compacted_ledger is None or ledger_id >= self.compacted_ledger
 
 
 Decoder = Callable[[str, Znode], Owner]
@@ -73,11 +93,22 @@ def decode_ml(path: str, node: Znode) -> Owner:
 
 
 def decode_cursor(path: str, node: Znode) -> Owner:
+    """Every reference a cursor znode holds: one decoder for every kind it owns, since the
+    cache keeps one entry per path whichever kind of PDLI read it."""
     info = decode_cursor_info(node.data, path=path)
     refs: dict[int, OffloadRef | None] = {}
     if info.cursorsLedgerId >= 0:
         refs[info.cursorsLedgerId] = None
-    return Owner(path, True, node.version, refs, mtime_ms=node.mtime_ms)
+    return Owner(
+        path,
+        True,
+        node.version,
+        refs,
+        mtime_ms=node.mtime_ms,
+        property_refs=property_ledger_ids(info),
+        cursor_active=info.cursorsLedgerId >= 0,
+        compacted_ledger=persisted_compacted_ledger(info),
+    )
 
 
 def decode_schema(path: str, node: Znode) -> Owner:
@@ -91,6 +122,8 @@ DECODERS: Mapping[Component, Decoder] = {
     Component.MANAGED_LEDGER: decode_ml,
     Component.CURSOR: decode_cursor,
     Component.SCHEMA: decode_schema,
+    Component.COMPACTED: decode_cursor,
+    Component.BUCKET: decode_cursor,
 }
 
 

@@ -15,7 +15,7 @@ keeps ledgers without Pulsar metadata in the same BookKeeper cluster).
 
 from __future__ import annotations
 
-from services.verifier.model import Source, Target, Tier
+from services.verifier.model import Component, Source, Target, Tier
 from services.verifier.owners import Owner
 
 # Sources whose intents the marker built from the owner's list it had just read.
@@ -34,6 +34,10 @@ def proves_unlink(target: Target, owner: Owner) -> bool:
     token = target.fence_token
     if token is None or owner.version < token:
         return False
+    if target.ledger_id in owner.property_refs:
+        return False
+    if target.component is Component.COMPACTED and owner.compaction_unknown(target.ledger_id):
+        return False  # the live reference is in the cursor ledger: nothing shows the unlink
     if target.ledger_id not in owner.refs:
         return True
     ref = owner.refs[target.ledger_id]

@@ -21,6 +21,7 @@ from services.metadata.pulsar_names import (
     managed_ledger_name,
     managed_ledger_path,
     schema_path,
+    topic_from_managed_ledger_name,
 )
 from services.verifier.believed import make_identity_key
 from services.verifier.model import Component, OffloadTarget, Source, Target, Tier
@@ -31,7 +32,11 @@ _COMPONENTS: dict[int, Component] = {
     _pb.MANAGED_LEDGER: Component.MANAGED_LEDGER,
     _pb.MANAGED_CURSOR: Component.CURSOR,
     _pb.SCHEMA_STORAGE: Component.SCHEMA,
+    _pb.COMPACTED_LEDGER: Component.COMPACTED,
+    _pb.DELAYED_INDEX_BUCKET: Component.BUCKET,
 }
+COMPACTION_CURSOR = "__compaction"
+"""The cursor whose mark-delete properties name a topic's compacted ledger (`Compactor`)."""
 _SOURCES: dict[int, Source] = {
     _pb.SOURCE_UNSPECIFIED: Source.UNSPECIFIED,
     _pb.BROKER: Source.BROKER,
@@ -50,6 +55,7 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
     component = _enum(_COMPONENTS, pdli.component, "component")
     source = _enum(_SOURCES, pdli.source, "source")
     ml_name, ml_path, cursor, schema_id, owner_path = _owner(pdli, component)
+    topic = _property_owner(pdli, tier, component, ml_name, cursor)
     offload = _offload(pdli, tier, component)
     fence = pdli.fence_token if pdli.HasField("fence_token") else None
     if fence is not None and fence < 0:
@@ -64,6 +70,7 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
         ml_path=ml_path,
         cursor=cursor,
         schema_id=schema_id,
+        topic=topic,
         offload=offload,
         fence_token=fence,
         source=source,
@@ -125,9 +132,43 @@ def _owner_names(
     if component is Component.MANAGED_LEDGER:
         return ml_name, ml_path, None, None, ml_path
     if not cursor_name:
-        raise InvalidArgument("cursor_name", "missing (required for MANAGED_CURSOR)")
+        raise InvalidArgument("cursor_name", f"missing (required for {_pb_name(component)})")
     cursor = _named(check_cursor_name, cursor_name, "cursor_name")
     return ml_name, ml_path, cursor, None, cursor_path(ml_name, cursor)
+
+
+_COMPONENT_NAMES = {c: _pb.LedgerComponent.Name(n) for n, c in _COMPONENTS.items()}  # type: ignore[arg-type]
+
+
+def _pb_name(component: Component) -> str:
+    return _COMPONENT_NAMES[component]
+
+
+def _property_owner(
+    pdli: _pb.PendingDeleteLedgerInfo,
+    tier: Tier,
+    component: Component,
+    ml_name: str | None,
+    cursor: str | None,
+) -> str | None:
+    """For a property-owned ledger: check what only these kinds require, and return the
+    canonical topic name its custom metadata must carry (None for the other kinds)."""
+    if not component.by_property:
+        return None
+    name = _pb_name(component)
+    if tier is not Tier.BOOKKEEPER:
+        raise InvalidArgument("ledger_type", f"{name} ledgers are never offloaded: LEDGER only")
+    if pdli.HasField("offload_context"):
+        raise InvalidArgument("offload_context", f"must be absent for {name}")
+    if component is Component.COMPACTED and cursor != COMPACTION_CURSOR:
+        raise InvalidArgument(
+            "cursor_name", f"must be {COMPACTION_CURSOR!r} for COMPACTED_LEDGER, got {cursor!r}"
+        )
+    if not pdli.topic_name:
+        raise InvalidArgument("topic_name", f"missing (required for {name})")
+    assert ml_name is not None  # `_owner_names` checked the topic names this ML
+    # The canonical form, as `TopicName.toString()` writes it into the ledger's metadata.
+    return str(topic_from_managed_ledger_name(ml_name))
 
 
 def _named(check: Callable[[str], str], value: str, field: str) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from services.core.errors import CorruptData
+from services.core.signing import IntentSigner, SignatureStatus, TrustedKeys
 from services.systopic import InflightWindow, IntentEncoder, decode_intent, encode_intent
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -103,3 +105,41 @@ async def test_window_cancelled_waiter_gives_way() -> None:
     window.release(1)
     await window.acquire(1)
     assert (window.in_flight, blocked.cancelled()) == (2, True)
+
+
+@pytest.mark.parametrize(
+    ("component", "cursor"),
+    [(_pd.COMPACTED_LEDGER, "__compaction"), (_pd.DELAYED_INDEX_BUCKET, "my+sub")],
+)
+def test_property_owned_pdlis_travel_like_cursor_ledgers(
+    component: _pd.LedgerComponent.ValueType, cursor: str
+) -> None:
+    """Keyed by the ledger id, labelled with the cursor znode that names them, and signed over
+    component and cursor: a signed one checks as VALID after the trip, and not once either
+    field is changed."""
+    pdli = _pd.PendingDeleteLedgerInfo(
+        ledger_id=12,
+        ledger_type=_pd.LEDGER,
+        component=component,
+        topic_name="persistent://t/ns/x",
+        managed_ledger_name="t/ns/persistent/x",
+        cursor_name=cursor,
+        fence_token=3,
+    )
+    key = Ed25519PrivateKey.generate()
+    message = encode_intent(pdli, IntentSigner({"m1": key}, "m1"))
+    assert (message.partition_key, message.properties["owner"]) == (
+        "12",
+        f"t/ns/persistent/x/{cursor}",
+    )
+    received = decode_intent(message.payload, message.properties)
+    trusted = TrustedKeys({"m1": key.public_key()})
+    assert trusted.check(received) is SignatureStatus.VALID
+    for change in ("component", "cursor_name"):
+        altered = _pd.PendingDeleteLedgerInfo()
+        altered.CopyFrom(received)
+        if change == "component":
+            altered.component = _pd.MANAGED_CURSOR
+        else:
+            altered.cursor_name = "other"
+        assert trusted.check(altered) is not SignatureStatus.VALID

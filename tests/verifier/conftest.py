@@ -73,6 +73,7 @@ def config(zk: ZooKeeperServer, s3: S3Server) -> VerifierConfig:
         shadow_scan_interval=timedelta(0),
         # The worlds are written just before each verdict: age rules have tests of their own.
         schema_min_age=timedelta(0),
+        property_ledger_min_age=timedelta(0),
         shadow_clock_allowance=timedelta(0),
     )
 

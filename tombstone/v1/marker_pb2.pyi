@@ -65,7 +65,8 @@ class _NotMarkedReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NotMa
     """The PDLIs were sent but the owner znode write failed."""
     CANNOT_UNLINK: _NotMarkedReason.ValueType  # 5
     """The owner references the ledger but it cannot be unlinked as asked (e.g. the
-    latest schema version without all the other versions).
+    latest schema version without all the other versions, or a ledger a cursor
+    property other than its own kind's names).
     """
     OWNED_ELSEWHERE: _NotMarkedReason.ValueType  # 6
     """Another Pulsar cluster sharing the BookKeeper owns it (a reconciler
@@ -85,7 +86,8 @@ WRITE_FAILED: NotMarkedReason.ValueType  # 4
 """The PDLIs were sent but the owner znode write failed."""
 CANNOT_UNLINK: NotMarkedReason.ValueType  # 5
 """The owner references the ledger but it cannot be unlinked as asked (e.g. the
-latest schema version without all the other versions).
+latest schema version without all the other versions, or a ledger a cursor
+property other than its own kind's names).
 """
 OWNED_ELSEWHERE: NotMarkedReason.ValueType  # 6
 """Another Pulsar cluster sharing the BookKeeper owns it (a reconciler
@@ -112,6 +114,21 @@ class MarkLedgersRequest(_message.Message):
     component: _pending_delete_pb2.LedgerComponent.ValueType
     """The reference owner: MANAGED_LEDGER needs managed_ledger_name;
     MANAGED_CURSOR also needs cursor_name; SCHEMA_STORAGE needs schema_id.
+    Ledgers owned through a property of a cursor znode (the owner is that
+    cursor znode; topic_name or managed_ledger_name names the topic):
+    - COMPACTED_LEDGER: the CompactedTopicLedger mark-delete property of the
+      topic's `__compaction` cursor (cursor_name `__compaction`, or empty).
+      MARKER_WRITES removes the property, and only while that cursor is closed
+      (cursorsLedgerId -1: its properties are in the znode); an active cursor
+      keeps them in its cursor ledger, so MARKER_WRITES is FAILED_PRECONDITION
+      and the broker uses CALLER_WRITES. A RECONCILER request is refused
+      (STILL_REFERENCED) for a ledger the znode names, or that an active
+      cursor may name (not below the value the znode persisted).
+    - DELAYED_INDEX_BUCKET: a `#pulsar.internal.delayed.bucket_<start>_<end>`
+      cursor property of the subscription's cursor (cursor_name). MARKER_WRITES
+      removes that entry with one compare-and-set; a ledger named by any other
+      property is CANNOT_UNLINK.
+    Both are LEDGER tier only.
     """
     topic_name: _builtins.str
     managed_ledger_name: _builtins.str

@@ -16,13 +16,17 @@ A new generation is written in full, then the pointer is switched with one compa
 leadership and kept writing would conflict), then the old generation is deleted. A reader
 follows the pointer and checks the digest, so a half-written checkpoint is never read.
 
-Format (after zlib): b"TSFC2", then the drivers (u32 count; per driver its name and its
+Format (after zlib): b"TSFC3", then the drivers (u32 count; per driver its name and its
 sorted metadata as u16-prefixed UTF-8 strings), then the parent paths (u32 count, each a
 u16-prefixed UTF-8 string), then the topics' records as the index stores them (u64 count; per
 record the u32 number of its parent, its local name as a u16-prefixed UTF-8 string, u32 length,
 the record's bytes: see `index.OwnerIndex`). Writing it copies the records as they are, so a
-checkpoint of a million topics decodes nothing. b"TSFC1" (every owner's path, u32 length, then
-that many little-endian int64) is still read.
+checkpoint of a million topics decodes nothing. b"TSFC2" is the same layout from before
+cursor entries held their properties' ledgers (each such entry holds the cursorsLedgerId
+alone, which the index reads as naming no property ledger); b"TSFC1" (every owner's path, u32
+length, then that many little-endian int64) is still read. The magic changed with the
+cursor entries so that an older follower refuses a checkpoint whose cursor entries it
+would misread (it would take their property ledgers for cursor ledgers).
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ POINTER = "/tombstone/follower/checkpoint"
 GENERATIONS = "/tombstone/follower/checkpoints"
 CHUNK_BYTES = 900_000
 """Below ZooKeeper's default 1 MB `jute.maxbuffer`, with room for the request's framing."""
-MAGIC = b"TSFC2"
+MAGIC = b"TSFC3"
+MAGIC_V2 = b"TSFC2"
 MAGIC_V1 = b"TSFC1"
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 
@@ -131,7 +136,7 @@ def decompress(blob: bytes) -> OwnerIndex:
     except zlib.error as e:
         raise CheckpointUnreadable(f"not zlib: {e}") from e
     magic = reader.take(len(MAGIC))
-    if magic not in (MAGIC, MAGIC_V1):
+    if magic not in (MAGIC, MAGIC_V2, MAGIC_V1):
         raise CheckpointUnreadable("unknown format")
     index = OwnerIndex()
     drivers: list[Driver] = []

@@ -7,9 +7,15 @@ first seen (a new owner, or a ledger new to the list) with `bookkeeperDeleted` a
 the writes that listed it and flagged it can fall between two reads of the owner, and the
 flag alone says the owner no longer needs that copy; the objects of
 an upload whose uuid the list no longer names for that ledger (a new upload replaced it).
-For a cursor: its previous `cursorsLedgerId`. For a schema: the versions' ledgers no longer
+For a cursor: its previous `cursorsLedgerId`; the compacted ledger its `CompactedTopicLedger`
+property named once the property names another (a compaction moved it); the bucket ledgers
+its `#pulsar.internal.delayed.bucket_*` properties no longer name (a merge, a bucket sealed
+and dropped). For a schema: the versions' ledgers no longer
 in the locator. For an owner deleted (or deleted and created again: another czxid): all it
 referenced.
+
+A compacted ledger is never unlinked by the property disappearing: a znode write of an
+active cursor can omit it while the live reference is in the cursor ledger (`carried`).
 
 The fence token is the owner's version at which it no longer references the ledgers: the
 version read. For a deleted owner it is 0: no version of a znode created again under the
@@ -23,9 +29,13 @@ from array import array
 from dataclasses import dataclass
 
 from services.marker.follower.index import (
+    COMPACTED,
     CZXID,
     VERSION,
     Drivers,
+    buckets_of,
+    compacted_of,
+    cursor_ledger,
     kind_of,
     ledger_ids,
     ml_refs,
@@ -45,6 +55,10 @@ class Unlinked:
     token: int
     previous_version: int
     """The version the owner had before (the marker's own write reads it first)."""
+    compacted: tuple[int, ...] = ()
+    """Compacted ledgers a `__compaction` cursor no longer references (COMPACTED_LEDGER)."""
+    buckets: tuple[int, ...] = ()
+    """Bucket snapshot ledgers a cursor no longer references (DELAYED_INDEX_BUCKET)."""
 
 
 def stale(old: array[int] | None, new: array[int] | None) -> bool:
@@ -54,8 +68,33 @@ def stale(old: array[int] | None, new: array[int] | None) -> bool:
     return new[VERSION] <= old[VERSION]
 
 
+def carried(old: array[int] | None, new: array[int] | None) -> array[int] | None:
+    """`new` as the index keeps it: a cursor whose znode omits the compacted ledger the
+    previous version of the same znode named keeps naming it.
+
+    Pulsar releases before `ManagedCursorImpl.switchToNewLedger` called
+    `persistPositionMetaStore` with the mark-delete properties wrote the switch as a
+    `ManagedCursorInfo` holding only the new `cursorsLedgerId`; `recoverFromLedger`'s
+    rollback (`initialize` with an empty map) still writes no properties. Only
+    `persistPositionMetaStore` when closing (`persistPositionWhenClosing`) or after a failed
+    cursor-ledger write (`persistPositionToMetaStore`) reliably names the current value. While
+    `cursorsLedgerId >= 0` the live value is in the cursor ledger's last `PositionInfo`,
+    which only moves forward (`AbstractTwoPhaseCompactor.phaseTwo` marks each new compacted
+    ledger; `CompactedTopicImpl.newCompactedLedger` then deletes the previous one). So the
+    last value named stays the one to unlink when a later write names another; a property
+    that only disappeared unlinks nothing."""
+    if old is None or new is None or kind_of(new) is not Kind.CURSOR:
+        return new
+    if old[CZXID] != new[CZXID] or compacted_of(new) >= 0 or compacted_of(old) < 0:
+        return new
+    kept = array("q", new)
+    kept[COMPACTED] = compacted_of(old)
+    return kept
+
+
 def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -> Unlinked:
-    """What left between `old` (as indexed) and `new` (as read; None: deleted)."""
+    """What left between `old` (as indexed) and `new` (as read and `carried`; None:
+    deleted)."""
     if old is None:
         if new is None:
             return Unlinked((), 0, -1)
@@ -63,8 +102,10 @@ def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -
         return Unlinked(flagged, new[VERSION], -1)
     previous = old[VERSION]
     if new is None or new[CZXID] != old[CZXID]:
-        return Unlinked(_everything(old, drivers), DELETED_TOKEN, previous)
+        return _everything(old, drivers, previous)
     kind = kind_of(old)
+    if kind is Kind.CURSOR:
+        return _cursor_dropped(old, new)
     if kind is Kind.ML:
         refs = _ml_dropped(old, new, drivers)
     else:
@@ -73,10 +114,34 @@ def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -
     return Unlinked(refs, new[VERSION], previous)
 
 
-def _everything(entry: array[int], drivers: Drivers) -> tuple[LedgerRef, ...]:
+def _everything(entry: array[int], drivers: Drivers, previous: int) -> Unlinked:
+    """All a deleted owner referenced (for a cursor, its properties' ledgers too)."""
     if kind_of(entry) is Kind.ML:
-        return tuple(ref for ref in ml_refs(entry, drivers).values() if ref.tiers)
-    return tuple(LedgerRef(i) for i in ledger_ids(entry))
+        refs = tuple(ref for ref in ml_refs(entry, drivers).values() if ref.tiers)
+        return Unlinked(refs, DELETED_TOKEN, previous)
+    if kind_of(entry) is Kind.CURSOR:
+        ledger, compacted = cursor_ledger(entry), compacted_of(entry)
+        return Unlinked(
+            tuple(LedgerRef(i) for i in (ledger,) if i >= 0),
+            DELETED_TOKEN,
+            previous,
+            compacted=(compacted,) if compacted >= 0 else (),
+            buckets=tuple(buckets_of(entry)),
+        )
+    return Unlinked(tuple(LedgerRef(i) for i in ledger_ids(entry)), DELETED_TOKEN, previous)
+
+
+def _cursor_dropped(old: array[int], new: array[int]) -> Unlinked:
+    """The cursor ledger switched away from, the compacted ledger a later write replaced
+    with another, and the bucket ledgers no longer named."""
+    was, now = cursor_ledger(old), cursor_ledger(new)
+    refs = (LedgerRef(was),) if was >= 0 and was != now else ()
+    was_compacted, now_compacted = compacted_of(old), compacted_of(new)
+    moved = was_compacted >= 0 and now_compacted >= 0 and now_compacted != was_compacted
+    compacted = (was_compacted,) if moved else ()
+    kept = set(buckets_of(new))
+    buckets = tuple(i for i in buckets_of(old) if i not in kept)
+    return Unlinked(refs, new[VERSION], old[VERSION], compacted=compacted, buckets=buckets)
 
 
 def _ml_dropped(old: array[int], new: array[int], drivers: Drivers) -> tuple[LedgerRef, ...]:

@@ -20,7 +20,7 @@ import contextlib
 import time
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +29,7 @@ import structlog
 from services.core.config import OffloadDefaults
 from services.core.signing import IntentSigner
 from services.marker.follower.checkpoint import CheckpointStore, CheckpointUnreadable
-from services.marker.follower.diff import Unlinked, stale, unlinked
+from services.marker.follower.diff import Unlinked, carried, stale, unlinked
 from services.marker.follower.index import OwnerIndex, encode
 from services.marker.follower.leadership import Leadership
 from services.marker.follower.metrics import FollowerMetrics
@@ -37,6 +37,7 @@ from services.marker.follower.owner_paths import ROOTS, OwnerPath, classify
 from services.marker.follower.reading import FullRead, is_owner_data, read_everything
 from services.marker.metrics import tier_label
 from services.marker.own_writes import DELETED, OwnWrites
+from services.marker.owners import LedgerRef, Owner
 from services.marker.planning import MarkRequest, Stamp, own_fields, shared_fields
 from services.metadata import (
     CorruptMetadata,
@@ -248,6 +249,7 @@ class Follower:
         old = self.index.get(path)
         if (old is None and entry is None) or stale(old, entry):
             return
+        entry = carried(old, entry)
         changes.append(
             _Change(path, owner, entry, unlinked(old, entry, self.index.drivers), written_ms)
         )
@@ -359,8 +361,14 @@ class Follower:
         return failed
 
     def _encode(self, change: _Change, *, replay: bool) -> None:
+        for owner, refs in _owned(change):
+            change.messages.extend(self._encode_owned(change, owner, refs, replay=replay))
+
+    def _encode_owned(
+        self, change: _Change, owner: Owner, refs: Sequence[LedgerRef], *, replay: bool
+    ) -> list[OutgoingMessage]:
         owns: list[_pd.PendingDeleteLedgerInfo] = []
-        for ref in change.gone.refs:
+        for ref in refs:
             for tier in ref.tiers:
                 if tier == _pd.OFFLOAD_LEDGER and not self._settings.offload_tier:
                     _log.warning(
@@ -375,9 +383,9 @@ class Follower:
                 owns.append(own_fields(ref, tier, self._settings.offload_defaults))
                 change.tiers.append(tier)
         if not owns:
-            return
+            return []
         request = MarkRequest(
-            owner=change.owner.owner,
+            owner=owner,
             ledger_ids=(),
             source=_pd.OBSERVED,
             request_id=f"observed:{change.path}@{change.gone.token}",
@@ -392,7 +400,7 @@ class Follower:
             cluster=self._settings.cluster,
         )
         encoder = IntentEncoder(shared_fields(request, stamp), self._signer)
-        change.messages = encoder.encode_many(owns)
+        return encoder.encode_many(owns)
 
     def _marked_by_us(self, change: _Change, ledger_id: int, tier: int) -> bool:
         own = self._own_writes
@@ -433,6 +441,21 @@ class Follower:
         self._metrics.index_references.set(self.index.ledger_count())
         if self._checkpoint_ms is not None:
             self._metrics.checkpoint_age.set((_now_ms() - self._checkpoint_ms) / 1000)
+
+
+def _owned(change: _Change) -> list[tuple[Owner, Sequence[LedgerRef]]]:
+    """The ledgers a change unlinked, by the owner their PDLIs name: the znode's own kind,
+    and for a cursor also COMPACTED_LEDGER and DELAYED_INDEX_BUCKET (same znode, same fence
+    token; the PDLI's component says which property held the reference)."""
+    owner, gone = change.owner.owner, change.gone
+    out: list[tuple[Owner, Sequence[LedgerRef]]] = [(owner, gone.refs)]
+    for component, ids in (
+        (_pd.COMPACTED_LEDGER, gone.compacted),
+        (_pd.DELAYED_INDEX_BUCKET, gone.buckets),
+    ):
+        if ids:
+            out.append((replace(owner, component=component), [LedgerRef(i) for i in ids]))
+    return out
 
 
 def _now_ms() -> int:

@@ -6,13 +6,19 @@ stored compactly (`OwnerIndex`: a record per topic, varint integers). An entry's
     header   kind, version, czxid
     ML       n, m, ledger ids (n), then per ledger with an offload context (m of them):
              position in the list, flags, uuid msb, uuid lsb, driver, timestamp
-    CURSOR   cursorsLedgerId
+    CURSOR   cursorsLedgerId, the compacted ledger (-1: none), then the bucket ledgers
     SCHEMA   the ledger ids of every version (the index and the latest)
 
 `flags`: HAS_UUID (the context carries a uuid: its objects need an OFFLOAD_LEDGER intent),
 COMPLETE, BK_DELETED (`bookkeeperDeleted`: the BookKeeper copy is unreferenced). `driver`
 indexes a table of distinct (driver name, metadata) pairs shared by all owners (a cluster
 has a handful), -1 when the context has none (Pulsar 2.1).
+
+A cursor's compacted ledger is the `CompactedTopicLedger` property of a `__compaction`
+cursor, and its bucket ledgers the ids of its `#pulsar.internal.delayed.bucket_*` properties
+(`cursor_props`): the ids only. While an active cursor's znode omits the compacted ledger,
+the entry keeps the last one it named (`diff.carried`). An entry written before these were
+indexed holds the cursorsLedgerId alone: it reads as naming neither.
 
 A shadow topic's ML (`PULSAR.SHADOW_SOURCE`) references no ledgers: its list is a copy of
 its source's, which alone unlinks them.
@@ -26,6 +32,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 
+from services.marker.follower.cursor_props import NO_LEDGER, bucket_ledgers, compacted_ledger
 from services.marker.follower.owner_paths import Kind
 from services.marker.owners import LedgerRef
 from services.metadata import (
@@ -45,6 +52,8 @@ OFFLOAD_RECORD = 6
 Driver = tuple[str, tuple[tuple[str, str], ...]]
 
 KIND, VERSION, CZXID = 0, 1, 2
+CURSOR_LEDGER, COMPACTED, BUCKETS = HEADER, HEADER + 1, HEADER + 2
+"""Positions in a cursor's entry."""
 _ML_PREFIX = MANAGED_LEDGERS_ROOT + "/"
 
 
@@ -72,7 +81,10 @@ def encode(kind: Kind, node: Versioned, path: str, drivers: Drivers) -> array[in
     caller keeps what it knew: an unreadable owner is never "unreferenced")."""
     entry = array("q", (int(kind), node.version, node.czxid))
     if kind is Kind.CURSOR:
-        entry.append(decode_cursor_info(node.data, path=path).cursorsLedgerId)
+        info = decode_cursor_info(node.data, path=path)
+        entry.append(info.cursorsLedgerId)
+        entry.append(compacted_ledger(path.rpartition("/")[2], info))
+        entry.extend(bucket_ledgers(info))
     elif kind is Kind.SCHEMA:
         locator = decode_schema_locator(node.data, path=path)
         ids = {e.position.ledgerId for e in locator.index}
@@ -114,13 +126,29 @@ def kind_of(entry: array[int]) -> Kind:
 
 
 def ledger_ids(entry: array[int]) -> array[int]:
-    """Every ledger id the entry references (one copy, in list order)."""
+    """Every ledger id the entry references (one copy, in list order; for a cursor, its
+    cursor ledger, compacted ledger and bucket ledgers)."""
     kind = entry[KIND]
     if kind == Kind.ML:
         n = entry[HEADER]
         return entry[HEADER + 2 : HEADER + 2 + n]
     ids = entry[HEADER:]
     return array("q", (i for i in ids if i >= 0))
+
+
+def cursor_ledger(entry: array[int]) -> int:
+    """A cursor entry's cursorsLedgerId (-1: none)."""
+    return entry[CURSOR_LEDGER]
+
+
+def compacted_of(entry: array[int]) -> int:
+    """A cursor entry's compacted ledger (-1: none, or an entry from before they were kept)."""
+    return entry[COMPACTED] if len(entry) > COMPACTED else NO_LEDGER
+
+
+def buckets_of(entry: array[int]) -> array[int]:
+    """A cursor entry's bucket snapshot ledgers (sorted)."""
+    return entry[BUCKETS:]
 
 
 def ml_refs(entry: array[int], drivers: Drivers) -> dict[int, LedgerRef]:

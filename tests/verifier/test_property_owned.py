@@ -1,0 +1,395 @@
+"""Compacted-topic ledgers and delayed-delivery bucket snapshots, on the real ZooKeeper.
+
+Both are referenced by a property of a cursor znode (docs/verifier.md, "Ledgers owned through
+cursor properties"). The cursor znodes and ledgers written here model Pulsar's writes:
+- `AbstractTwoPhaseCompactor.phaseTwo` → `ManagedCursorImpl.markDelete(pos, properties)`
+  with `CompactedTopicLedger`; `ManagedCursorImpl.close` persists those properties in the
+  znode (`cursorsLedgerId = -1`); while the cursor is active they are in its cursor ledger;
+- `CompactedTopicImpl.newCompactedLedger` creates the ledger with `component=compacted-ledger`
+  and `pulsar/compactedTopic`;
+- `BookkeeperBucketSnapshotStorage.createBucketSnapshot` creates the snapshot ledger, and
+  `BucketDelayedDeliveryTracker` (`Bucket.putBucketKeyId`) names it in a cursor property.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from services.core.signing import IntentSigner, TrustedKeys
+from services.metadata.ledger_metadata import LedgerState
+from services.metadata.pulsar_formats import ManagedCursorInfo, encode_cursor_info
+from services.metadata.pulsar_names import cursor_path
+from services.metadata.zk_store import ZkMetadataStore
+from services.verifier.config import VerifierConfig
+from services.verifier.model import Decision, SkipReason, Verdict
+from tests.verifier.conftest import make_parts
+from tests.verifier.world import ML, TOPIC, World, cursor_meta, data_meta, pdli
+from tombstone.v1 import pending_delete_pb2 as pb
+
+COMPACTION = "__compaction"
+SUBSCRIPTION = "delayed sub"
+"""A subscription whose cursor znode name is encoded (`Codec.encode`): `delayed+sub`."""
+SUB_CURSOR = "delayed+sub"
+BUCKET_KEY = "#pulsar.internal.delayed.bucket_3_9"
+OLD = 1_000
+
+
+def compacted_meta(topic: str = TOPIC) -> dict[str, bytes]:
+    """`CompactedTopicImpl.newCompactedLedger`
+    (`LedgerMetadataUtils.buildMetadataForCompactedLedger`)."""
+    return {
+        "application": b"pulsar",
+        "component": b"compacted-ledger",
+        "pulsar/compactedTopic": topic.encode(),
+        "pulsar/compactedTo": b"\x08\x05\x10\x09",  # MessageIdData{ledgerId: 5, entryId: 9}
+    }
+
+
+def bucket_meta(topic: str = TOPIC, subscription: str = SUBSCRIPTION) -> dict[str, bytes]:
+    """`BookkeeperBucketSnapshotStorage.createBucketSnapshot` (`LedgerMetadataUtils.
+    buildMetadataForDelayedIndexBucket`)."""
+    return {
+        "application": b"pulsar",
+        "component": b"delayed-index-bucket",
+        "pulsar/delayedIndexBucketKey": BUCKET_KEY.encode(),
+        "pulsar/delayedIndexTopic": topic.encode(),
+        "pulsar/delayedIndexCursor": subscription.encode(),
+    }
+
+
+async def cursor_znode(
+    world: World,
+    cursor: str,
+    *,
+    ledger: int = -1,
+    compacted: int | None = None,
+    buckets: dict[str, str] | None = None,
+    version: int = 0,
+) -> int:
+    """A cursor znode as `ManagedCursorImpl` persists it: `cursorsLedgerId` (-1 once closed),
+    the mark-delete `properties` and the `cursorProperties` (PIP-105)."""
+    info = ManagedCursorInfo(cursorsLedgerId=ledger, markDeleteLedgerId=1, markDeleteEntryId=0)
+    if compacted is not None:
+        info.properties.add(name="CompactedTopicLedger", value=compacted)
+    for key, value in (buckets or {}).items():
+        info.cursorProperties.add(name=key, value=value)
+    return await world._put(cursor_path(ML, cursor), encode_cursor_info(info), version)
+
+
+def compacted_pdli(ledger_id: int, **changes: Any) -> pb.PendingDeleteLedgerInfo:
+    fields: dict[str, Any] = {
+        "component": pb.COMPACTED_LEDGER,
+        "cursor": COMPACTION,
+        "topic": TOPIC,
+    }
+    return pdli(ledger_id, **(fields | changes))
+
+
+def bucket_pdli(ledger_id: int, **changes: Any) -> pb.PendingDeleteLedgerInfo:
+    fields: dict[str, Any] = {
+        "component": pb.DELAYED_INDEX_BUCKET,
+        "cursor": SUB_CURSOR,
+        "topic": TOPIC,
+    }
+    return pdli(ledger_id, **(fields | changes))
+
+
+def outcome(verdict: Verdict) -> tuple[Decision, str]:
+    return verdict.decision, verdict.code
+
+
+@pytest.fixture
+async def topic(world: World) -> World:
+    await world.ml([20])
+    await world.ledger(20, data_meta())
+    return world
+
+
+# --- COMPACTED_LEDGER -----------------------------------------------------------------------
+
+
+async def test_compacted_ledger_named_by_a_closed_cursor_is_in_use(
+    topic: World, parts: Any
+) -> None:
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, compacted=7)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    assert verdict.skip_reason is SkipReason.IN_USE
+
+
+async def test_compacted_ledger_still_named_below_the_fence_token_is_retry(
+    topic: World, parts: Any
+) -> None:
+    """The caller's write that moves the property has not landed yet."""
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, compacted=7)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=1))
+    assert outcome(verdict) == (Decision.RETRY, "marking_in_progress")
+
+
+async def test_previous_compacted_ledger_of_a_closed_cursor_is_deleted(
+    topic: World, parts: Any
+) -> None:
+    """`CompactedTopicImpl.newCompactedLedger` failed to delete ledger 7 after ledger 9 was
+    committed: the znode names 9, so 7 is free."""
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, compacted=9, version=1)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=1))
+    assert verdict.decision is Decision.DELETE
+
+
+async def test_active_cursor_persisted_value_above_the_ledger_frees_it(
+    topic: World, parts: Any
+) -> None:
+    """The reference only moves forward: a persisted 9 means the live one is 9 or newer."""
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, ledger=30, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    assert verdict.decision is Decision.DELETE
+
+
+@pytest.mark.parametrize("persisted", [None, 7, 5])
+async def test_active_cursor_otherwise_is_reference_unknown(
+    topic: World, parts: Any, persisted: int | None
+) -> None:
+    """None persisted, the ledger itself, or an older one: the live value in the cursor
+    ledger may be this ledger. RETRY, whatever the source."""
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, ledger=30, compacted=persisted)
+    for source in (pb.BROKER, pb.RECONCILER, pb.OPERATOR):
+        verdict = await parts.engine.verify(compacted_pdli(7, fence=0, source=source))
+        expected = (Decision.RETRY, "reference_unknown")
+        if persisted == 7:
+            expected = (Decision.SKIP, "listed")  # the znode itself still names it
+        assert outcome(verdict) == expected
+
+
+async def test_compacted_ledger_of_a_deleted_topic_is_deleted(world: World, parts: Any) -> None:
+    """Deleting the topic left the compacted ledger (apache/pulsar #21745): no ML, no cursor."""
+    await world.ledger(7, compacted_meta(), ctime=OLD)
+    verdict = await parts.engine.verify(compacted_pdli(7, source=pb.RECONCILER))
+    assert verdict.decision is Decision.DELETE
+
+
+async def test_compacted_ledger_naming_another_topic_is_mismatch(topic: World, parts: Any) -> None:
+    await topic.ledger(7, compacted_meta("persistent://public/default/payments"))
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(7))
+    assert verdict.skip_reason is SkipReason.MISMATCH
+    assert [d.field for d in verdict.differences] == ["pulsar/compactedTopic"]
+
+
+@pytest.mark.parametrize("source", [pb.BROKER, pb.RECONCILER])
+async def test_compacted_ledger_without_custom_metadata_is_never_deleted(
+    topic: World, parts: Any, source: pb.Source.ValueType
+) -> None:
+    """Written by Pulsar ≤ 2.2: nothing proves whose it is."""
+    await topic.ledger(7, {})
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0, source=source))
+    assert outcome(verdict) == (Decision.SKIP, "no_owner_proof")
+
+
+async def test_a_data_ledger_named_as_compacted_is_mismatch(topic: World, parts: Any) -> None:
+    await topic.ledger(7, data_meta())
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(7))
+    assert verdict.skip_reason is SkipReason.MISMATCH
+
+
+async def test_young_compacted_ledger_is_retry(
+    topic: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
+) -> None:
+    """Closed but not yet named: `phaseTwo` closes the ledger before `markDelete`."""
+    parts = make_parts(
+        replace(config, property_ledger_min_age=timedelta(minutes=10)), store, s3client
+    )
+    await topic.ledger(7, compacted_meta(), ctime=OLD)
+    await cursor_znode(topic, COMPACTION, compacted=5)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    assert outcome(verdict) == (Decision.RETRY, "property_ledger_too_young")
+
+
+async def test_open_compacted_ledger_above_the_persisted_value_is_retry(
+    topic: World, parts: Any
+) -> None:
+    """An OPEN ledger newer than the named one may be a compaction in progress."""
+    await topic.ledger(11, compacted_meta(), state=LedgerState.OPEN)
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(11, fence=0, source=pb.OPERATOR))
+    assert outcome(verdict) == (Decision.RETRY, "open_ledger")
+
+
+async def test_open_compacted_ledger_below_the_persisted_value_is_deleted(
+    topic: World, parts: Any
+) -> None:
+    await topic.ledger(7, compacted_meta(), state=LedgerState.OPEN)
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0, source=pb.OPERATOR))
+    assert verdict.decision is Decision.DELETE
+
+
+# --- DELAYED_INDEX_BUCKET -------------------------------------------------------------------
+
+
+async def test_bucket_named_by_its_cursor_property_is_in_use(topic: World, parts: Any) -> None:
+    await topic.ledger(8, bucket_meta())
+    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={BUCKET_KEY: "8"})
+    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
+    assert verdict.skip_reason is SkipReason.IN_USE
+
+
+async def test_bucket_named_by_any_property_is_in_use(topic: World, parts: Any) -> None:
+    """Conservative: any string property whose value is the id, whatever its key."""
+    await topic.ledger(8, bucket_meta())
+    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={"other": " 8"})
+    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
+    assert verdict.skip_reason is SkipReason.IN_USE
+
+
+async def test_leaked_bucket_is_deleted(topic: World, parts: Any) -> None:
+    """A merge removed the property, then its `deleteBucketSnapshot` failed (#22802)."""
+    await topic.ledger(8, bucket_meta())
+    version = await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={"x": "12"}, version=2)
+    verdict = await parts.engine.verify(bucket_pdli(8, fence=version))
+    assert verdict.decision is Decision.DELETE
+
+
+async def test_bucket_of_a_deleted_cursor_is_deleted(topic: World, parts: Any) -> None:
+    await topic.ledger(8, bucket_meta(), ctime=OLD)
+    verdict = await parts.engine.verify(bucket_pdli(8, source=pb.RECONCILER))
+    assert verdict.decision is Decision.DELETE
+
+
+@pytest.mark.parametrize(
+    ("meta", "field"),
+    [
+        (bucket_meta(subscription="other"), "pulsar/delayedIndexCursor"),
+        (bucket_meta(topic="persistent://public/default/payments"), "pulsar/delayedIndexTopic"),
+        (compacted_meta(), "component"),
+    ],
+)
+async def test_bucket_metadata_must_name_its_topic_and_subscription(
+    topic: World, parts: Any, meta: dict[str, bytes], field: str
+) -> None:
+    await topic.ledger(8, meta)
+    verdict = await parts.engine.verify(bucket_pdli(8))
+    assert verdict.skip_reason is SkipReason.MISMATCH
+    assert field in [d.field for d in verdict.differences]
+
+
+async def test_young_bucket_is_retry(
+    topic: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
+) -> None:
+    parts = make_parts(
+        replace(config, property_ledger_min_age=timedelta(minutes=10)), store, s3client
+    )
+    await topic.ledger(8, bucket_meta(), ctime=OLD)
+    await cursor_znode(topic, SUB_CURSOR, ledger=31)
+    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
+    assert outcome(verdict) == (Decision.RETRY, "property_ledger_too_young")
+
+
+# --- shared ---------------------------------------------------------------------------------
+
+
+async def test_a_property_reference_protects_whatever_the_pdli_says(
+    topic: World, parts: Any
+) -> None:
+    """A MANAGED_CURSOR PDLI naming the bucket snapshot its cursor still names: IN_USE."""
+    await topic.ledger(8, cursor_meta(cursor=SUB_CURSOR))
+    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={BUCKET_KEY: "8"})
+    verdict = await parts.engine.verify(pdli(8, component=pb.MANAGED_CURSOR, cursor=SUB_CURSOR))
+    assert verdict.skip_reason is SkipReason.IN_USE
+
+
+async def test_an_undecodable_cursor_znode_is_retry_never_absent(topic: World, parts: Any) -> None:
+    await topic.ledger(8, bucket_meta())
+    await topic.store.create(cursor_path(ML, SUB_CURSOR), b"\xff\xfe not a cursor")
+    verdict = await parts.engine.verify(bucket_pdli(8))
+    assert verdict.decision is Decision.RETRY
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        (compacted_pdli(7, cursor="sub-a"), "cursor_name"),
+        (compacted_pdli(7, cursor=""), "cursor_name"),
+        (bucket_pdli(8, cursor=""), "cursor_name"),
+        (
+            compacted_pdli(7, tier=pb.OFFLOAD_LEDGER, uuid="3f2a7c1e-8b4d-4e6f-9a0b-1c2d3e4f5a6b"),
+            "ledger_type",
+        ),
+        (bucket_pdli(8, uuid="3f2a7c1e-8b4d-4e6f-9a0b-1c2d3e4f5a6b"), "offload_context"),
+        (compacted_pdli(7, topic=""), "topic_name"),
+        (bucket_pdli(8, topic="persistent://public/default/payments"), "topic_name"),
+    ],
+)
+async def test_invalid_property_pdlis_name_the_field(
+    parts: Any, message: pb.PendingDeleteLedgerInfo, field: str
+) -> None:
+    verdict = await parts.engine.verify(message)
+    assert verdict.skip_reason is SkipReason.INVALID
+    assert field in verdict.reason
+
+
+async def test_batch_verdicts_equal_single_verdicts(topic: World, parts: Any) -> None:
+    """VerifyBatch reads these ledgers in its multiRead and their cursor znodes through the
+    owner cache, beside the other kinds: each verdict is the single call's."""
+    await topic.ledger(7, compacted_meta())
+    await topic.ledger(6, compacted_meta())
+    await topic.ledger(8, bucket_meta())
+    await topic.ledger(9, bucket_meta())
+    await topic.ledger(21, data_meta())
+    await cursor_znode(topic, COMPACTION, ledger=30, compacted=7)
+    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={BUCKET_KEY: "9"})
+    batch = [
+        compacted_pdli(6),
+        compacted_pdli(7),
+        bucket_pdli(8),
+        bucket_pdli(9),
+        pdli(21),
+        pdli(20),
+        pdli(31, component=pb.MANAGED_CURSOR, cursor=SUB_CURSOR),
+    ]
+    together = [outcome(v) for v in await parts.engine.verify_batch(batch)]
+    alone = [outcome(await parts.engine.verify(p)) for p in batch]
+    assert together == alone
+    assert together[:4] == [
+        (Decision.DELETE, "ledger"),
+        (Decision.SKIP, "listed"),
+        (Decision.DELETE, "ledger"),
+        (Decision.SKIP, "listed"),
+    ]
+
+
+MARKER_KEY = Ed25519PrivateKey.generate()
+
+
+@pytest.mark.parametrize("make", [compacted_pdli, bucket_pdli])
+async def test_signed_property_pdlis_pass_the_signature_check(
+    topic: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any, make: Any
+) -> None:
+    """The canonical encoding covers component and cursor_name: a signed PDLI of these
+    kinds verifies, and one whose cursor was changed after signing is FORGED."""
+    trusted = TrustedKeys({"m1": MARKER_KEY.public_key()})
+    parts = make_parts(replace(config, trusted_keys=trusted, require_signed=True), store, s3client)
+    await topic.ledger(7, compacted_meta())
+    await topic.ledger(8, bucket_meta())
+    await cursor_znode(topic, COMPACTION, compacted=9)
+    message = make(7 if make is compacted_pdli else 8, fence=0)
+    IntentSigner({"m1": MARKER_KEY}, "m1").sign(message)
+    assert (await parts.engine.verify(message)).decision is Decision.DELETE
+    message.cursor_name = "sub-a"
+    assert (await parts.engine.verify(message)).skip_reason in (
+        SkipReason.FORGED,
+        SkipReason.INVALID,
+    )
+    message.cursor_name = COMPACTION if make is compacted_pdli else SUB_CURSOR
+    message.component = pb.MANAGED_CURSOR
+    assert (await parts.engine.verify(message)).skip_reason is SkipReason.FORGED
