@@ -146,11 +146,18 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
             **verifier_signing,
             "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": SEEDED_MIN_AGE_TEXT,
             "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": SEEDED_MIN_AGE_TEXT,
+            "TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE": PROPERTY_LEDGER_MIN_AGE_TEXT,
         },
         "marker": {**offload, **marker_signing, "TOMBSTONE_MARKER_RETRY_WINDOW": "10s"},
         "deleter": dict(offload),
     }
 
+
+PROPERTY_LEDGER_MIN_AGE_TEXT = "10s"
+"""The demo verifier's `TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE`: the demo's broker writes
+each property a moment after its ledger (`devstack.demo_props`), and its leaks are planted a
+few seconds before the follower reports them; at the default 10 minutes they would be retried
+into the DLQ."""
 
 PULSAR_SECURITY = ("none", "token", "oauth2")
 """How the demo's broker is secured: plain, or TLS with token or OAuth2 authentication."""
