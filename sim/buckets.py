@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from services.metadata.pulsar_formats import ManagedCursorInfo, decode_cursor_info
 from sim.cursor_refs import BUCKET_PREFIX, CRASH_SHARE, PropertyRefs, subscription_path, topic_name
 from sim.state import CHAOS_SECONDS
+from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
     from sim.state import TopicState
@@ -144,6 +145,13 @@ class Buckets:
         if any(name == key for name, _ in buckets):
             key = self._new_key()
         if await self.seal(key) is None:
+            return
+        if not self.t.unmodified:
+            # A PIP-186 broker: the marker removes the old properties (MARKER_WRITES) and the
+            # deleters delete the snapshots; what it did not unlink stays referenced.
+            await self.refs.mark(
+                self.t, _pd.DELAYED_INDEX_BUCKET, self.t.cursor, tuple(i for _, i in old)
+            )
             return
         for name, ledger in old:
             self._remove(name)

@@ -34,6 +34,7 @@ from sim.cursor_refs import (
 )
 from sim.pulsar import cursor_meta
 from sim.state import CHAOS_SECONDS
+from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
     from sim.state import TopicState
@@ -125,6 +126,24 @@ class Compaction:
             return
         info = self._cursor()
         old = self.current
+        marked = False
+        if old is not None and old != new and info is not None and not self.t.unmodified:
+            # A PIP-186 broker: the old ledger marked before the markDelete that unlinks it
+            # (CALLER_WRITES: the znode or the cursor ledger is the broker's to write).
+            node = self.world.zk.nodes.get(self.path)
+            result = await self.refs.mark(
+                self.t,
+                _pd.COMPACTED_LEDGER,
+                COMPACTION_CURSOR,
+                (old,),
+                caller_writes=True,
+                expected_version=None if node is None else node.version,
+            )
+            marked = result is not None and bool(result.marked)
+            info = self._cursor()
+            if info is None or self.world.zk.stat(managed_ledger_path(self.t.ml)) is None:
+                self._log(f"cursor or topic gone while marking: [{new}] never referenced")
+                return
         if info is not None and info.cursorsLedgerId >= 0:
             self.refs.live[self.path] = frozenset({live_copy(new)})
             self._log(f"markDelete CompactedTopicLedger={new} in the cursor ledger")
@@ -132,9 +151,11 @@ class Compaction:
             self._write_closed(new, info)
             self._log(f"markDelete CompactedTopicLedger={new} in the znode")
         self.current = new
-        if old is not None and old != new:
+        if old is not None and old != new and self.t.unmodified:
             # `CompactedTopicImpl.newCompactedLedger`: the previous one, never retried.
             await self.world.unmodified.deletes_ledger(self.t, old)
+        elif old is not None and old != new and not marked:
+            self._log(f"[{old}] not marked: left to the follower")
 
     async def toggle(self) -> None:
         """The cursor becomes active (a cursor ledger created, `switchToNewLedger`), or is

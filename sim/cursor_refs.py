@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING
 from services.metadata.pulsar_formats import ManagedCursorInfo
 from services.metadata.pulsar_names import cursor_path
 from sim.state import LEDGER, Copy
+from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Coroutine
     from typing import Any
 
+    from services.marker.marking import MarkResult
     from sim.state import TopicState
     from sim.view import WorldView
 
@@ -119,6 +121,36 @@ class PropertyRefs:
             cursor = path.rsplit("/", 1)[1]
             out.extend((t, cursor, i, node.version) for i in sorted(property_refs(info)))
         return out
+
+    async def mark(
+        self, t: TopicState, component: int, cursor: str, ledger_ids: tuple[int, ...], **kw: Any
+    ) -> MarkResult | None:
+        """A PIP-186 broker's MarkLedgers for ledgers a cursor property names (`kw`: the
+        request's `caller_writes`, `expected_version`); None when the call failed."""
+        from services.core.errors import TombstoneError
+        from services.marker.owners import resolve_owner
+        from services.marker.planning import MarkRequest
+
+        world = self.world
+        owner = resolve_owner(
+            component, topic_name="", ml_name=t.ml, cursor_name=cursor, schema_id=""
+        )
+        world.requests += 1
+        request = MarkRequest(
+            owner=owner, ledger_ids=ledger_ids, request_id=f"req-{world.requests}", **kw
+        )
+        kind = _pd.LedgerComponent.Name(component)  # type: ignore[arg-type]
+        try:
+            result = await self.rng.choice(world.markers).mark(request)
+        except TombstoneError as exc:
+            world.sched.log(
+                f"broker-{t.broker} {kind} {list(ledger_ids)} failed: {type(exc).__name__}"
+            )
+            return None
+        marked = [i for i, _ in result.marked]
+        written = "written" if result.written else "not written"
+        world.sched.log(f"broker-{t.broker} {kind} {list(ledger_ids)}: marked {marked}, {written}")
+        return result
 
     def register(self, path: str, t: TopicState) -> None:
         """A cursor znode the workloads write: tracked for S1 and L1 (`world.owners`). The

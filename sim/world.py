@@ -11,6 +11,7 @@ from typing import Protocol
 
 from services.core.config import OffloadDefaults
 from services.core.errors import TombstoneError
+from services.marker.follower.index import ledger_ids
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.namespaces import (
@@ -30,7 +31,7 @@ from services.metadata.pulsar_formats import (
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
-from sim.cursor_refs import PropertyRefs, property_refs
+from sim.cursor_refs import COMPACTION_CURSOR, PropertyRefs, property_refs
 from sim.follower import known
 from sim.intruder import Intruder
 from sim.namespaces import DeletedNamespace
@@ -858,7 +859,24 @@ class World:
         follower's index, as built from its reads and the checkpoints it descends from, never
         held the copy (listed and unlinked between two reads, or while no follower ran and
         after the last checkpoint, or before the first start). `sim/follower.py` tracks it."""
-        return copy in self.unmodified_unlinks and copy not in follower_knew
+        if copy in self.unmodified_unlinks and copy not in follower_knew:
+            return True
+        return self._compaction_hidden(copy)
+
+    def _compaction_hidden(self, copy: Copy) -> bool:
+        """A compacted ledger replaced while the leading follower did not look, its cursor
+        active since: the follower carries the value its last read showed (a znode write of
+        an active cursor may omit the live value), so it cannot tell the move happened until
+        the cursor closes or goes. The reconciler's, like a move made while active."""
+        path = self.ever.get(copy)
+        leader = self.leader()
+        if path is None or not path.endswith("/" + COMPACTION_CURSOR) or leader is None:
+            return False
+        node = self.zk.nodes.get(path)
+        if node is None or decode_cursor_info(node.data, path=path).cursorsLedgerId < 0:
+            return False
+        entry = None if leader.follower is None else leader.follower.index.get(path)
+        return entry is not None and copy[0] in ledger_ids(entry)
 
     def _dead_lettered(self) -> set[Copy]:
         from services.systopic.messages import decode_intent
