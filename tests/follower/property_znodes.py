@@ -50,3 +50,28 @@ def bucket_cursor(*buckets: tuple[int, int, int], cursor_ledger: int = -1) -> by
     for start, end, ledger_id in buckets:
         info.cursorProperties.add(name=bucket_key(start, end), value=str(ledger_id))
     return encode_cursor_info(info)
+
+
+def compacted_ledger_metadata(topic: str) -> dict[str, bytes]:
+    """The custom metadata of a compacted ledger (`CompactedTopicImpl.newCompactedLedger`,
+    `LedgerMetadataUtils.buildMetadataForCompactedLedger`, Pulsar 2.3+)."""
+    return {
+        "application": b"pulsar",
+        "component": b"compacted-ledger",
+        "pulsar/compactedTopic": topic.encode(),
+        "pulsar/compactedTo": b"\x08\x05\x10\x09",  # MessageIdData{ledgerId: 5, entryId: 9}
+    }
+
+
+def bucket_ledger_metadata(topic: str, subscription: str, start: int, end: int) -> dict[str, bytes]:
+    """The custom metadata of a bucket snapshot ledger
+    (`BookkeeperBucketSnapshotStorage.createBucketSnapshot`,
+    `LedgerMetadataUtils.buildMetadataForDelayedIndexBucket`, Pulsar 3.0+): the subscription
+    decoded, as the broker knows it."""
+    return {
+        "application": b"pulsar",
+        "component": b"delayed-index-bucket",
+        "pulsar/delayedIndexBucketKey": bucket_key(start, end).encode(),
+        "pulsar/delayedIndexTopic": topic.encode(),
+        "pulsar/delayedIndexCursor": subscription.encode(),
+    }

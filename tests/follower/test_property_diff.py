@@ -111,3 +111,11 @@ def test_property_ledgers_survive_the_checkpoint() -> None:
     back = decompress(compress(index))
     assert dict(back.items()) == dict(index.items())
     assert back.ledger_count() == 3
+
+
+def test_a_cursor_naming_no_property_ledger_costs_nothing_more() -> None:
+    """Most cursors name neither: their entry is the cursorsLedgerId alone, as before."""
+    plain = _entry(CURSOR_PATH, bucket_cursor(cursor_ledger=20), 0)
+    assert list(plain[3:]) == [20]
+    only_buckets = _entry(CURSOR_PATH, bucket_cursor((1, 5, 50)), 0)
+    assert (compacted_of(only_buckets), list(buckets_of(only_buckets))) == (-1, [50])

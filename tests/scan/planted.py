@@ -24,6 +24,9 @@ COMPACTING = "t2/ns2/persistent/compacting"
 DELAYED = "t2/ns2/persistent/delayed"
 RECENT = "public/default/persistent/offl-recent"
 COMPACTING2 = "t2/ns2/persistent/compacting2"
+COMPACTING3 = "t2/ns2/persistent/compacting3"
+COMPACTED_GONE = "t2/ns2/persistent/compacted-gone"
+DELAYED_GONE = "t2/ns2/persistent/delayed-gone"
 
 U0 = "00000000-0000-0000-0000-000000000000"
 U1 = "11111111-1111-1111-1111-111111111111"
@@ -137,6 +140,83 @@ def pair(uuid: str, ledger_id: int, **kw: Any) -> list[Row]:
     ]
 
 
+def topic_of(ml_name: str) -> str:
+    """`t/ns/persistent/x` → `persistent://t/ns/x` (plain local names only)."""
+    tenant, namespace, domain, local = ml_name.split("/")
+    return f"{domain}://{tenant}/{namespace}/{local}"
+
+
+def compacted(ledger_id: int, ml_name: str, **kw: Any) -> Row:
+    """A compacted-topic ledger as `AbstractTwoPhaseCompactor.phaseTwo` creates it, with the
+    custom metadata of `LedgerMetadataUtils.buildMetadataForCompactedLedger` (Pulsar 2.3+):
+    `component` `compacted-ledger`, `pulsar/compactedTopic` the full topic name."""
+    return bk(ledger_id, component="compacted-ledger", compacted_topic=topic_of(ml_name), **kw)
+
+
+def bucket(ledger_id: int, ml_name: str, subscription: str, **kw: Any) -> Row:
+    """A delayed-delivery bucket snapshot as `BookkeeperBucketSnapshotStorage` creates it
+    (PIP-195, 3.0+): `pulsar/delayedIndexTopic` the full topic name, `pulsar/delayedIndexCursor`
+    the subscription as the broker knows it (decoded)."""
+    return bk(
+        ledger_id,
+        component="delayed-index-bucket",
+        delayed_index_topic=topic_of(ml_name),
+        delayed_index_cursor=subscription,
+        **kw,
+    )
+
+
+def cursor_owned_ledgers() -> list[Row]:
+    """Compacted ledgers and bucket snapshots nothing references any more, next to ones still
+    referenced (`cursor_owned_cursors`).
+
+    - 39: `CompactedTopicImpl.newCompactedLedger` deleted the previous compacted ledger after
+      the `__compaction` cursor moved to 40, and that delete failed.
+    - 41 (planted above), 42: a broker crashed between creating the new ledger in
+      `TwoPhaseCompactor.phaseTwo` and its `cursor.markDelete(pos, props)`.
+    - 43: the topic was deleted, its compacted ledger left behind (`PersistentTopic.delete`
+      does not delete it).
+    - 75, 77: the `__compaction` cursor of COMPACTING3 is active; its znode persisted
+      `CompactedTopicLedger` 76. 75 is below it (no longer referenced), 77 is not (the live
+      value in the cursor ledger was not read).
+    - buckets: a merge or cursor deletion in `BucketDelayedDeliveryTracker` removed the cursor
+      property, then the ledger delete failed (fixed in 3.0.8 / 3.3.3); one of a
+      subscription whose name `Codec.encode` changes; one of a deleted topic; one young.
+    """
+    return [
+        compacted(39, COMPACTED),
+        compacted(42, COMPACTED),
+        compacted(43, COMPACTED_GONE),
+        compacted(44, COMPACTED, created=YOUNG),
+        cursor_ledger(74, COMPACTING3, "__compaction"),
+        compacted(75, COMPACTING3),
+        compacted(76, COMPACTING3),
+        compacted(77, COMPACTING3),
+        bucket(LONG + 55, DELAYED, "sub1", delayed_index_bucket_key=f"{BUCKET_KEY}_6_9"),
+        bucket(LONG + 56, DELAYED, "my sub"),
+        bucket(LONG + 57, DELAYED_GONE, "sub1"),
+        bucket(LONG + 58, DELAYED, "sub1", created=YOUNG),
+    ]
+
+
+def cursor_owned_cursors() -> list[Row]:
+    """The active `__compaction` cursor of COMPACTING3: its znode keeps the
+    `CompactedTopicLedger` of its last close (`ManagedCursorInfo.properties`) while the live
+    value sits in its cursor ledger 74 (`PositionInfo.properties`), which was not read."""
+    return [
+        cursor(
+            COMPACTING3,
+            "__compaction",
+            74,
+            properties={"CompactedTopicLedger": 76},
+            position_properties=None,
+        )
+    ]
+
+
+BUCKET_KEY = "#pulsar.internal.delayed.bucket"
+
+
 def task(kind: str, status: str = "ok", error: str | None = None) -> Row:
     return {
         "task_id": f"{kind}-0",
@@ -169,13 +249,9 @@ def planted_rows() -> dict[str, list[Row]]:
             data(20, SOURCE),  # source deleted; the shadow still lists it
             data(30, OFFL),  # complete && bookkeeperDeleted, still in BookKeeper
             data(31, OFFL),
-            bk(40, component="compacted-ledger", compacted_topic="persistent://t2/ns2/compacted"),
-            bk(41, component="compacted-ledger", compacted_topic="persistent://t2/ns2/compacted"),
-            bk(
-                LONG + 54,
-                component="delayed-index-bucket",
-                delayed_index_topic="persistent://t2/ns2/delayed",
-            ),
+            compacted(40, COMPACTED),
+            compacted(41, COMPACTED),
+            bucket(LONG + 54, DELAYED, "sub1", delayed_index_bucket_key=f"{BUCKET_KEY}_1_5"),
             cursor_ledger(50, LIVE, "sub-a"),
             cursor_ledger(51, LIVE, "sub-a"),
             cursor_ledger(52, LIVE, "sub-gone"),
@@ -183,7 +259,7 @@ def planted_rows() -> dict[str, list[Row]]:
             bk(61, component="schema", schema_id="public/default/live"),
             bk(62, component="schema", schema_id="public/default/nolocator"),
             cursor_ledger(70, COMPACTING, "__compaction"),
-            bk(71, component="compacted-ledger", compacted_topic="persistent://t2/ns2/compacting"),
+            compacted(71, COMPACTING),
             data(100, GONE),
             data(LONG + 104, LIVE),
             data(101, LIVE, created=YOUNG),
@@ -203,7 +279,8 @@ def planted_rows() -> dict[str, list[Row]]:
             data(32, RECENT),  # bookkeeperDeleted flag set by a write minutes ago
             data(33, OFFL),  # bookkeeperDeleted in one list, live in another
             cursor_ledger(72, COMPACTING2, "__compaction"),
-            bk(73, component="compacted-ledger", compacted_topic="persistent://t2/ns2/compacting2"),
+            compacted(73, COMPACTING2),
+            *cursor_owned_ledgers(),
         ],
         "managed_ledgers": [
             ml(LIVE),
@@ -218,6 +295,7 @@ def planted_rows() -> dict[str, list[Row]]:
             ml(DELAYED),
             ml(RECENT, mtime=NOW - 60_000),
             ml(COMPACTING2),
+            ml(COMPACTING3),
         ],
         "ml_ledgers": [
             listed(LIVE, 10, 0),
@@ -241,8 +319,9 @@ def planted_rows() -> dict[str, list[Row]]:
                 DELAYED,
                 "sub1",
                 -1,
-                cursor_properties={"#pulsar.internal.delayed.bucket_1_5": str(LONG + 54)},
+                cursor_properties={f"{BUCKET_KEY}_1_5": str(LONG + 54)},
             ),
+            *cursor_owned_cursors(),
         ],
         "schemas": [
             {
@@ -283,8 +362,12 @@ EXPECTED_LEDGERS = [
     (31, "referenced", None, False),
     (32, "too_young", "bk_copy_after_offload", False),
     (33, "referenced", None, False),
+    (39, "compacted_unreferenced", "compacted_unreferenced", True),
     (40, "referenced", None, False),
-    (41, "compacted_unreferenced", "compacted_unreferenced", False),
+    (41, "compacted_unreferenced", "compacted_unreferenced", True),
+    (42, "compacted_unreferenced", "compacted_unreferenced", True),
+    (43, "topic_gone", "topic_gone", True),
+    (44, "too_young", "compacted_unreferenced", False),
     (50, "referenced", None, False),
     (51, "cursor_moved_on", "cursor_moved_on", True),
     (52, "cursor_moved_on", "cursor_moved_on", True),
@@ -296,6 +379,10 @@ EXPECTED_LEDGERS = [
     (71, "reference_unknown", None, False),
     (72, "referenced", None, False),
     (73, "referenced", None, False),
+    (74, "referenced", None, False),
+    (75, "compacted_unreferenced", "compacted_unreferenced", True),
+    (76, "referenced", None, False),
+    (77, "reference_unknown", None, False),
     (100, "topic_gone", "topic_gone", True),
     (101, "too_young", "not_in_list", False),
     (102, "not_in_list", "not_in_list", True),
@@ -308,6 +395,10 @@ EXPECTED_LEDGERS = [
     (109, "in_use_open", None, False),
     (LONG + 1, "referenced", None, False),
     (LONG + 54, "referenced", None, False),
+    (LONG + 55, "bucket_unreferenced", "bucket_unreferenced", True),
+    (LONG + 56, "bucket_unreferenced", "bucket_unreferenced", True),
+    (LONG + 57, "topic_gone", "topic_gone", True),
+    (LONG + 58, "too_young", "bucket_unreferenced", False),
     (LONG + 104, "not_in_list", "not_in_list", True),
 ]
 

@@ -74,6 +74,8 @@ def test_references_name_every_source(extract: Extract) -> None:
         70: ["cursor"],
         72: ["cursor"],
         73: ["compacted"],
+        74: ["cursor"],
+        76: ["compacted"],
         P.LONG + 1: ["ml_list"],
         P.LONG + 54: ["delayed_bucket"],
     }
@@ -100,6 +102,14 @@ def test_candidates_are_pdli_shaped_per_tier(analysis: Analysis) -> None:
             ("LEDGER", 100, "MANAGED_LEDGER", None, "topic_gone"),
             ("LEDGER", 103, "MANAGED_LEDGER", None, "topic_gone"),
             ("LEDGER", P.LONG + 104, "MANAGED_LEDGER", None, "not_in_list"),
+            ("LEDGER", 39, "COMPACTED_LEDGER", None, "compacted_unreferenced"),
+            ("LEDGER", 41, "COMPACTED_LEDGER", None, "compacted_unreferenced"),
+            ("LEDGER", 42, "COMPACTED_LEDGER", None, "compacted_unreferenced"),
+            ("LEDGER", 43, "COMPACTED_LEDGER", None, "topic_gone"),
+            ("LEDGER", 75, "COMPACTED_LEDGER", None, "compacted_unreferenced"),
+            ("LEDGER", P.LONG + 55, "DELAYED_INDEX_BUCKET", None, "bucket_unreferenced"),
+            ("LEDGER", P.LONG + 56, "DELAYED_INDEX_BUCKET", None, "bucket_unreferenced"),
+            ("LEDGER", P.LONG + 57, "DELAYED_INDEX_BUCKET", None, "topic_gone"),
             ("OFFLOAD_LEDGER", 31, "MANAGED_LEDGER", P.U0, "offload_no_match"),
             ("OFFLOAD_LEDGER", P.LONG + 500, "MANAGED_LEDGER", P.U9, "offload_no_match"),
         ],
@@ -130,8 +140,31 @@ def test_namespaces_come_from_the_owner(analysis: Analysis) -> None:
         102: "public/default",
         103: "public/default",
         P.LONG + 104: "public/default",
+        **dict.fromkeys((39, 41, 42, 43, 75, P.LONG + 55, P.LONG + 56, P.LONG + 57), "t2/ns2"),
     }
     assert expected == {r["ledger_id"]: r["namespace"] for r in rows}
+
+
+def test_cursor_owned_candidates_name_their_cursor(analysis: Analysis) -> None:
+    """A compacted ledger's candidate names its topic's ML and `__compaction`; a bucket's the
+    ML and the subscription's cursor znode name, encoded as `Codec.encode` does (`my sub` →
+    `my+sub`), deleted topics included."""
+    candidates = deletion_candidates(analysis.ledger_findings, analysis.object_findings)
+    rows = candidates.filter(
+        F.col("component").isin("COMPACTED_LEDGER", "DELAYED_INDEX_BUCKET")
+    ).select("ledger_id", "ml_name", "cursor_name")
+    compaction = "__compaction"
+    expected = {
+        39: (P.COMPACTED, compaction),
+        41: (P.COMPACTED, compaction),
+        42: (P.COMPACTED, compaction),
+        43: (P.COMPACTED_GONE, compaction),
+        75: (P.COMPACTING3, compaction),
+        P.LONG + 55: (P.DELAYED, "sub1"),
+        P.LONG + 56: (P.DELAYED, "my+sub"),
+        P.LONG + 57: (P.DELAYED_GONE, "sub1"),
+    }
+    assert expected == {r["ledger_id"]: (r["ml_name"], r["cursor_name"]) for r in rows.collect()}
 
 
 def test_objects_without_owner_metadata(spark: SparkSession) -> None:

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from services.scan.analysis.classify import DELETABLE_KINDS
 from services.scan.analysis.clusters import HEAD_UNRECORDED
-from services.scan.report.format import human_bytes, human_duration, topic_of_ml
+from services.scan.report.findings import PROPOSABLE
+from services.scan.report.format import KIND_REASONS, human_bytes, human_duration, topic_of_ml
 from services.scan.report.history import previous_run
 from services.scan.report.svg import bytes_axis, count_axis
 from services.scan.report.write import write_html_report
@@ -357,3 +359,10 @@ def test_numbers_are_written_for_people() -> None:
         "5,000,000",
     )
     assert topic_of_ml("t/c/ns/persistent/a+b%25") == "persistent://t/c/ns/a b%"
+
+
+def test_the_report_proposes_the_kinds_the_analysis_proposes() -> None:
+    """The report's proposable kinds are the analysis' deletable kinds, compacted ledgers and
+    delayed-delivery buckets included, each with a reason of its own."""
+    assert sorted(DELETABLE_KINDS) == sorted(PROPOSABLE)
+    assert all(kind in KIND_REASONS for kind in PROPOSABLE)

@@ -94,3 +94,27 @@ def test_candidate_without_owner_is_skipped() -> None:
 def test_progress_bar_text() -> None:
     """The bar shows completed tasks out of the total."""
     assert render(5, 10, "extract").endswith("[###############---------------] 5/10 tasks")
+
+
+def test_cursor_owned_ledgers_go_to_their_cursor() -> None:
+    """Compacted ledgers and buckets are sent with their component, ML and cursor, one call
+    per cursor; without a cursor no owner is known and the candidate is skipped."""
+    report = SubmitReport()
+    requests = plan_requests(
+        [
+            cand(7, component="COMPACTED_LEDGER", cursor_name="__compaction"),
+            cand(8, component="DELAYED_INDEX_BUCKET", cursor_name="my+sub"),
+            cand(9, component="DELAYED_INDEX_BUCKET", cursor_name=None),
+        ],
+        SETTINGS,
+        report,
+    )
+    actual = [
+        (r.component, r.managed_ledger_name, r.cursor_name, list(r.ledger_ids), r.source)
+        for r in requests
+    ]
+    assert actual == [
+        (_pd.COMPACTED_LEDGER, ML, "__compaction", [7], _pd.RECONCILER),
+        (_pd.DELAYED_INDEX_BUCKET, ML, "my+sub", [8], _pd.RECONCILER),
+    ]
+    assert [s["candidate"]["ledger_id"] for s in report.skipped] == [9]

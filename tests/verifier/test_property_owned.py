@@ -13,6 +13,7 @@ cursor properties"). The cursor znodes and ledgers written here model Pulsar's w
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -20,65 +21,30 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from devstack.zookeeper import ZooKeeperServer
+from services.core.metrics import Metrics
 from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata.ledger_metadata import LedgerState
-from services.metadata.pulsar_formats import ManagedCursorInfo, encode_cursor_info
 from services.metadata.pulsar_names import cursor_path
 from services.metadata.zk_store import ZkMetadataStore
+from services.verifier._s3 import S3ObjectStore
+from services.verifier.app import build
 from services.verifier.config import VerifierConfig
+from services.verifier.metrics import VerifierMetrics
 from services.verifier.model import Decision, SkipReason, Verdict
+from services.verifier.store_adapter import MetadataZnodeStore
 from tests.verifier.conftest import make_parts
+from tests.verifier.property_world import (
+    BUCKET_KEY,
+    COMPACTION,
+    OLD,
+    SUB_CURSOR,
+    bucket_meta,
+    compacted_meta,
+    cursor_znode,
+)
 from tests.verifier.world import ML, TOPIC, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
-
-COMPACTION = "__compaction"
-SUBSCRIPTION = "delayed sub"
-"""A subscription whose cursor znode name is encoded (`Codec.encode`): `delayed+sub`."""
-SUB_CURSOR = "delayed+sub"
-BUCKET_KEY = "#pulsar.internal.delayed.bucket_3_9"
-OLD = 1_000
-
-
-def compacted_meta(topic: str = TOPIC) -> dict[str, bytes]:
-    """`CompactedTopicImpl.newCompactedLedger`
-    (`LedgerMetadataUtils.buildMetadataForCompactedLedger`)."""
-    return {
-        "application": b"pulsar",
-        "component": b"compacted-ledger",
-        "pulsar/compactedTopic": topic.encode(),
-        "pulsar/compactedTo": b"\x08\x05\x10\x09",  # MessageIdData{ledgerId: 5, entryId: 9}
-    }
-
-
-def bucket_meta(topic: str = TOPIC, subscription: str = SUBSCRIPTION) -> dict[str, bytes]:
-    """`BookkeeperBucketSnapshotStorage.createBucketSnapshot` (`LedgerMetadataUtils.
-    buildMetadataForDelayedIndexBucket`)."""
-    return {
-        "application": b"pulsar",
-        "component": b"delayed-index-bucket",
-        "pulsar/delayedIndexBucketKey": BUCKET_KEY.encode(),
-        "pulsar/delayedIndexTopic": topic.encode(),
-        "pulsar/delayedIndexCursor": subscription.encode(),
-    }
-
-
-async def cursor_znode(
-    world: World,
-    cursor: str,
-    *,
-    ledger: int = -1,
-    compacted: int | None = None,
-    buckets: dict[str, str] | None = None,
-    version: int = 0,
-) -> int:
-    """A cursor znode as `ManagedCursorImpl` persists it: `cursorsLedgerId` (-1 once closed),
-    the mark-delete `properties` and the `cursorProperties` (PIP-105)."""
-    info = ManagedCursorInfo(cursorsLedgerId=ledger, markDeleteLedgerId=1, markDeleteEntryId=0)
-    if compacted is not None:
-        info.properties.add(name="CompactedTopicLedger", value=compacted)
-    for key, value in (buckets or {}).items():
-        info.cursorProperties.add(name=key, value=value)
-    return await world._put(cursor_path(ML, cursor), encode_cursor_info(info), version)
 
 
 def compacted_pdli(ledger_id: int, **changes: Any) -> pb.PendingDeleteLedgerInfo:
@@ -393,3 +359,51 @@ async def test_signed_property_pdlis_pass_the_signature_check(
     message.cursor_name = COMPACTION if make is compacted_pdli else SUB_CURSOR
     message.component = pb.MANAGED_CURSOR
     assert (await parts.engine.verify(message)).skip_reason is SkipReason.FORGED
+
+
+# --- shared BookKeeper ----------------------------------------------------------------------
+
+EAST = "east"
+
+
+@pytest.fixture
+async def east(zk: ZooKeeperServer, store: ZkMetadataStore) -> AsyncIterator[World]:
+    """A declared neighbour's metadata store: a chroot of the same ZooKeeper."""
+    await store.create("/east", b"")
+    async with ZkMetadataStore.connect(
+        zk.address, chroot="/east", session_timeout=4.0, request_timeout=2.0
+    ) as theirs:
+        await theirs.create("/managed-ledgers")
+        yield World(theirs)
+
+
+async def test_a_neighbours_active_compaction_cursor_makes_the_ledger_theirs(
+    topic: World, east: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
+) -> None:
+    """Our `__compaction` cursor names 9; the neighbour's, of the same name, is active with
+    nothing persisted: its live value may be 7, so 7 counts as referenced there."""
+    await topic.ledger(7, compacted_meta())
+    await cursor_znode(topic, COMPACTION, compacted=9, version=1)
+    await cursor_znode(east, COMPACTION, ledger=50)
+    parts = build(
+        config,
+        MetadataZnodeStore(store),
+        S3ObjectStore(s3client),
+        VerifierMetrics(Metrics()),
+        neighbours={EAST: MetadataZnodeStore(east.store)},
+    )
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=1))
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.FOREIGN, "referenced_by_cluster")
+
+
+async def test_an_absent_cursor_in_a_namespace_unknown_here_is_not_absent(
+    world: World, parts: Any
+) -> None:
+    """No cursor znode, and the namespace has no policies here: the owner may be another
+    cluster's sharing this BookKeeper, never "gone"."""
+    ml = "other/ns/persistent/orders"
+    await world.ledger(8, bucket_meta(topic="persistent://other/ns/orders"))
+    verdict = await parts.engine.verify(
+        bucket_pdli(8, ml=ml, topic="persistent://other/ns/orders", source=pb.RECONCILER)
+    )
+    assert (verdict.skip_reason, verdict.code) == (SkipReason.FOREIGN, "namespace_unknown")

@@ -1,5 +1,5 @@
 """Ledgers a cursor znode references through its properties rather than its
-`cursorsLedgerId` (docs/follower.md, "Cursor properties").
+`cursorsLedgerId` (docs/follower.md, "Cursor properties"), as the follower indexes them.
 
 - The `__compaction` cursor's LongProperty `CompactedTopicLedger` names the topic's compacted
   ledger (`AbstractTwoPhaseCompactor.phaseTwo` → `cursor.markDelete(position, properties)`).
@@ -8,20 +8,23 @@
   delayed-delivery bucket snapshot ledger in decimal (`BucketDelayedDeliveryTracker` →
   `Bucket.putBucketKeyId` → `ManagedCursorImpl.putCursorProperty`).
 
-A value that does not parse as a ledger id is no reference the follower can follow: it is
-left out, so nothing is ever sent for it (the verifier's in-use rule still counts it).
+Only these two keys are followed: the follower says what a write stopped naming, so reading
+another key as a reference could only send PDLIs that the verifier's wider in-use check
+(`services.metadata.cursor_properties`, any property naming the id) then refuses. A value
+that is no ledger id is left out, so nothing is ever sent for it.
 """
 
 from __future__ import annotations
 
+from services.metadata.cursor_properties import (
+    BUCKET_KEY_PREFIX,
+    COMPACTED_TOPIC_LEDGER,
+    parse_ledger_id,
+)
 from services.metadata.pulsar_formats import ManagedCursorInfo
 
 COMPACTION_CURSOR = "__compaction"
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
-DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket"
 NO_LEDGER = -1
-MAX_LEDGER_ID = 2**63 - 1
-"""A BookKeeper ledger id is a signed 64-bit integer (and the index stores int64)."""
 
 
 def compacted_ledger(cursor_name: str, info: ManagedCursorInfo) -> int:
@@ -39,9 +42,8 @@ def bucket_ledgers(info: ManagedCursorInfo) -> list[int]:
     """The bucket snapshot ledgers the znode names, sorted, each once."""
     ids: set[int] = set()
     for prop in info.cursorProperties:
-        if not prop.name.startswith(DELAYED_BUCKET_PREFIX):
-            continue
-        value = prop.value  # `String.valueOf(ledgerId)`: plain ASCII digits
-        if value.isascii() and value.isdecimal() and int(value) <= MAX_LEDGER_ID:
-            ids.add(int(value))
+        if prop.name.startswith(BUCKET_KEY_PREFIX):
+            ledger_id = parse_ledger_id(prop.value)
+            if ledger_id is not None:
+                ids.add(ledger_id)
     return sorted(ids)

@@ -72,10 +72,11 @@ def carried(old: array[int] | None, new: array[int] | None) -> array[int] | None
     """`new` as the index keeps it: a cursor whose znode omits the compacted ledger the
     previous version of the same znode named keeps naming it.
 
-    Pulsar releases before `ManagedCursorImpl.switchToNewLedger` called
-    `persistPositionMetaStore` with the mark-delete properties wrote the switch as a
-    `ManagedCursorInfo` holding only the new `cursorsLedgerId`; `recoverFromLedger`'s
-    rollback (`initialize` with an empty map) still writes no properties. Only
+    `ManagedCursorImpl.switchToNewLedger` wrote the switch as a `ManagedCursorInfo` holding
+    only the new `cursorsLedgerId` in older releases, then through `persistPositionMetaStore`
+    without the mark-delete properties; only current releases pass
+    `lastMarkDeleteEntry.properties`. `recoverFromLedger`'s rollback (`initialize` with an
+    empty map) still writes no properties. Only
     `persistPositionMetaStore` when closing (`persistPositionWhenClosing`) or after a failed
     cursor-ledger write (`persistPositionToMetaStore`) reliably names the current value. While
     `cursorsLedgerId >= 0` the live value is in the cursor ledger's last `PositionInfo`,
@@ -88,7 +89,10 @@ def carried(old: array[int] | None, new: array[int] | None) -> array[int] | None
     if old[CZXID] != new[CZXID] or compacted_of(new) >= 0 or compacted_of(old) < 0:
         return new
     kept = array("q", new)
-    kept[COMPACTED] = compacted_of(old)
+    if len(kept) > COMPACTED:
+        kept[COMPACTED] = compacted_of(old)
+    else:
+        kept.append(compacted_of(old))
     return kept
 
 

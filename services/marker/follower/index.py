@@ -6,7 +6,8 @@ stored compactly (`OwnerIndex`: a record per topic, varint integers). An entry's
     header   kind, version, czxid
     ML       n, m, ledger ids (n), then per ledger with an offload context (m of them):
              position in the list, flags, uuid msb, uuid lsb, driver, timestamp
-    CURSOR   cursorsLedgerId, the compacted ledger (-1: none), then the bucket ledgers
+    CURSOR   cursorsLedgerId; when it names any, the compacted ledger (-1: none), then the
+             bucket ledgers
     SCHEMA   the ledger ids of every version (the index and the latest)
 
 `flags`: HAS_UUID (the context carries a uuid: its objects need an OFFLOAD_LEDGER intent),
@@ -18,7 +19,8 @@ A cursor's compacted ledger is the `CompactedTopicLedger` property of a `__compa
 cursor, and its bucket ledgers the ids of its `#pulsar.internal.delayed.bucket_*` properties
 (`cursor_props`): the ids only. While an active cursor's znode omits the compacted ledger,
 the entry keeps the last one it named (`diff.carried`). An entry written before these were
-indexed holds the cursorsLedgerId alone: it reads as naming neither.
+indexed, like that of a cursor whose properties name no ledger, holds the cursorsLedgerId
+alone: it reads as naming neither.
 
 A shadow topic's ML (`PULSAR.SHADOW_SOURCE`) references no ledgers: its list is a copy of
 its source's, which alone unlinks them.
@@ -83,8 +85,11 @@ def encode(kind: Kind, node: Versioned, path: str, drivers: Drivers) -> array[in
     if kind is Kind.CURSOR:
         info = decode_cursor_info(node.data, path=path)
         entry.append(info.cursorsLedgerId)
-        entry.append(compacted_ledger(path.rpartition("/")[2], info))
-        entry.extend(bucket_ledgers(info))
+        compacted = compacted_ledger(path.rpartition("/")[2], info)
+        buckets = bucket_ledgers(info)
+        if compacted >= 0 or buckets:  # most cursors name neither: no bytes for them
+            entry.append(compacted)
+            entry.extend(buckets)
     elif kind is Kind.SCHEMA:
         locator = decode_schema_locator(node.data, path=path)
         ids = {e.position.ledgerId for e in locator.index}

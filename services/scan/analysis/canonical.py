@@ -23,6 +23,8 @@ from services.metadata.pulsar_names import (
 )
 
 NONCANONICAL = "noncanonical_name"
+#: Components whose owner is a cursor znode, so whose PDLI names a cursor.
+CURSOR_OWNED = ("MANAGED_CURSOR", "COMPACTED_LEDGER", "DELAYED_INDEX_BUCKET")
 
 
 def owner_name_problem(
@@ -40,7 +42,7 @@ def owner_name_problem(
             return None
         if ml_name is not None:
             check_managed_ledger_name(ml_name)
-        if component == "MANAGED_CURSOR" and cursor_name is not None:
+        if component in CURSOR_OWNED and cursor_name is not None:
             check_cursor_name(cursor_name)
     except InvalidArgument as e:
         return str(e)

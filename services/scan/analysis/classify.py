@@ -14,11 +14,13 @@ Kinds of a ledger finding:
   than the window it is an orphan like any other (the OPEN rule, docs/design.md §4: Pulsar deletes
   old cursor ledgers without closing them, so an unlinked ledger is often OPEN).
 - `reference_unknown`: a compacted ledger of a topic whose `__compaction` cursor is active
-  and whose live CompactedTopicLedger (in the cursor ledger) was not read.
+  and whose live CompactedTopicLedger (in the cursor ledger) was not read, unless its id is
+  below the value the cursor znode persisted (`services.scan.analysis.cursor_owned`).
 - `too_young`: an orphan inside the age window (`orphan_reason` says which).
 - orphans: `topic_gone`, `not_in_list`, `cursor_moved_on`, `schema_not_in_locator`,
-  `bk_copy_after_offload`, and, reported only (no PDLI component exists for them),
-  `compacted_unreferenced`, `bucket_unreferenced`.
+  `bk_copy_after_offload`, `compacted_unreferenced` (no cursor property names it),
+  `bucket_unreferenced` (no cursor property names it). A compacted or bucket ledger of a
+  deleted topic is `topic_gone`, as a data or cursor ledger is.
 Kinds of an object finding: `unknown_ownership` (key not Pulsar's, or an object without
 owner metadata whose ledger no ML lists), `referenced`, `other_cluster`, `too_young`,
 `offload_no_match`.
@@ -35,6 +37,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from services.scan.analysis import sharing as S
+from services.scan.analysis.cursor_owned import (
+    COMPACTED_TOPIC_LEDGER,
+    DELAYED_BUCKET_PREFIX,
+    below_persisted,
+    compaction_state,
+    owner_cursor,
+)
 from services.scan.analysis.names import (
     UNKNOWN_NAMESPACE,
     ml_name_of_topic,
@@ -50,12 +59,17 @@ DELETABLE_KINDS = (
     "schema_not_in_locator",
     "bk_copy_after_offload",
     "offload_no_match",
+    "compacted_unreferenced",
+    "bucket_unreferenced",
 )
 #: Ledger roles a PDLI can name, and the PDLI component for each.
-PDLI_COMPONENTS = {"data": "MANAGED_LEDGER", "cursor": "MANAGED_CURSOR", "schema": "SCHEMA_STORAGE"}
-COMPACTION_CURSOR = "__compaction"
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
-DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket"
+PDLI_COMPONENTS = {
+    "data": "MANAGED_LEDGER",
+    "cursor": "MANAGED_CURSOR",
+    "schema": "SCHEMA_STORAGE",
+    "compacted": "COMPACTED_LEDGER",
+    "delayed_bucket": "DELAYED_INDEX_BUCKET",
+}
 OPEN_STATES = ("OPEN", "IN_RECOVERY")
 #: Stands for a time that is not known; far in the future, so the age is negative (young).
 UNKNOWN_TIME_MS = 2**62
@@ -154,28 +168,22 @@ def _schema_refs(schemas: DataFrame) -> DataFrame:
 def reference_owners(
     managed_ledgers: DataFrame, cursors: DataFrame, schemas: DataFrame
 ) -> DataFrame:
-    """Existing owners keyed `M:<ml_name>` and `S:<schema_id>`, with `compaction_unknown`."""
-    unknown = (
-        cursors.filter(
-            (F.col("cursor_name") == COMPACTION_CURSOR)
-            & (F.col("cursors_ledger_id") >= 0)
-            & F.col("position_properties").isNull()
-        )
-        .select("ml_name", F.lit(True).alias("compaction_unknown"))
-        .distinct()
-    )
+    """Existing owners keyed `M:<ml_name>` and `S:<schema_id>`, with `compaction_unknown`
+    and `compaction_floor` (`services.scan.analysis.cursor_owned.compaction_state`)."""
     mls = (
         managed_ledgers.select("ml_name")
         .distinct()
-        .join(unknown, "ml_name", "left")
+        .join(compaction_state(cursors), "ml_name", "left")
         .select(
             F.concat(F.lit("M:"), "ml_name").alias("owner_key"),
             F.coalesce("compaction_unknown", F.lit(False)).alias("compaction_unknown"),
+            "compaction_floor",
         )
     )
     locators = schemas.select(
         F.concat(F.lit("S:"), "schema_id").alias("owner_key"),
         F.lit(False).alias("compaction_unknown"),
+        F.lit(None).cast("long").alias("compaction_floor"),
     ).distinct()
     return mls.unionByName(locators)
 
@@ -189,8 +197,12 @@ def _ledger_role() -> Column:
         .when((component == "managed-ledger") & ml.isNotNull(), "data")
         .when((component == "schema") & F.col("schema_id").isNotNull(), "schema")
         .when((component == "compacted-ledger") & F.col("owner_ml").isNotNull(), "compacted")
+        # Its owner is the subscription's cursor: without the cursor's name (Pulsar writes
+        # all the bucket keys together) no PDLI can name it.
         .when(
-            (component == "delayed-index-bucket") & F.col("owner_ml").isNotNull(),
+            (component == "delayed-index-bucket")
+            & F.col("owner_ml").isNotNull()
+            & F.col("delayed_index_cursor").isNotNull(),
             "delayed_bucket",
         )
     )
@@ -213,7 +225,12 @@ def _status_kind() -> Column:
         .when(~F.coalesce(F.col("has_pulsar_metadata"), F.lit(False)), "unknown_ownership")
         .when(F.col("ref_bits").isNotNull(), None)  # listed only as bookkeeperDeleted: orphan
         .when(F.col("role").isNull(), "unknown_ownership")
-        .when((F.col("role") == "compacted") & F.col("compaction_unknown"), "reference_unknown")
+        .when(
+            (F.col("role") == "compacted")
+            & F.col("compaction_unknown")
+            & ~below_persisted(F.col("ledger_id"), F.col("compaction_floor")),
+            "reference_unknown",
+        )
     )
 
 
@@ -319,7 +336,7 @@ def classify_ledgers(
             "pdli_component",
             "state",
             F.col("owner_ml").alias("ml_name"),
-            F.col("cursor").alias("cursor_name"),
+            owner_cursor().alias("cursor_name"),
             "schema_id",
             # Only findings that are not referenced are grouped by namespace; splitting the
             # names of millions of referenced ledgers would be wasted work.

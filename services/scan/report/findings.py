@@ -24,6 +24,8 @@ Summary = Mapping[str, Any]
 #: Namespaces charted (the table beside it and summary.json hold more).
 TOP_NAMESPACES = 20
 STATUSES = ("ok", "failed", "truncated")
+#: The kinds a run proposes (`services.scan.analysis.classify.DELETABLE_KINDS`; the report
+#: reads summaries without Spark, so it keeps its own copy, checked equal by a test).
 PROPOSABLE = (
     "topic_gone",
     "not_in_list",
@@ -31,6 +33,8 @@ PROPOSABLE = (
     "schema_not_in_locator",
     "bk_copy_after_offload",
     "offload_no_match",
+    "compacted_unreferenced",
+    "bucket_unreferenced",
 )
 
 

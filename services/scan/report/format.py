@@ -21,12 +21,13 @@ KIND_REASONS = {
     "in_use_open": "OPEN inside the age window and its owner exists: a rollover in progress",
     "unknown_ownership": "no Pulsar owner metadata: not Pulsar's to delete",
     "unreadable": "its metadata znode could not be decoded",
-    "reference_unknown": "a compacted ledger whose live reference was not read",
+    "reference_unknown": "a compacted ledger of an active __compaction cursor whose live "
+    "reference was not read, and not older than the reference the cursor znode persisted",
     "other_cluster": "excluded: the object belongs to another Pulsar cluster (shared bucket)",
     "noncanonical_name": "its owner's name is not canonical, so no PDLI can name it",
-    "compacted_unreferenced": "unreferenced compacted ledger: reported only (no PDLI component)",
-    "bucket_unreferenced": "unreferenced delayed-delivery bucket: reported only "
-    "(no PDLI component)",
+    "compacted_unreferenced": "its topic's __compaction cursor no longer names this "
+    "compacted ledger",
+    "bucket_unreferenced": "no subscription cursor names this delayed-delivery bucket any more",
     "neighbour_owner": "never proposed: its owner exists in another cluster sharing this "
     "BookKeeper",
     "unknown_namespace": "never proposed: its namespace does not exist here (another "

@@ -1,8 +1,9 @@
 """`--submit`: send the deletion candidates to the marker as RECONCILER requests.
 
-Candidates are grouped by reference owner (ML, cursor, schema locator) into `MarkLedgers`
-calls of at most `batch` ledgers, each ledger id at most once per call (two abandoned uploads
-of one ledger go in two calls). Calls are rate-limited (a fixed ceiling) and run a few at a
+Candidates are grouped by reference owner (ML, cursor, schema locator; the cursor of a
+compacted ledger or delayed-delivery bucket) into `MarkLedgers` calls of at most `batch`
+ledgers, each ledger id at most once per call (two abandoned uploads of one ledger go in two
+calls). Calls are rate-limited (a fixed ceiling) and run a few at a
 time: how many follows the marker's latency and errors (an adaptive limit between
 `concurrency_min` and `concurrency`, `services.core.adaptive`). The marker
 refuses what its owner still references; the verifier and deleters then apply their own
@@ -39,7 +40,12 @@ _COMPONENTS = {
     "MANAGED_LEDGER": _pd.MANAGED_LEDGER,
     "MANAGED_CURSOR": _pd.MANAGED_CURSOR,
     "SCHEMA_STORAGE": _pd.SCHEMA_STORAGE,
+    "COMPACTED_LEDGER": _pd.COMPACTED_LEDGER,
+    "DELAYED_INDEX_BUCKET": _pd.DELAYED_INDEX_BUCKET,
 }
+#: Components owned by a cursor znode: the request names the ML and the cursor (for a
+#: compacted ledger `__compaction`, for a bucket the subscription's encoded cursor).
+_CURSOR_OWNED = frozenset({"MANAGED_CURSOR", "COMPACTED_LEDGER", "DELAYED_INDEX_BUCKET"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def _owner(candidate: dict[str, Any]) -> Owner | None:
     ml, cursor, schema = (candidate[k] or "" for k in ("ml_name", "cursor_name", "schema_id"))
     if component == "SCHEMA_STORAGE" and schema:
         return Owner(component, schema_id=schema)
-    if component == "MANAGED_CURSOR" and ml and cursor:
+    if component in _CURSOR_OWNED and ml and cursor:
         return Owner(component, ml, cursor)
     if component == "MANAGED_LEDGER" and ml:
         return Owner(component, ml)
