@@ -240,6 +240,9 @@ class DecisionEngine:
         in_use = _in_use(target, owner)
         if in_use is not None:
             return in_use
+        if ledger is not None and ledger[1] is None:
+            # Absent at every path: nothing is left to delete, whoever else names it.
+            return await self._match(target, owner, ledger, False)
         if target.component is Component.COMPACTED and owner.compaction_unknown(target.ledger_id):
             # Unknown, never "not referenced": the live value is in the cursor ledger.
             return retry(
@@ -248,9 +251,6 @@ class DecisionEngine:
                 f"CompactedTopicLedger it persisted ({owner.compacted_ledger}) is not above "
                 f"ledger {target.ledger_id}: the ledger may be the live compacted ledger",
             )
-        if ledger is not None and ledger[1] is None:
-            # Absent at every path: nothing is left to delete, whoever else names it.
-            return await self._match(target, owner, ledger, False)
         in_shadow = await self._in_shadow(target, owner)
         if in_shadow is not None:
             return in_shadow

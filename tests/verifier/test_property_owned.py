@@ -33,6 +33,7 @@ from services.verifier.config import VerifierConfig
 from services.verifier.metrics import VerifierMetrics
 from services.verifier.model import Decision, SkipReason, Verdict
 from services.verifier.store_adapter import MetadataZnodeStore
+from services.verifier.validation import parse_target
 from tests.verifier.conftest import make_parts
 from tests.verifier.property_world import (
     BUCKET_KEY,
@@ -407,3 +408,33 @@ async def test_an_absent_cursor_in_a_namespace_unknown_here_is_not_absent(
         bucket_pdli(8, ml=ml, topic="persistent://other/ns/orders", source=pb.RECONCILER)
     )
     assert (verdict.skip_reason, verdict.code) == (SkipReason.FOREIGN, "namespace_unknown")
+
+
+async def test_an_absent_compacted_ledger_is_not_found_whatever_the_cursor(
+    topic: World, parts: Any
+) -> None:
+    """Nothing is left to delete: NOT_FOUND (acknowledged) even where the reference is
+    unknown."""
+    await cursor_znode(topic, COMPACTION, ledger=30)
+    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    assert verdict.skip_reason is SkipReason.NOT_FOUND
+
+
+async def test_a_belief_vouches_for_a_missing_key_never_for_another_topic(
+    topic: World, parts: Any
+) -> None:
+    """The believed set applies as for the other kinds: a believed bucket snapshot whose
+    metadata leaves the subscription out is DELETE; one naming another topic stays
+    MISMATCH; a belief for the cursor ledger of the same cursor vouches for nothing here."""
+    left_out = {k: v for k, v in bucket_meta().items() if k != "pulsar/delayedIndexCursor"}
+    await topic.ledger(8, left_out)
+    await topic.ledger(9, bucket_meta(topic="persistent://public/default/payments"))
+    await topic.ledger(10, left_out)
+    await cursor_znode(topic, SUB_CURSOR, ledger=31)
+    await parts.believed.add([parse_target(bucket_pdli(i)).believed_key for i in (8, 9)])
+    await parts.believed.add(
+        [parse_target(pdli(10, component=pb.MANAGED_CURSOR, cursor=SUB_CURSOR)).believed_key]
+    )
+    assert (await parts.engine.verify(bucket_pdli(8))).decision is Decision.DELETE
+    assert (await parts.engine.verify(bucket_pdli(9))).skip_reason is SkipReason.MISMATCH
+    assert (await parts.engine.verify(bucket_pdli(10))).skip_reason is SkipReason.MISMATCH
