@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 
+from devstack import demo_props
 from devstack.demo_pipeline import (
     PULSAR_SECURITY,
     PULSAR_SECURITY_ENV,
@@ -76,6 +77,7 @@ class Demo:
         self.s3: S3Locations | None = None
         self.model: ClusterModel | None = None
         self.neighbour: PlantedNeighbour | None = None
+        self.props: demo_props.PlantedProps | None = None
 
     def start_zookeeper(self) -> ZooKeeperServer:
         """With `zookeeper_auth`, the services and the reconciler authenticate as digest
@@ -127,6 +129,16 @@ class Demo:
         self.echo(f"Seeded in {self.seeded_at - started:.1f}s")
         return self.model
 
+    async def plant_props(self) -> demo_props.PlantedProps:
+        """Compacted-topic ledgers and bucket snapshots on a topic of their own
+        (`devstack.demo_props`), counted as seeded data like the neighbour below."""
+        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.model is not None, "seed first"
+        self.props = await demo_props.plant(self.model, self.zookeeper.address)
+        self.seeded_at = time.monotonic()
+        self.echo(self.props.describe())
+        return self.props
+
     async def plant_neighbour(self) -> PlantedNeighbour:
         """The neighbour cluster, after our seed (its ids follow ours in the shared generator).
         It counts as seeded data: `seeded_at` moves to after it, so the reconciler stage's wait
@@ -161,6 +173,7 @@ class Demo:
             seeded_at=self.seeded_at,
             neighbour=self.neighbour,
             security=self.pulsar_security,
+            props=self.props,
         )
 
     def close(self) -> None:
@@ -196,6 +209,7 @@ async def run_demo(
         demo.start_zookeeper()
         demo.start_s3()
         model = await demo.seed()
+        await demo.plant_props()
         await demo.plant_neighbour()
         demo.report()
         summary = await demo.trim_and_delete() if pipeline else None

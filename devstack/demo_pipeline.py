@@ -30,7 +30,7 @@ from pathlib import Path
 
 from grpc import aio
 
-from devstack import demo_brokers, demo_outcome, demo_reconcile
+from devstack import demo_brokers, demo_outcome, demo_props, demo_reconcile
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
 from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
@@ -146,11 +146,18 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
             **verifier_signing,
             "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": SEEDED_MIN_AGE_TEXT,
             "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": SEEDED_MIN_AGE_TEXT,
+            "TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE": PROPERTY_LEDGER_MIN_AGE_TEXT,
         },
         "marker": {**offload, **marker_signing, "TOMBSTONE_MARKER_RETRY_WINDOW": "10s"},
         "deleter": dict(offload),
     }
 
+
+PROPERTY_LEDGER_MIN_AGE_TEXT = "10s"
+"""The demo verifier's `TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE`: the demo's broker writes
+each property a moment after its ledger (`devstack.demo_props`), and its leaks are planted a
+few seconds before the follower reports them; at the default 10 minutes they would be retried
+into the DLQ."""
 
 PULSAR_SECURITY = ("none", "token", "oauth2")
 """How the demo's broker is secured: plain, or TLS with token or OAuth2 authentication."""
@@ -412,6 +419,7 @@ async def trim_and_delete(
     seeded_at: float | None = None,
     neighbour: PlantedNeighbour | None = None,
     security: str | None = None,
+    props: demo_props.PlantedProps | None = None,
 ) -> Summary:
     """Run the stage against an already seeded cluster; returns its summary.
 
@@ -424,7 +432,9 @@ async def trim_and_delete(
     reconciler then runs on what is left (`demo_reconcile`), its runs written there, while
     the services still run to delete what it submits; `seeded_at` (time.monotonic()) is when
     the seed was written. With `neighbour` (planted in the same ZooKeeper, undeclared to the
-    services), its ledgers are sent to the marker too, and the checks cover them."""
+    services), its ledgers are sent to the marker too, and the checks cover them. With `props`
+    (`devstack.demo_props`), its compaction and bucket merge run as unmodified brokers do them,
+    and the checks cover its ledgers too."""
     summary = Summary()
     started = time.monotonic()
     secured = pulsar_security(security)
@@ -456,6 +466,11 @@ async def trim_and_delete(
                 f"unlinked like unmodified brokers: {brokers.unlinked} ledger tiers, "
                 f"{len(brokers.left_behind)} left behind by their failed deletes"
             )
+            if props is not None:
+                await demo_props.move(props, model, zookeeper.address)
+                echo(props.moved_line())
+                items += props.leaks
+                summary.unlinked += props.leaks + props.live
             if neighbour is not None:
                 await mark_neighbour(neighbour, marker.port, echo)
             await follow(deleter.port, metrics_port, echo, timeout)
@@ -481,6 +496,8 @@ async def trim_and_delete(
                 model, summary.unlinked, now, letters, neighbour=neighbour, reasons=reasons
             )
             summary.problems += demo_brokers.new_ledger_problems(brokers, now)
+            if props is not None:
+                summary.problems += props.before_reconciler_problems(now)
             summary.broker_style = demo_brokers.summary_line(brokers, items, now, letters)
             if neighbour is not None:
                 summary.neighbour = demo_outcome.neighbour_line(neighbour, now, letters, reasons)
@@ -502,6 +519,11 @@ async def trim_and_delete(
                     seeded_at=started if seeded_at is None else seeded_at,
                     neighbour=neighbour,
                 )
+                if props is not None:
+                    after = await read_back(model, zookeeper, s3)
+                    summary.reconciler.problems += props.after_reconciler_problems(
+                        after, summary.reconciler.proposed_ids
+                    )
                 summary.problems += summary.reconciler.problems
                 echo(summary.reconciler.render())
         finally:

@@ -123,6 +123,8 @@ class ReconcileSummary:
     deleted: int = 0
     reports: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    proposed_ids: set[int] = field(default_factory=set)
+    """The ledger ids the dry run proposed (any tier)."""
 
     def render(self) -> str:
         line = (
@@ -173,6 +175,7 @@ async def reconcile_stage(
     dry = await reconcile(target, out / "dry-run", services.env)
     _show(dry, echo)
     summary.proposed = len(dry.candidates)
+    summary.proposed_ids = {int(c["ledger_id"]) for c in dry.candidates}
     summary.problems += _neighbour_proposed(neighbour, dry.candidates, "dry run")
     if dry.report is not None:
         summary.reports.append(dry.report)

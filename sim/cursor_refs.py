@@ -1,19 +1,24 @@
-"""Ledgers referenced from cursor properties, outside any ML list.
+"""Ledgers referenced from cursor properties, outside any ML list, and their workloads.
 
 - A compacted-topic ledger (`TwoPhaseCompactor`, all versions): its id is the LongProperty
   `CompactedTopicLedger` of the `__compaction` cursor's mark-delete properties; while that
-  cursor is closed they sit in its znode (`ManagedCursorInfo.properties`, field 5), as here.
-  Its custom metadata: `application=pulsar`, `component=compacted-ledger`,
-  `pulsar/compactedTopic`, `pulsar/compactedTo` (none before Pulsar 2.3).
+  cursor is closed they sit in its znode (`ManagedCursorInfo.properties`, field 5), while it
+  is active in its cursor ledger's last entry, which no one but the broker reads
+  (`sim/compaction.py`). Its custom metadata: `application=pulsar`,
+  `component=compacted-ledger`, `pulsar/compactedTopic`, `pulsar/compactedTo` (none before
+  Pulsar 2.3).
 - A delayed-delivery bucket snapshot ledger (PIP-195, 3.0+,
   `BookkeeperBucketSnapshotStorage`): a cursor string property
   `#pulsar.internal.delayed.bucket_<start>_<end>` = the ledger id in decimal
-  (`ManagedCursorInfo.cursorProperties`, field 8), with `component=delayed-index-bucket`.
+  (`ManagedCursorInfo.cursorProperties`, field 8), with `component=delayed-index-bucket`
+  (`sim/buckets.py`).
 
-The services do not follow these references (a PDLI names an ML, cursor or schema owner,
-never a cursor property), so only S1 counts them: a forged, replayed or misdirected PDLI
-naming such a ledger must never delete it. Their leaks are the reconciler's (L1 does not ask
-for them).
+Released Pulsar deletes these ledgers itself once their property has moved (never through
+the marker), and that delete can fail: S1 counts every reference (the live value of an
+active `__compaction` cursor too, `PropertyRefs.live`), L1 asks for what a znode write
+visibly unlinked (the follower's to turn into a PDLI), and leaves the rest to the
+reconciler: a ledger created and never referenced (a broker crash mid-compaction or
+mid-seal), a compacted ledger that moved on while its cursor was active.
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from services.metadata.pulsar_formats import ManagedCursorInfo, decode_cursor_info
+from services.metadata.pulsar_formats import ManagedCursorInfo
 from services.metadata.pulsar_names import cursor_path
+from sim.state import LEDGER, Copy
+from tombstone.v1 import pending_delete_pb2 as _pd
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Coroutine
+    from typing import Any
+
+    from services.marker.marking import MarkResult
     from sim.state import TopicState
     from sim.view import WorldView
 
@@ -33,6 +45,9 @@ COMPACTED_LEDGER = "CompactedTopicLedger"
 BUCKET_PREFIX = "#pulsar.internal.delayed.bucket"
 SHARE = 0.3
 """Of the topics, the share with a compacted ledger; independently, with a bucket snapshot."""
+CRASH_SHARE = 0.15
+"""Of the compactions and bucket seals, the share whose broker crashes between creating the
+ledger and writing the property that references it (a ledger nothing ever referenced)."""
 
 
 def property_refs(info: ManagedCursorInfo) -> set[int]:
@@ -42,56 +57,153 @@ def property_refs(info: ManagedCursorInfo) -> set[int]:
     return ids
 
 
-def add_cursor_refs(world: WorldView, topics: list[TopicState], seed: int) -> None:
-    """Compacted ledgers and bucket snapshots for a drawn share of `topics` (a generator of
-    their own, so the other draws of the seed stay as they were), each id put in
-    `world.property_ledgers`."""
-    rng = random.Random(seed * 31 + 7)
-    for t in topics:
-        tenant, namespace, _, local = t.ml.split("/")
-        topic = f"persistent://{tenant}/{namespace}/{local}"
-        if rng.random() < SHARE:
-            _compacted(world, t, topic, legacy=rng.random() < 0.1)
-        if rng.random() < SHARE:
-            _bucket(world, t, topic, rng)
+def topic_name(t: TopicState) -> str:
+    tenant, namespace, _, local = t.ml.split("/")
+    return f"persistent://{tenant}/{namespace}/{local}"
 
 
-def _compacted(world: WorldView, t: TopicState, topic: str, *, legacy: bool) -> None:
-    custom = (
-        {}
-        if legacy
-        else {
-            "application": b"pulsar",
-            "component": b"compacted-ledger",
-            "pulsar/compactedTopic": topic.encode(),
-            "pulsar/compactedTo": b"\x08\x01\x10\x09",  # MessageIdData{ledgerId: 1, entryId: 9}
-        }
-    )
-    ledger = world.cluster.new_ledger(custom, closed=True)
-    world.property_ledgers.add(ledger)  # before the write that references it
-    path = cursor_path(t.ml, COMPACTION_CURSOR)
-    info = ManagedCursorInfo(cursorsLedgerId=-1)
-    info.properties.add(name=COMPACTED_LEDGER, value=ledger)
-    world.owners[path] = frozenset()
-    world.zk.create(path, world.cluster.cursor_bytes(info))
+class PropertyRefs:
+    """The compaction and bucket workloads of a run, and what they tell the checks.
+
+    Drawn from a generator of their own (`seed * 31 + 7`, as the static plants before them),
+    so the brokers' draws stay as they were."""
+
+    def __init__(self, world: WorldView, seed: int) -> None:
+        self.world = world
+        self.rng = random.Random(seed * 31 + 7)
+        self.live: dict[str, frozenset[Copy]] = {}
+        """Cursor path -> the references it holds outside its znode: the `CompactedTopicLedger`
+        of an active `__compaction` cursor, written in its cursor ledger."""
+        self.topic_of: dict[str, TopicState] = {}
+        """Each cursor path the workloads write -> its topic."""
+        self.own_write = False
+        """Set while a workload writes a cursor znode (its deletes are its own business)."""
+        self.workloads: list[Any] = []
+        self.pending: list[asyncio.Task[None]] = []
+        """The brokers' deletes of dropped bucket snapshots, still running."""
+
+    def setup(self, topics: list[TopicState]) -> None:
+        """Compacted ledgers and bucket snapshots for a drawn share of `topics`, each id put
+        in `world.property_ledgers`, and the workloads that move them during the run."""
+        from sim.buckets import Buckets
+        from sim.compaction import Compaction
+
+        for t in topics:
+            if self.rng.random() < SHARE:
+                compaction = Compaction(self, t, legacy=self.rng.random() < 0.1)
+                compaction.plant()
+                self.workloads.append(compaction)
+            if self.rng.random() < SHARE:
+                buckets = Buckets(self, t)
+                buckets.plant()
+                self.workloads.append(buckets)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        import asyncio
+
+        runs: list[Coroutine[Any, Any, None]] = [w.run() for w in self.workloads]
+        return [asyncio.create_task(run) for run in runs]
+
+    def referenced_now(self) -> list[tuple[TopicState, str, int, int]]:
+        """(topic, cursor, ledger id, znode version) for each property reference a cursor
+        znode the workloads write holds now (an active `__compaction` cursor's stale value
+        excepted)."""
+        from services.metadata.pulsar_formats import decode_cursor_info
+
+        out: list[tuple[TopicState, str, int, int]] = []
+        for path, t in self.topic_of.items():
+            node = self.world.zk.nodes.get(path)
+            if node is None:
+                continue
+            info = decode_cursor_info(node.data, path=path)
+            if path.endswith("/" + COMPACTION_CURSOR) and info.cursorsLedgerId >= 0:
+                continue
+            cursor = path.rsplit("/", 1)[1]
+            out.extend((t, cursor, i, node.version) for i in sorted(property_refs(info)))
+        return out
+
+    async def mark(
+        self, t: TopicState, component: int, cursor: str, ledger_ids: tuple[int, ...], **kw: Any
+    ) -> MarkResult | None:
+        """A PIP-186 broker's MarkLedgers for ledgers a cursor property names (`kw`: the
+        request's `caller_writes`, `expected_version`); None when the call failed."""
+        from services.core.errors import TombstoneError
+        from services.marker.owners import resolve_owner
+        from services.marker.planning import MarkRequest
+
+        world = self.world
+        owner = resolve_owner(
+            component, topic_name="", ml_name=t.ml, cursor_name=cursor, schema_id=""
+        )
+        world.requests += 1
+        request = MarkRequest(
+            owner=owner, ledger_ids=ledger_ids, request_id=f"req-{world.requests}", **kw
+        )
+        kind = _pd.LedgerComponent.Name(component)  # type: ignore[arg-type]
+        try:
+            result = await self.rng.choice(world.markers).mark(request)
+        except TombstoneError as exc:
+            world.sched.log(
+                f"broker-{t.broker} {kind} {list(ledger_ids)} failed: {type(exc).__name__}"
+            )
+            return None
+        marked = [i for i, _ in result.marked]
+        written = "written" if result.written else "not written"
+        world.sched.log(f"broker-{t.broker} {kind} {list(ledger_ids)}: marked {marked}, {written}")
+        return result
+
+    def register(self, path: str, t: TopicState) -> None:
+        """A cursor znode the workloads write: tracked for S1 and L1 (`world.owners`). The
+        `__compaction` cursor's ledger is switched and deleted by released Pulsar's code
+        whatever the topic's broker (its unlinks are the follower's to see)."""
+        self.topic_of[path] = t
+        self.world.owners.setdefault(path, frozenset())
+        if path.endswith("/" + COMPACTION_CURSOR):
+            self.world.unmodified_paths.add(path)
+
+    def write(self, path: str, info: ManagedCursorInfo) -> bool:
+        """The broker's write of a cursor znode at the version it reads now (no await between
+        the read and the write); False when the cursor is gone."""
+        zk, data = self.world.zk, self.world.cluster.cursor_bytes(info)
+        node = zk.nodes.get(path)
+        self.own_write = True
+        try:
+            if node is None:
+                zk.create(path, data)
+            else:
+                zk.set(path, data, version=node.version)
+        finally:
+            self.own_write = False
+        return True
+
+    def dropped(self, path: str, ledger_ids: set[int]) -> None:
+        """A cursor znode deleted by something else than the workloads (an unsubscribe, a
+        topic deletion) took these property references with it. For bucket snapshots the
+        broker deletes them itself (`BucketDelayedDeliveryTracker.clear`, failing a drawn
+        share of the time); a compacted ledger is left (apache/pulsar #21745)."""
+        t = self.topic_of.get(path)
+        if t is None or path.endswith("/" + COMPACTION_CURSOR):
+            return
+        import asyncio
+
+        for ledger_id in sorted(ledger_ids):
+            self.world.sched.log(f"broker-{t.broker} deletes bucket snapshot [{ledger_id}]")
+            self.pending.append(
+                asyncio.create_task(self.world.unmodified.deletes_ledger(t, ledger_id))
+            )
+
+    async def settle(self) -> None:
+        """Wait for the brokers' deletes still running (before the run heals)."""
+        import asyncio
+
+        while self.pending:
+            batch, self.pending = self.pending, []
+            await asyncio.gather(*batch)
 
 
-def _bucket(world: WorldView, t: TopicState, topic: str, rng: random.Random) -> None:
-    start = rng.randint(1, 5)
-    key = f"{BUCKET_PREFIX}_{start}_{start + 1}"
-    ledger = world.cluster.new_ledger(
-        {
-            "application": b"pulsar",
-            "component": b"delayed-index-bucket",
-            "pulsar/delayedIndexBucketKey": key.encode(),
-            "pulsar/delayedIndexTopic": topic.encode(),
-            "pulsar/delayedIndexCursor": t.cursor.encode(),
-        },
-        closed=True,
-    )
-    world.property_ledgers.add(ledger)  # before the write that references it
-    path = cursor_path(t.ml, t.cursor)
-    node = world.zk.nodes[path]
-    info = decode_cursor_info(node.data, path=path)
-    info.cursorProperties.add(name=key, value=str(ledger))
-    world.zk.set(path, world.cluster.cursor_bytes(info), version=node.version)
+def subscription_path(t: TopicState) -> str:
+    return cursor_path(t.ml, t.cursor)
+
+
+def live_copy(ledger_id: int) -> Copy:
+    return (ledger_id, LEDGER, "")

@@ -14,6 +14,7 @@ from services.marker.planning import MarkRequest
 from services.metadata.namespaces import namespace_of_ml
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage
+from sim.cursor_refs import COMPACTION_CURSOR, PropertyRefs, topic_name
 from sim.neighbour import GEO_NAMESPACE, NeighbourCluster
 from sim.pulsar import CLUSTER, DRIVER, FOREIGN_BUCKET, NEIGHBOUR
 from sim.state import CHAOS_SECONDS, TopicState
@@ -30,6 +31,7 @@ class IntruderWorld(WorldView, Protocol):
     foreign_ledgers: set[int]
     """Ledgers Pulsar did not create (another application's, on the same BookKeeper)."""
     neighbour: NeighbourCluster
+    props: PropertyRefs
 
     def reconciler_request(self, ml: str, ledger_ids: Iterable[int]) -> MarkRequest: ...
 
@@ -53,6 +55,7 @@ class Intruder:
                     "alias",
                     "call",
                     "property",
+                    "property-owner",
                 ]
             )
             if kind == "call":
@@ -140,6 +143,30 @@ class Intruder:
             return
         self.world.sched.log(f"intruder's call accepted: marked {[i for i, _ in result.marked]}")
 
+    def _property_owner(self) -> OutgoingMessage | None:
+        """A ledger a cursor property references now, named under its true owner kind and
+        cursor at the cursor znode's version, as an unsigned OBSERVED PDLI: only the
+        verifier's reading of the properties keeps it (`property-reference-ignored`)."""
+        rng = self.world.sched.rng
+        named = self.world.props.referenced_now()
+        if not named:
+            return None
+        t, cursor, ledger_id, version = rng.choice(named)
+        bucket = cursor != COMPACTION_CURSOR
+        pdli = _pd.PendingDeleteLedgerInfo(
+            ledger_id=ledger_id,
+            component=_pd.DELAYED_INDEX_BUCKET if bucket else _pd.COMPACTED_LEDGER,
+            topic_name=topic_name(t),
+            managed_ledger_name=t.ml,
+            cursor_name=cursor,
+            ledger_type=_pd.LEDGER,
+            fence_token=version,
+            source=_pd.OBSERVED,
+            cluster=CLUSTER,
+        )
+        self.world.sched.log(f"intruder names [{ledger_id}] under cursor {cursor} of {t.ml}")
+        return encode_intent(pdli)
+
     def _forged(self, kind: str) -> OutgoingMessage | None:
         rng = self.world.sched.rng
         t = rng.choice(self.world.topics)
@@ -172,6 +199,8 @@ class Intruder:
             if not self.world.property_ledgers:
                 return None
             pdli.ledger_id = rng.choice(sorted(self.world.property_ledgers))
+        elif kind == "property-owner":
+            return self._property_owner()
         elif kind == "foreign-ledger":
             if not self.world.foreign_ledgers:
                 return None

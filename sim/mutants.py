@@ -209,6 +209,39 @@ def _publish_without_subscription() -> Callable[[], None]:
     return undo
 
 
+def _property_reference_ignored() -> Callable[[], None]:
+    """The verifier reads cursor znodes without their properties: a compacted ledger or a
+    bucket snapshot a cursor property references counts as unreferenced. Swapped wherever a
+    verifier module holds the decoder, so it holds whichever module reads the cursor."""
+    import importlib
+    import pkgutil
+    import sys
+
+    import services.verifier as verifier
+    from services.metadata.pulsar_formats import decode_cursor_info
+
+    for module in pkgutil.walk_packages(verifier.__path__, "services.verifier."):
+        importlib.import_module(module.name)
+
+    def without_properties(data: bytes, *, path: str) -> Any:
+        info = decode_cursor_info(data, path=path)
+        info.ClearField("properties")
+        info.ClearField("cursorProperties")
+        return info
+
+    undo = [
+        _patch(module, "decode_cursor_info", without_properties)
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("services.verifier") and hasattr(module, "decode_cursor_info")
+    ]
+
+    def undo_all() -> None:
+        for step in reversed(undo):
+            step()
+
+    return undo_all
+
+
 def _no_bucket_allow_list() -> Callable[[], None]:
     """Every bucket is allowed (applied by the run as its allow-list: see `applied`)."""
     return lambda: None
@@ -231,6 +264,7 @@ MUTANTS: dict[str, Callable[[], Callable[[], None]]] = {
     "cluster-field-ignored": _cluster_field_ignored,
     "shadow-scan-only": _shadow_scan_only,
     "publish-without-subscription": _publish_without_subscription,
+    "property-reference-ignored": _property_reference_ignored,
 }
 
 

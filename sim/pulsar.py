@@ -294,8 +294,8 @@ class Cluster:
         self.write_ml(ml, info, version)
 
     def delete_other_cursors(self, ml: str, cursor: str) -> None:
-        """The topic's other cursors (the `__compaction` one) go with it; their ledgers are
-        referenced from properties only, which Tombstone does not follow (the reconciler's)."""
+        """The topic's other cursors (the `__compaction` one) go with it (their cursor ledgers
+        and the compacted ledger are left: `sim/compaction.py`)."""
         prefix = managed_ledger_path(ml) + "/"
         for path in [p for p in self.zk.nodes if p.startswith(prefix)]:
             if path != cursor_path(ml, cursor):

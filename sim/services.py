@@ -211,6 +211,11 @@ SCHEMA_MIN_AGE = timedelta(seconds=10)
 deleters' retry budget here (6 retries, 1 s doubling to 20 s: about 50 s), which would
 dead-letter every schema deleted within 2 minutes of its last version; 10 s still covers the
 window it guards (`putSchema` closes the ledger and writes the locator within a second)."""
+PROPERTY_LEDGER_MIN_AGE = timedelta(seconds=10)
+"""The verifier's `TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE`, scaled as `SCHEMA_MIN_AGE`:
+its default (10 minutes) outlasts the whole run; 10 s covers the window it guards (a
+compaction or bucket seal writes its property within a second of the ledger's close,
+`sim/compaction.py`, `sim/buckets.py`)."""
 SHADOW_MARGIN = timedelta(seconds=10)
 """`TOMBSTONE_VERIFIER_SHADOW_CLOCK_ALLOWANCE`, its default; it also covers a shadow's broker
 reading its source's list up to 2 s before writing the shadow (`sim/shadows.py`)."""
@@ -390,6 +395,7 @@ class VerifierService:
                 reconciler_min_age=timedelta(seconds=30),
                 open_ledger_age=timedelta(hours=2),
                 schema_min_age=SCHEMA_MIN_AGE,
+                property_ledger_min_age=PROPERTY_LEDGER_MIN_AGE,
                 shadow_margin=SHADOW_MARGIN,
             ),
             scope=scope,

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from services.core.config import OffloadDefaults
 from services.core.errors import TombstoneError
+from services.marker.follower.index import ledger_ids
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.namespaces import (
@@ -30,7 +31,7 @@ from services.metadata.pulsar_formats import (
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
-from sim.cursor_refs import add_cursor_refs, property_refs
+from sim.cursor_refs import COMPACTION_CURSOR, PropertyRefs, property_refs
 from sim.follower import known
 from sim.intruder import Intruder
 from sim.namespaces import DeletedNamespace
@@ -176,6 +177,8 @@ class World:
             self.main.subscribed = self.main.retained = False
         self.property_ledgers: set[int] = set()
         """Ledgers referenced from cursor properties (compacted, bucket snapshots)."""
+        self.props = PropertyRefs(self, seed)
+        """The compaction and bucket-snapshot workloads (`sim/cursor_refs.py`)."""
         self.schemas = Schemas(self, seed)
         self.deleted_namespace = DeletedNamespace(self, seed)
         self.shadow_rng = random.Random(seed * 613 + 5)
@@ -210,8 +213,9 @@ class World:
             cursor = decode_cursor_info(data, path=path)
             if cursor.cursorsLedgerId >= 0:
                 copies.add((cursor.cursorsLedgerId, LEDGER, ""))
-            # References from cursor properties count for S1 only (see `sim/cursor_refs.py`).
+            # Property references: S1 always, L1 once visibly unlinked (`sim/cursor_refs.py`).
             copies.update((i, LEDGER, "") for i in property_refs(cursor))
+        self._property_unlinks(path, data, copies)
         if path in self.unmodified_paths:
             self.unmodified_unlinks.update(self.owners[path] - copies)
         self.owners[path] = frozenset(copies)
@@ -219,8 +223,38 @@ class World:
             if copy[0] not in self.property_ledgers:
                 self.ever.setdefault(copy, path)
 
+    def _property_unlinks(self, path: str, data: bytes | None, copies: set[Copy]) -> None:
+        """Property references a write of a cursor znode removed: visible unlinks (released
+        Pulsar deletes the ledger itself, and when that fails only the follower's PDLI gets
+        it deleted), so L1 asks for them. A value that left the znode while still live (an
+        `__compaction` cursor becoming active) is no unlink; when the znode is deleted the
+        live value goes with it."""
+        if data is None:
+            self.props.live.pop(path, None)
+        live = self.props.live.get(path, frozenset())
+        removed = {
+            c for c in self.owners[path] - copies if c[0] in self.property_ledgers and c not in live
+        }
+        if not removed:
+            return
+        self.unmodified_unlinks.update(removed)
+        for copy in sorted(removed):
+            self.ever.setdefault(copy, path)
+        if data is None and not self.props.own_write:
+            self.props.dropped(path, {c[0] for c in removed})
+
     def referenced(self) -> set[Copy]:
-        return {c for copies in self.owners.values() for c in copies}
+        """Every copy an owner references now: its znode, and the live value of an active
+        `__compaction` cursor (in its cursor ledger, which only the broker reads)."""
+        out: set[Copy] = set()
+        for path, copies in self.owners.items():
+            live = self.props.live.get(path)
+            if live is None:
+                out.update(copies)
+            else:  # what the znode still names of an older mark-delete is no reference
+                out.update(c for c in copies if c[0] not in self.property_ledgers)
+                out.update(live)
+        return out
 
     def shadow_listed(self) -> set[Copy]:
         """Copies a shadow topic reads now (as its source would: not the BookKeeper copy of
@@ -319,7 +353,7 @@ class World:
             if rng.random() < SHADOW_SHARE:
                 create_shadow(self, t)
         self.schemas.setup(self.topics)
-        add_cursor_refs(self, self.topics, self.seed)
+        self.props.setup(self.topics)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         geo_topics = [t.ml for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
@@ -737,6 +771,7 @@ class World:
             if self.sched.rng.random() < DELETE_SHARE:
                 work.append(asyncio.create_task(shadow.delete_later()))
         work.extend(self.schemas.tasks())
+        work.extend(self.props.tasks())
         work.extend(self.neighbour.tasks())
         work.append(asyncio.create_task(self.deleted_namespace.run()))
         work.append(asyncio.create_task(self.intruder.neighbour_intruder()))
@@ -744,6 +779,7 @@ class World:
         await asyncio.sleep(CHAOS_SECONDS)
         await asyncio.gather(*work)
         await asyncio.gather(*self.late_shadows)
+        await self.props.settle()
         self.sched.faults_on = False
         self.sched.log("heal")
         await chaos
@@ -823,7 +859,24 @@ class World:
         follower's index, as built from its reads and the checkpoints it descends from, never
         held the copy (listed and unlinked between two reads, or while no follower ran and
         after the last checkpoint, or before the first start). `sim/follower.py` tracks it."""
-        return copy in self.unmodified_unlinks and copy not in follower_knew
+        if copy in self.unmodified_unlinks and copy not in follower_knew:
+            return True
+        return self._compaction_hidden(copy)
+
+    def _compaction_hidden(self, copy: Copy) -> bool:
+        """A compacted ledger replaced while the leading follower did not look, its cursor
+        active since: the follower carries the value its last read showed (a znode write of
+        an active cursor may omit the live value), so it cannot tell the move happened until
+        the cursor closes or goes. The reconciler's, like a move made while active."""
+        path = self.ever.get(copy)
+        leader = self.leader()
+        if path is None or not path.endswith("/" + COMPACTION_CURSOR) or leader is None:
+            return False
+        node = self.zk.nodes.get(path)
+        if node is None or decode_cursor_info(node.data, path=path).cursorsLedgerId < 0:
+            return False
+        entry = None if leader.follower is None else leader.follower.index.get(path)
+        return entry is not None and copy[0] in ledger_ids(entry)
 
     def _dead_lettered(self) -> set[Copy]:
         from services.systopic.messages import decode_intent
