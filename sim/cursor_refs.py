@@ -24,7 +24,7 @@ mid-seal), a compacted ledger that moved on while its cursor was active.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.metadata.pulsar_formats import ManagedCursorInfo
 from services.metadata.pulsar_names import cursor_path
@@ -34,7 +34,6 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Coroutine
-    from typing import Any
 
     from services.marker.marking import MarkResult
     from sim.state import TopicState
@@ -62,6 +61,22 @@ def topic_name(t: TopicState) -> str:
     return f"persistent://{tenant}/{namespace}/{local}"
 
 
+class Workload(Protocol):
+    """A compaction or bucket workload (`sim.compaction.Compaction`, `sim.buckets.Buckets`)."""
+
+    def plant(self) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+class CompactionFactory(Protocol):
+    def __call__(self, refs: PropertyRefs, t: TopicState, *, legacy: bool) -> Workload: ...
+
+
+class BucketsFactory(Protocol):
+    def __call__(self, refs: PropertyRefs, t: TopicState) -> Workload: ...
+
+
 class PropertyRefs:
     """The compaction and bucket workloads of a run, and what they tell the checks.
 
@@ -78,25 +93,25 @@ class PropertyRefs:
         """Each cursor path the workloads write -> its topic."""
         self.own_write = False
         """Set while a workload writes a cursor znode (its deletes are its own business)."""
-        self.workloads: list[Any] = []
+        self.workloads: list[Workload] = []
         self.pending: list[asyncio.Task[None]] = []
         """The brokers' deletes of dropped bucket snapshots, still running."""
 
-    def setup(self, topics: list[TopicState]) -> None:
+    def setup(
+        self, topics: list[TopicState], compaction: CompactionFactory, buckets: BucketsFactory
+    ) -> None:
         """Compacted ledgers and bucket snapshots for a drawn share of `topics`, each id put
-        in `world.property_ledgers`, and the workloads that move them during the run."""
-        from sim.buckets import Buckets
-        from sim.compaction import Compaction
-
+        in `world.property_ledgers`, and the workloads that move them during the run. The
+        workloads are passed in (`sim.compaction`, `sim.buckets`): they import this module."""
         for t in topics:
             if self.rng.random() < SHARE:
-                compaction = Compaction(self, t, legacy=self.rng.random() < 0.1)
-                compaction.plant()
-                self.workloads.append(compaction)
+                workload = compaction(self, t, legacy=self.rng.random() < 0.1)
+                workload.plant()
+                self.workloads.append(workload)
             if self.rng.random() < SHARE:
-                buckets = Buckets(self, t)
-                buckets.plant()
-                self.workloads.append(buckets)
+                workload = buckets(self, t)
+                workload.plant()
+                self.workloads.append(workload)
 
     def tasks(self) -> list[asyncio.Task[None]]:
         import asyncio

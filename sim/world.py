@@ -31,6 +31,8 @@ from services.metadata.pulsar_formats import (
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path
 from services.systopic.dead_letter import CLIENT_ORIGIN_PROPERTY, PROP_REASON_CODE
 from services.systopic.retry import PROP_ORIGIN_MESSAGE_ID
+from sim.buckets import Buckets
+from sim.compaction import Compaction
 from sim.cursor_refs import COMPACTION_CURSOR, PropertyRefs, property_refs
 from sim.follower import known
 from sim.intruder import Intruder
@@ -353,7 +355,7 @@ class World:
             if rng.random() < SHADOW_SHARE:
                 create_shadow(self, t)
         self.schemas.setup(self.topics)
-        self.props.setup(self.topics)
+        self.props.setup(self.topics, Compaction, Buckets)
         for _ in range(rng.randint(0, 2)):
             self.foreign_ledgers.add(self.cluster.new_ledger(foreign_meta(), closed=True))
         geo_topics = [t.ml for t in self.topics if namespace_of_ml(t.ml) == GEO_NAMESPACE]
