@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiozk
 import pytest
@@ -46,6 +47,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return rank.get(path, len(rank))
 
     items.sort(key=key)
+
+
+#: Spark's defaults for the reconcilers the tests start in child processes (the CLI, the demo's
+#: runs): a quick-starting driver JVM, as the in-process session of tests/scan/conftest.py has.
+SPARK_CONF_DIR = Path(__file__).resolve().parent / "spark_conf"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quick_child_spark() -> Iterator[None]:
+    """Every child process started from the tests inherits SPARK_CONF_DIR: its Spark reads
+    tests/spark_conf/spark-defaults.conf (never the machine's). Settings the reconciler gives
+    Spark itself still win over the file, so each run computes what it would anywhere."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -138,11 +138,13 @@ def full_backlog() -> Iterator[int]:
 
 
 async def test_zookeeper_with_no_answer_is_a_timeout(s3: S3Server, tmp_path: Path) -> None:
+    """The connect waits `--zk-timeout` (here shorter than its 10 s default), then says so."""
     make_bucket(s3)
     out = tmp_path / "out"
     with full_backlog() as port:
         address = f"127.0.0.1:{port}"
-        result = await invoke(["run", *source_args(address, s3.endpoint, out)], credentials(s3))
+        args = source_args(address, s3.endpoint, out, "--zk-timeout", "2s")
+        result = await invoke(["run", *args], credentials(s3))
     assert refusal(result, out) == [
         f"pre-flight: ZooKeeper {address}: no answer within 2 s (host down, unreachable or "
         "filtered); check the host, the network and firewalls, or fix --zookeeper"
@@ -171,10 +173,12 @@ async def test_a_zookeeper_port_that_opens_no_session_is_one_line(
     hang_up: bool, tmp_path: Path
 ) -> None:
     """No session: one line, and none of the ZooKeeper client's own error logs (a child
-    process, so that its logging is the command's, not the test runner's)."""
+    process, so that its logging is the command's, not the test runner's). The session is
+    given `--zk-timeout` to open (here shorter than its 10 s default)."""
     out = tmp_path / "out"
     async with listener(hang_up=hang_up) as address:
-        args = ["reconcile", "extract", *source_args(address, None, out)]
+        extract_args = source_args(address, None, out, "--zk-timeout", "2s")
+        args = ["reconcile", "extract", *extract_args]
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

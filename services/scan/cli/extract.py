@@ -100,8 +100,8 @@ def extract_options(func: F) -> F:
             "--zk-timeout",
             default="10s",
             show_default=True,
-            help="Connect, request and session timeout of each task's ZooKeeper client (a "
-            "duration, e.g. 10s; the session takes at least 4s).",
+            help="Connect, request and session timeout of each task's ZooKeeper client and of "
+            "the pre-flight's (a duration, e.g. 10s; the session takes at least 4s).",
         ),
         click.option(
             "--subtree-level",

@@ -4,8 +4,9 @@ any Spark work and before anything is written.
 `extract` and `run` check the metadata store (ZooKeeper reachable, the Pulsar roots present,
 `--cluster` registered), each allowed bucket (HeadBucket with the run's credentials) and the
 output folder; `analyze` checks the extract folder (an extract, of `--cluster`) and the output
-folder. The remote checks run concurrently, each with its own short timeout. Every problem is
-one line `pre-flight: <problem>; <fix>` on stderr and the command exits with `EXIT_PREFLIGHT`.
+folder. The remote checks run concurrently, each with its own timeout (ZooKeeper's is the
+run's `--zk-timeout`). Every problem is one line `pre-flight: <problem>; <fix>` on stderr and
+the command exits with `EXIT_PREFLIGHT`.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ async def source_problems(
             settings.cluster,
             configuration_store=settings.configuration_store,
             security=settings.zk_security,
+            timeout_s=settings.zk_timeout_s,
         )
     ]
     # With inventory files, S3 is only asked for the objects' HEADs.

@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from services.metadata import ZkMetadataStore
-from services.scan.preflight.zk import SESSION_TIMEOUT_S, _quiet
+from services.scan.preflight.zk import MIN_SESSION_TIMEOUT_S, _quiet
 
 if TYPE_CHECKING:
     from services.scan.extract.units import ExtractSettings
@@ -33,9 +33,9 @@ async def check_replication(settings: ExtractSettings) -> str | None:
             async with ZkMetadataStore.connect(
                 store_url.servers,
                 chroot=store_url.root or None,
-                session_timeout=4.0,
+                session_timeout=max(settings.zk_timeout_s, MIN_SESSION_TIMEOUT_S),
                 request_timeout=POLICIES_TIMEOUT_S,
-                connect_timeout=SESSION_TIMEOUT_S,
+                connect_timeout=settings.zk_timeout_s,
                 security=settings.zk_security,
             ) as store:
                 async with asyncio.timeout(POLICIES_TIMEOUT_S):

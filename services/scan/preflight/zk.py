@@ -29,13 +29,13 @@ from services.scan.preflight.problems import Problem
 #: per cluster, holding its `ClusterData` JSON.
 CLUSTERS_ROOT = "/admin/clusters"
 DEFAULT_PORT = 2181
-CONNECT_TIMEOUT_S = 2.0
-"""TCP connect to one server (a loaded host still accepts well within it; the whole check,
-connect then session then reads, stays under 5 s)."""
-SESSION_TIMEOUT_S = 2.0
-"""Session establishment."""
-READ_TIMEOUT_S = 1.0
-"""The few reads, together."""
+DEFAULT_TIMEOUT_S = 10.0
+"""Each step of the check when the caller gives no timeout: the TCP connect to each server,
+opening the session, the few reads together. The extract's own `--zk-timeout` default, so
+the pre-flight refuses no store the run itself would wait for (a loaded ZooKeeper, or a
+loaded host running the check, can take seconds to answer)."""
+MIN_SESSION_TIMEOUT_S = 4.0
+"""ZooKeeper's session timeout is at least twice its tick (2 s by default)."""
 
 FIX_ADDRESS = "start ZooKeeper there or fix --zookeeper"
 
@@ -58,11 +58,11 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def _reach(host: str, port: int) -> Problem | None:
-    """None when a TCP connection opens; else why not."""
+async def _reach(host: str, port: int, timeout_s: float) -> Problem | None:
+    """None when a TCP connection opens within `timeout_s`; else why not."""
     address = _address(host, port)
     try:
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             _, writer = await asyncio.open_connection(host, port)
     except ConnectionRefusedError:
         return Problem(
@@ -70,7 +70,7 @@ async def _reach(host: str, port: int) -> Problem | None:
         )
     except TimeoutError:
         return Problem(
-            f"ZooKeeper {address}: no answer within {CONNECT_TIMEOUT_S:g} s (host down, "
+            f"ZooKeeper {address}: no answer within {timeout_s:g} s (host down, "
             "unreachable or filtered)",
             "check the host, the network and firewalls, or fix --zookeeper",
         )
@@ -108,28 +108,38 @@ async def check_metadata(
     *,
     configuration_store: str | None = None,
     security: ZooKeeperSecurity | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[Problem]:
     """Every problem found with the metadata store (and, when it is a ZooKeeper of its own,
     the configuration store); [] when the extract can read it and the cluster is known.
-    `security`: the sessions' authentication and TLS (`TOMBSTONE_ZOOKEEPER_*`)."""
+    `security`: the sessions' authentication and TLS (`TOMBSTONE_ZOOKEEPER_*`); `timeout_s`:
+    each step's time (connect, session, reads), the run's `--zk-timeout`."""
     secured = security or ZooKeeperSecurity()
     if configuration_store is None:
-        return await _check_store(connect_string, chroot, ledgers_root, cluster, secured)
+        return await _check_store(connect_string, chroot, ledgers_root, cluster, secured, timeout_s)
     config_hosts, _, config_chroot = configuration_store.partition("/")
     local, config = await asyncio.gather(
-        _check_store(connect_string, chroot, ledgers_root, None, secured),
+        _check_store(connect_string, chroot, ledgers_root, None, secured, timeout_s),
         _check_configuration_store(
-            config_hosts, f"/{config_chroot}" if config_chroot else None, cluster, secured
+            config_hosts,
+            f"/{config_chroot}" if config_chroot else None,
+            cluster,
+            secured,
+            timeout_s,
         ),
     )
     return local + config
 
 
 async def _check_configuration_store(
-    connect_string: str, chroot: str | None, cluster: str, security: ZooKeeperSecurity
+    connect_string: str,
+    chroot: str | None,
+    cluster: str,
+    security: ZooKeeperSecurity,
+    timeout_s: float,
 ) -> list[Problem]:
     return await _reach_then_check(
-        "--configuration-store", connect_string, chroot, None, cluster, security
+        "--configuration-store", connect_string, chroot, None, cluster, security, timeout_s
     )
 
 
@@ -139,6 +149,7 @@ async def _check_store(
     ledgers_root: str,
     cluster: str | None,
     security: ZooKeeperSecurity,
+    timeout_s: float,
 ) -> list[Problem]:
     hosts, slash, suffix = connect_string.partition("/")
     if slash:  # ZooKeeper's Java client takes a chroot there; the extract's client does not
@@ -149,7 +160,7 @@ async def _check_store(
             )
         ]
     return await _reach_then_check(
-        "--zookeeper", connect_string, chroot, ledgers_root, cluster, security
+        "--zookeeper", connect_string, chroot, ledgers_root, cluster, security, timeout_s
     )
 
 
@@ -160,18 +171,19 @@ async def _reach_then_check(
     ledgers_root: str | None,
     cluster: str | None,
     security: ZooKeeperSecurity,
+    timeout_s: float,
 ) -> list[Problem]:
     """A TCP connect to every server (so each cause gets its own line), then the tree of the
     servers that answered, in one quiet session."""
     pairs = servers(connect_string)
     if not pairs:
         return [Problem(f"{option} {connect_string!r} names no server", "give host:port")]
-    reached = await asyncio.gather(*(_reach(host, port) for host, port in pairs))
+    reached = await asyncio.gather(*(_reach(host, port, timeout_s) for host, port in pairs))
     up = [_address(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
     if not up:
         return [problem for problem in reached if problem is not None]
     with _quiet("aiozk"):
-        found = await _check_tree(",".join(up), chroot, ledgers_root, cluster, security)
+        found = await _check_tree(",".join(up), chroot, ledgers_root, cluster, security, timeout_s)
         await asyncio.sleep(0)  # the closed session's cancelled tasks end while still quiet
     return found
 
@@ -182,6 +194,7 @@ async def _check_tree(
     ledgers_root: str | None,
     cluster: str | None,
     security: ZooKeeperSecurity,
+    timeout_s: float,
 ) -> list[Problem]:
     """The Pulsar roots in the store at `address`: `/managed-ledgers` and the ledgers root
     when `ledgers_root` is given (the metadata store), the cluster's registration when
@@ -193,12 +206,12 @@ async def _check_tree(
         async with ZkMetadataStore.connect(
             address,
             chroot=chroot,
-            session_timeout=max(SESSION_TIMEOUT_S, 4.0),
-            request_timeout=READ_TIMEOUT_S,
-            connect_timeout=SESSION_TIMEOUT_S,
+            session_timeout=max(timeout_s, MIN_SESSION_TIMEOUT_S),
+            request_timeout=timeout_s,
+            connect_timeout=timeout_s,
             security=security,
         ) as store:
-            async with asyncio.timeout(READ_TIMEOUT_S):
+            async with asyncio.timeout(timeout_s):
                 ml, ledgers, clusters = await asyncio.gather(
                     _exists(store, MANAGED_LEDGERS_ROOT if ledgers_root else None),
                     _exists(store, ledgers_root),
@@ -209,7 +222,7 @@ async def _check_tree(
     except (TimeoutError, MetadataError) as e:
         reason = "no answer to reads" if isinstance(e, TimeoutError) else str(e)
         if isinstance(e, StoreUnavailable) and "cannot connect" in str(e):
-            reason = f"opened no session within {SESSION_TIMEOUT_S:g} s"
+            reason = f"opened no session within {timeout_s:g} s"
         return [
             Problem(
                 f"{where} accepts connections but {reason}",
