@@ -1,6 +1,6 @@
 """Benchmark of the reconciler analysis on a synthetic extract.
 
-    .venv/bin/python -m benchmarks.reconcile_analyze [--ledgers 10000000 --mls 1000000]
+    .venv/bin/python -m benchmarks.reconcile_analyze [--ledgers 10000000 --mls 1000000] [--smoke]
 
 Generates an extract of that size with Spark itself (`spark.range`, so generation is fast),
 writes it as Parquet, then times `run_analysis` on `local[2]`. Beside it, the raw rate of the
@@ -25,10 +25,13 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from benchmarks._truth import parse, require, require_count, run
+from services.core.errors import CorruptData
 from services.scan.analysis.config import AnalyzeConfig
-from services.scan.analysis.job import run_analysis
-from services.scan.schema import TABLES, conform
+from services.scan.analysis.job import AnalysisOutcome, run_analysis
+from services.scan.schema import TABLE_KINDS, TABLES
 from services.scan.spark import build_session
 
 NOW = 1_700_000_000_000
@@ -164,26 +167,77 @@ def generate(spark: SparkSession, out: Path, n: int, mls: int) -> dict[str, int]
             F.lit(None).cast("string").alias("decode_error"),
         ),
         "offload_objects": _objects(led),
-        "scan_manifest": spark.createDataFrame(
+        "scan_manifest": _rows(
+            spark,
+            "scan_manifest",
             [
-                (f"{kind}-0", kind, "/", 0, "ok", None, NOW, NOW, None)
-                for kind in (
-                    "bk_ledgers",
-                    "managed_ledgers",
-                    "cursors",
-                    "schemas",
-                    "offload_objects",
-                )
+                {
+                    "task_id": f"{kind}-0",
+                    "kind": kind,
+                    "scope": "/",
+                    "rows": 0,
+                    "status": "ok",
+                    "started_ms": NOW,
+                    "ended_ms": NOW,
+                }
+                for kind in TABLE_KINDS
             ],
-            TABLES["scan_manifest"],
         ),
-        "scan_run": spark.createDataFrame([("bench", CLUSTER, NOW, NOW)], TABLES["scan_run"]),
+        "scan_run": _rows(
+            spark,
+            "scan_run",
+            [
+                {
+                    "scan_id": "bench",
+                    "cluster_name": CLUSTER,
+                    "started_ms": NOW,
+                    "ended_ms": NOW,
+                    # The objects carry the 2.10 user metadata, as if each was read by HEAD.
+                    "objects_headed": True,
+                }
+            ],
+        ),
     }
     counts = {}
-    for name, frame in tables.items():
-        conform(frame, TABLES[name], name).write.mode("overwrite").parquet(str(out / name))
+    for name, schema in TABLES.items():
+        frame = fit(tables[name], schema, name) if name in tables else _empty(spark, name)
+        frame.write.mode("overwrite").parquet(str(out / name))
         counts[name] = spark.read.parquet(str(out / name)).count()
     return counts
+
+
+def fit(frame: DataFrame, schema: StructType, table: str) -> DataFrame:
+    """`frame` as the extract schema has `table`: its columns cast to their declared types,
+    every column it does not set null. The generator names only what it sets, so a column
+    added to the schema later cannot break it; a column the schema does not have is an error
+    (the generator describes an extract that no longer exists)."""
+    unknown = set(frame.columns) - set(schema.fieldNames())
+    if unknown:
+        raise CorruptData(f"the synthetic {table!r} sets columns not in the schema: {unknown}")
+    return frame.select(
+        *[
+            (F.col(f.name) if f.name in frame.columns else F.lit(None))
+            .cast(f.dataType)
+            .alias(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
+def _rows(spark: SparkSession, table: str, rows: list[dict[str, object]]) -> DataFrame:
+    """A small table from rows naming only the columns they set (the rest null)."""
+    schema = TABLES[table]
+    for row in rows:
+        unknown = set(row) - set(schema.fieldNames())
+        if unknown:
+            raise CorruptData(f"the synthetic {table!r} sets columns not in the schema: {unknown}")
+    return spark.createDataFrame(
+        [tuple(r.get(n) for n in schema.fieldNames()) for r in rows], schema
+    )
+
+
+def _empty(spark: SparkSession, table: str) -> DataFrame:
+    return spark.createDataFrame([], TABLES[table])
 
 
 def _ml_ledgers(led: DataFrame, k: int) -> DataFrame:
@@ -278,6 +332,28 @@ def raw_read(spark: SparkSession, extract: Path) -> tuple[float, int]:
     return time.perf_counter() - start, rows
 
 
+#: The verdicts the shape plans (module docstring): a run missing any of them, or refused,
+#: measured an analysis of something else.
+PLANNED = (
+    "ledger:referenced",
+    "ledger:not_in_list (not_in_list)",
+    "ledger:topic_gone (topic_gone)",
+    "ledger:bk_copy_after_offload (bk_copy_after_offload)",
+    "object:referenced",
+    "object:offload_no_match (offload_no_match)",
+)
+
+
+def check(outcome: AnalysisOutcome, totals: dict[str, int], counts: dict[str, int]) -> None:
+    require(not outcome.verdict.refused, f"the analysis refused: {list(outcome.verdict.reasons)}")
+    missing = [key for key in PLANNED if not totals.get(key)]
+    require(not missing, f"planned verdicts missing: {missing} (got {totals})")
+    ledgers = sum(v for k, v in totals.items() if k.startswith("ledger:"))
+    require_count("ledgers classified", ledgers, counts["bk_ledgers"])
+    objects = sum(v for k, v in totals.items() if k.startswith("object:"))
+    require_count("objects classified", objects, counts["offload_objects"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", type=int, default=10_000_000)
@@ -287,9 +363,9 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="reuse the extract already generated in --dir"
     )
-    args = parser.parse_args()
+    args = parse(parser, {"ledgers": 400, "mls": 40})
     work = args.dir or Path(tempfile.mkdtemp(prefix="tombstone-bench-"))
-    spark = build_session(args.master, app_name="reconcile-bench")
+    spark = build_session(args.master, app_name="reconcile-bench", overrides=_sized(args))
     try:
         start = time.perf_counter()
         if args.reuse:
@@ -337,7 +413,13 @@ def main() -> None:
         key = f"{c['source']}:{c['kind']}{reason}"
         totals[key] = totals.get(key, 0) + c["count"]
     print("counts:", totals)
+    check(outcome, totals, counts)
+
+
+def _sized(args: argparse.Namespace) -> dict[str, str]:
+    """A smoke run's few hundred rows take one shuffle partition, not the default's eight."""
+    return {"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"} if args.smoke else {}
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
