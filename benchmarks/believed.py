@@ -1,7 +1,7 @@
 """Believed set at scale: single-ledger Believe calls and a 1M-entry set, beside raw creates.
 
     .venv/bin/python -m benchmarks.believed [--calls 100000] [--concurrency 256]
-        [--entries 1000000] [--call-size 1000]
+        [--entries 1000000] [--call-size 1000] [--smoke]
 
 Starts its own ZooKeeper, then, in one run:
 - raw: `aiozk.ZKClient.create` of `--calls` znodes of 24 bytes (the size of a one-entry
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import aiozk
 
+from benchmarks._truth import UndoneWork, parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier.believed import LAYOUT, BelievedConfig, BelievedSet
@@ -117,7 +118,7 @@ async def believe_calls(store: ZkMetadataStore, count: int, concurrency: int) ->
         await believed.add([keys[number]])
 
     seconds = await run_pool(count, concurrency, call)
-    assert len(believed) == count, "every call must be held"
+    require_count("single-ledger Believe calls held", len(believed), count)
     shape = await layout(store, CALLS_ROOT)
     believed.close()
     return {
@@ -139,7 +140,7 @@ async def write_set(store: ZkMetadataStore, entries: int, call_size: int) -> dic
         await believed.add(calls[number])
 
     seconds = await run_pool(len(calls), 16, call)
-    assert len(believed) == entries, "every entry must be held"
+    require_count("entries of the big set held", len(believed), entries)
     shape = await layout(store, SET_ROOT)
     believed.close()
     return {
@@ -167,7 +168,7 @@ async def load_fresh(address: str, entries: int) -> dict[str, float]:
         await believed.refresh()
         seconds = time.perf_counter() - start
         grown = rss_kib() - before
-        assert len(believed) == entries, f"loaded {len(believed)} of {entries}"
+        require_count("entries a fresh replica loaded", len(believed), entries)
         believed.close()
     return {"load_seconds": seconds, "rss_mib": grown / 1024, "loaded": len(believed)}
 
@@ -181,7 +182,7 @@ async def load_in_child(address: str, entries: int) -> dict[str, float]:
     )
     out, _err = await child.communicate()
     if child.returncode != 0:
-        raise RuntimeError(f"fresh replica failed with exit code {child.returncode}")
+        raise UndoneWork(f"fresh replica failed with exit code {child.returncode}")
     result: dict[str, float] = json.loads(out.decode().splitlines()[-1])
     return result
 
@@ -231,7 +232,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries of the big set")
     parser.add_argument("--call-size", type=int, default=1_000, help="keys per call (big set)")
     parser.add_argument("--load-only", metavar="ADDRESS", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse(parser, {"calls": 200, "concurrency": 32, "entries": 2000, "call_size": 100})
     if args.load_only:
         result = asyncio.run(load_fresh(args.load_only, args.entries))
         print(json.dumps(result))
@@ -241,4 +242,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,7 +1,7 @@
 """Cost of the core bootstrap per call: interceptors (log context, auth, error mapping, metrics)
 against a bare `grpc.aio` server with the same servicer, in the same run.
 
-    .venv/bin/python -m benchmarks.core_rpc [--calls 4000] [--concurrency 32]
+    .venv/bin/python -m benchmarks.core_rpc [--calls 4000] [--concurrency 32] [--smoke]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import timedelta
 import structlog
 from grpc import aio
 
+from benchmarks._truth import parse, run
 from devstack.fake_verifier import METHOD_ROLES, FakeVerifier, add_fake_verifier, verify_request
 from services.core.config import AuthConfig, GrpcServerConfig, Principal
 from services.core.grpc_server import ServiceRunner
@@ -70,7 +71,7 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parse(parser, {"calls": 100, "rounds": 1})
     # Per-call lines would measure the terminal, not the bootstrap.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     bare, core = [], []
@@ -86,4 +87,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run(lambda: asyncio.run(main()))

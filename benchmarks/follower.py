@@ -1,7 +1,7 @@
 """Follower lag, CPU and memory against a real ZooKeeper and the devstack broker.
 
     .venv/bin/python -m benchmarks.follower [--owners 2000] [--rates 1000,5000]
-        [--seconds 5] [--index-mls 100000]
+        [--seconds 5] [--index-mls 100000] [--smoke]
 
 Prints, from one run on one machine:
 - per target rate of owner changes (broker-style trims: each write drops the oldest ledger
@@ -37,6 +37,8 @@ from pathlib import Path
 
 import aiozk
 
+from benchmarks._truth import UndoneWork, parse, require, require_count
+from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
@@ -258,7 +260,7 @@ async def phase(
     ]
     for process in processes:
         if await process.wait() != 0:
-            raise RuntimeError(f"a writer failed (exit {process.returncode})")
+            raise UndoneWork(f"a writer failed (exit {process.returncode})")
     written: dict[int, float] = {}
     elapsed = 0.0
     for out in outs:
@@ -272,6 +274,10 @@ async def phase(
     spent = cpu() - cpu_before
     wall = time.monotonic() - wall_before
     seen = sum(1 for i in written if i in timed.accepted)
+    # A change the follower never published is a lag it did not measure: the figures would
+    # describe the changes it kept up with, not the rate asked.
+    require(written, f"the writers changed no ML at {rate}/s")
+    require_count(f"changes followed within 60 s at {rate}/s", seen, len(written))
     achieved = len(written) / elapsed
     samples = lags.samples
     return {
@@ -475,7 +481,7 @@ def main() -> None:
     parser.add_argument(
         "--memory-only", action="store_true", help="only the index memory test (no servers)"
     )
-    args = parser.parse_args()
+    args = parse(parser, {"owners": 50, "rates": "50", "seconds": 1.0, "index_mls": 1000})
     if args.memory_only:
         print_memory(index_memory(args.index_mls))
         return
@@ -483,4 +489,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_checked(main)

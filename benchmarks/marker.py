@@ -1,7 +1,7 @@
 """Marker throughput and latency against the devstack broker and a real ZooKeeper.
 
     .venv/bin/python -m benchmarks.marker [--owners 500] [--ledgers 100] [--concurrency 32]
-        [--sign]
+        [--sign] [--smoke]
 
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
@@ -36,6 +36,8 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
+from benchmarks._truth import parse, require, require_count
+from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
@@ -89,10 +91,13 @@ def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> floa
     messages = sample_messages(count)
     done = threading.Event()
     remaining = [count]
+    failed: list[object] = []
     lock = threading.Lock()
 
     def callback(result: object, message_id: object) -> None:
         with lock:
+            if result != pulsar.Result.Ok:
+                failed.append(result)
             remaining[0] -= 1
             if remaining[0] == 0:
                 done.set()
@@ -103,9 +108,11 @@ def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> floa
         producer.send_async(
             payload, callback, properties=props, partition_key=key, deliver_after=delay
         )
-    done.wait(300)
+    finished = done.wait(300)
     elapsed = time.perf_counter() - started
     client.close()
+    require(finished, f"raw send: {remaining[0]} of {count} receipts missing after 300 s")
+    require(not failed, f"raw send: {len(failed)} of {count} sends failed: {failed[:1]}")
     return count / elapsed
 
 
@@ -125,7 +132,7 @@ async def publisher_rate(
             while calls > 0:
                 calls -= 1
                 results = await pub.publish(batch)
-                assert all(r.ok for r in results)
+                require(all(r.ok for r in results), f"the publisher failed: {results}")
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -211,12 +218,14 @@ async def mark_load(
             started = time.perf_counter()
             response = await stub.MarkLedgers(mark_request(index, ledgers))
             latencies.append(time.perf_counter() - started)
-            assert len(response.marked) == ledgers, response
+            require_count(f"ledgers marked of {ml_name(index)}", len(response.marked), ledgers)
             sent += response.pdlis_sent
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return sent / (time.perf_counter() - started), latencies
+    elapsed = time.perf_counter() - started
+    require_count("PDLIs the marker sent", sent, len(indexes) * ledgers)
+    return sent / elapsed, latencies
 
 
 def py_spy(profile: Path) -> tuple[str, ...]:
@@ -430,8 +439,21 @@ def main() -> None:
     parser.add_argument(
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
     )
-    asyncio.run(run(parser.parse_args()))
+    args = parse(
+        parser,
+        {
+            "owners": 8,
+            "rounds": 1,
+            "ledgers": 10,
+            "concurrency": 4,
+            "latency_calls": 4,
+            "big_owners": 2,
+            "big_ledgers": 50,
+            "sign": True,
+        },
+    )
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":
-    main()
+    run_checked(main)

@@ -2,7 +2,7 @@
 `ZkMetadataStore.get_many` (multiRead) vs a raw multiRead.
 
     .venv/bin/python -m benchmarks.metadata_read [--n 20000] [--concurrency 128] [--rounds 5]
-        [--batch 256] [--batches-in-flight 4] [--batch-passes 10]
+        [--batch 256] [--batches-in-flight 4] [--batch-passes 10] [--smoke]
 
 Starts its own ZooKeeper, writes N ledger znodes (v3 format, Pulsar-like custom metadata,
 ids on both sides of 2^31), then reads them all with the same bounded worker pool through
@@ -22,6 +22,7 @@ from statistics import median
 
 import aiozk
 
+from benchmarks._truth import parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import (
     BookKeeperLedgers,
@@ -30,6 +31,7 @@ from services.metadata import (
     Segment,
     ZkMetadataStore,
 )
+from services.metadata.store import Versioned
 from services.metadata.zk_wire import MultiReadRequest
 
 BENCH_TIMEOUT_S = 600.0
@@ -109,10 +111,16 @@ async def measure(address: str, args: argparse.Namespace) -> Rates:
                 return await raw.get(paths[ledger_id])
 
             async def raw_multi(number: int) -> object:
-                return await raw.session.send(MultiReadRequest(batches[number]))
+                response = await raw.session.send(MultiReadRequest(batches[number]))
+                found = [r for r in response.results if isinstance(r, Versioned)]
+                require_count("raw multiRead znodes read", len(found), len(batches[number]))
+                return response
 
             async def get_many(number: int) -> object:
-                return await store.get_many(batches[number])
+                results = await store.get_many(batches[number])
+                found = [r for r in results if isinstance(r, Versioned)]
+                require_count("get_many znodes read", len(found), len(batches[number]))
+                return results
 
             async def batched(work: Callable[[int], Awaitable[object]]) -> float:
                 # Batched reads of N znodes take a few tenths of a second: read them
@@ -151,7 +159,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256, help="paths per batched read")
     parser.add_argument("--batches-in-flight", type=int, default=4, help="batched reads in flight")
     parser.add_argument("--batch-passes", type=int, default=10, help="batched reads of all N")
-    args = parser.parse_args()
+    args = parse(parser, {"n": 200, "concurrency": 16, "rounds": 1, "batch": 50, "batch_passes": 1})
     with ZooKeeperServer() as server:
         rates = asyncio.run(asyncio.wait_for(measure(server.address, args), BENCH_TIMEOUT_S))
     print(
@@ -169,4 +177,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,6 +1,6 @@
 """Throughput of the devstack broker with the real `pulsar-client` (one client process).
 
-Run: .venv/bin/python -m benchmarks.pulsar_broker [--messages N] [--unbatched N]
+Run: .venv/bin/python -m benchmarks.pulsar_broker [--messages N] [--unbatched N] [--smoke]
 
 The broker runs in a child process (in memory); the client runs here. Six figures:
 batched produce, consume+ack of those messages, then the same without batching (one message
@@ -24,6 +24,8 @@ from collections.abc import Callable
 
 import pulsar
 
+from benchmarks._truth import UndoneWork, parse
+from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
 
 DEADLINE_SECONDS = 120.0
@@ -59,10 +61,10 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batching: bool) ->
         producer.send_async(payload, on_sent)
     producer.flush()
     if not done.wait(DEADLINE_SECONDS):
-        raise TimeoutError(f"only {acked} of {count} receipts")
+        raise UndoneWork(f"only {acked} of {count} receipts")
     elapsed = time.perf_counter() - start
     if failures:
-        raise RuntimeError(f"{len(failures)} sends failed: {failures[0]}")
+        raise UndoneWork(f"{len(failures)} sends failed: {failures[0]}")
     producer.close()
     return count / elapsed
 
@@ -98,7 +100,7 @@ def consume(consumer: pulsar.Consumer, count: int) -> float:
     start = time.perf_counter()
     for received in range(count):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"only {received} of {count} messages")
+            raise UndoneWork(f"only {received} of {count} messages")
         consumer.acknowledge(consumer.receive(timeout_millis=10_000))
     return count / (time.perf_counter() - start)
 
@@ -142,7 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=200_000, help="batched run size")
     parser.add_argument("--unbatched", type=int, default=20_000, help="unbatched run size")
-    args = parser.parse_args()
+    args = parse(parser, {"messages": 2000, "unbatched": 200})
     load = os.getloadavg()
     with PulsarBrokerProcess() as broker:
         assert broker.pid is not None
@@ -176,4 +178,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_checked(main)

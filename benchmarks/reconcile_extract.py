@@ -1,7 +1,7 @@
 """Reconciler extract rate: the Spark extract job on local[2] vs raw aiozk reads of the same
 ledger znodes, in the same run.
 
-    .venv/bin/python -m benchmarks.reconcile_extract [--ledgers 200000] [--rounds 2]
+    .venv/bin/python -m benchmarks.reconcile_extract [--ledgers 200000] [--rounds 2] [--smoke]
 
 Starts its own ZooKeeper, writes the ledger znodes through the metadata layer (half on the
 short path, half on the long one, Pulsar custom metadata, bounded concurrency), then
@@ -22,6 +22,7 @@ from statistics import median
 
 import aiozk
 
+from benchmarks._truth import parse, require, require_count, run
 from benchmarks.metadata_read import ledger_ids, populate, run_pool
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
@@ -61,11 +62,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=128, help="raw reads / writes in flight")
     parser.add_argument("--master", default="local[2]")
-    args = parser.parse_args()
+    args = parse(parser, {"ledgers": 200, "rounds": 1, "concurrency": 16})
     ids = ledger_ids(args.ledgers)
     with ZooKeeperServer() as server, tempfile.TemporaryDirectory() as tmp:
         paths = asyncio.run(asyncio.wait_for(write(server.address, ids, 256), WRITE_TIMEOUT_S))
-        spark = build_session(args.master, overrides={"spark.driver.memory": "6g"})
+        sized = {"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "1"}
+        spark = build_session(
+            args.master, overrides=sized if args.smoke else {"spark.driver.memory": "6g"}
+        )
         settings = ExtractSettings(zookeeper=server.address, cluster="bench", zk_timeout_s=30.0)
         raw_rates: list[float] = []
         job_rates: list[float] = []
@@ -81,7 +85,9 @@ def main() -> None:
                     for r in outcome.manifest
                     if r["kind"] == "bk_ledgers" and not str(r["task_id"]).startswith("list:")
                 )
-                assert rows == len(ids), f"extract read {rows} ledgers, expected {len(ids)}"
+                require_count("ledgers the extract read", rows, len(ids))
+                failed = [r for r in outcome.manifest if r["status"] != "ok"]
+                require(not failed, f"extract tasks not ok: {failed}")
                 tasks = sum(1 for r in outcome.manifest if r["kind"] == "bk_ledgers") - 1
                 job_rates.append(rows / elapsed)
                 reads = (outcome.ended_ms - outcome.started_ms) / 1000
@@ -103,4 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,6 +1,6 @@
 """Simulator write rate: ledgers and objects per second vs the raw clients, same run.
 
-    .venv/bin/python -m benchmarks.simulator_write [--tenants 10] [--objects 400]
+    .venv/bin/python -m benchmarks.simulator_write [--tenants 10] [--objects 400] [--smoke]
 
 Starts its own ZooKeeper and S3. ZooKeeper side: writes a cluster of about 100,000 ledgers
 (filesystem offloads, so no objects) through `write_cluster`, and times its ledger phase
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import aiozk
 from aiobotocore.session import get_session
 
+from benchmarks._truth import parse, require, require_count, run
 from devstack.s3 import S3Server
 from devstack.simulator import blobs
 from devstack.simulator.model import ClusterModel
@@ -87,11 +88,11 @@ async def raw_zookeeper(address: str, model: ClusterModel) -> float:
         await client.close()
 
 
-async def zookeeper_side(tenants: int) -> None:
+async def zookeeper_side(tenants: int, namespaces: int, topics: int) -> None:
     spec = ClusterSpec(
         tenants=tenants,
-        namespaces_per_tenant=10,
-        topics_per_namespace=40,
+        namespaces_per_tenant=namespaces,
+        topics_per_namespace=topics,
         ledgers_per_topic=(10, 20),
         offload_driver=OffloadDriver.FILESYSTEM,
     )
@@ -105,6 +106,8 @@ async def zookeeper_side(tenants: int) -> None:
             total = time.perf_counter() - started
         written = sum(1 for led in model.ledgers.values() if led.in_bookkeeper)
         raw_seconds = await raw_zookeeper(zk.address, model)
+    # The progress callback saw the phase end only if every ledger of it was written.
+    require("ledgers" in timer.seconds, f"the simulator's ledger phase did not finish: {timer}")
     # Per allocated ledger: both sides allocate every id and write the ones still in BK.
     sim_rate = len(model.ledgers) / timer.seconds["ledgers"]
     raw_rate = len(model.ledgers) / raw_seconds
@@ -139,6 +142,12 @@ async def s3_side(server: S3Server, objects: int) -> None:
             )
 
         raw_seconds = await bounded(sorted(bodies), put)
+        for bucket, expected in (("bench", len(model.objects)), ("raw", len(bodies))):
+            listed = 0
+            async for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                listed += len(page.get("Contents", []))
+            require_count(f"objects in bucket {bucket!r}", listed, expected)
+    require(bodies, "the simulator wrote no objects")
     sim_rate = len(bodies) / timer.seconds["offloaded objects"]
     raw_rate = len(bodies) / raw_seconds
     print(
@@ -159,11 +168,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tenants", type=int, default=10, help="10 ≈ 100,000 ledgers")
     parser.add_argument("--objects", type=int, default=400)
-    args = parser.parse_args()
-    asyncio.run(asyncio.wait_for(zookeeper_side(args.tenants), 600))
+    parser.add_argument("--namespaces", type=int, default=10, help="namespaces per tenant")
+    parser.add_argument("--topics", type=int, default=40, help="topics per namespace")
+    args = parse(parser, {"tenants": 1, "namespaces": 1, "topics": 4, "objects": 36})
+    asyncio.run(asyncio.wait_for(zookeeper_side(args.tenants, args.namespaces, args.topics), 600))
     with S3Server() as server:
         asyncio.run(asyncio.wait_for(s3_side(server, args.objects), 300))
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

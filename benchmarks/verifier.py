@@ -1,7 +1,7 @@
 """Verdicts per second of one verifier process, beside the raw aiozk read rate of the same run.
 
     .venv/bin/python -m benchmarks.verifier [--ledgers 100000] [--topics 2000]
-        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500] [--sign]
+        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500] [--sign] [--smoke]
 
 Starts its own ZooKeeper and writes a cluster of `--ledgers` BookKeeper ledgers (v3 format,
 Pulsar custom metadata) spread over `--topics` managed ledgers, each listing only its newest
@@ -22,8 +22,9 @@ measures in turn:
   marker key the verifier trusts (the signature is checked before each decision), printed
   beside the unsigned figures of the same round.
 Batched calls run with as many calls in flight as hold `--concurrency` PDLIs, plus one.
-Every verdict must be DELETE, or the run fails. Verdict log lines are filtered (level
-warning): the figures are those of the decision, not of writing 100,000 log lines.
+Every verdict must be DELETE and every raw read find its znode, or the run fails. Verdict log
+lines are filtered (level warning): the figures are those of the decision, not of writing
+100,000 log lines.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import aiozk
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc import aio
 
+from benchmarks._truth import UndoneWork, parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
 from services.core.logging import configure_logging
@@ -59,6 +61,7 @@ from services.metadata import (
     ZkMetadataStore,
 )
 from services.metadata.layout import format_ledgers_root
+from services.metadata.store import Versioned
 from services.metadata.zk_store import MULTI_READ_CHUNK
 from services.metadata.zk_wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
@@ -157,7 +160,7 @@ async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) ->
 def check(verdicts: Sequence[Verdict]) -> None:
     for verdict in verdicts:
         if verdict.decision is not Decision.DELETE:
-            raise AssertionError(f"not DELETE: {verdict}")
+            raise UndoneWork(f"a verdict was not DELETE: {verdict}")
 
 
 def pdli(ledger_id: int, topics: int) -> pb.PendingDeleteLedgerInfo:
@@ -235,7 +238,10 @@ class Bench:
         async def raw_multi(batch: list[int]) -> object:
             full = [paths.path(i) for i in batch]
             chunks = [full[i : i + MULTI_READ_CHUNK] for i in range(0, len(full), MULTI_READ_CHUNK)]
-            return await asyncio.gather(*(raw.session.send(MultiReadRequest(c)) for c in chunks))
+            answers = await asyncio.gather(*(raw.session.send(MultiReadRequest(c)) for c in chunks))
+            found = sum(isinstance(r, Versioned) for a in answers for r in a.results)
+            require_count("raw multiRead znodes read", found, len(batch))
+            return answers
 
         raw_before = await run_pool(ids, args.concurrency, raw_read)
         self.record("raw multiRead", await self.batched(batches, raw_multi))
@@ -297,7 +303,7 @@ class Bench:
                     chunk = [requests[i] for i in batch]
                     response = await stub.VerifyBatch(vpb.VerifyBatchRequest(pdlis=chunk))
                     if any(v.decision != vpb.DELETE for v in response.verdicts):
-                        raise AssertionError("a VerifyBatch verdict was not DELETE")
+                        raise UndoneWork("a VerifyBatch verdict was not DELETE")
 
                 self.record("grpc VerifyBatch", await self.batched(batches, call))
                 if self.args.sign:
@@ -342,7 +348,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grpc-batch", type=int, default=500)
     parser.add_argument("--sign", action="store_true", help="also verify signed PDLIs")
-    args = parser.parse_args()
+    args = parse(
+        parser,
+        {
+            "ledgers": 400,
+            "topics": 20,
+            "sample": 100,
+            "concurrency": 32,
+            "rounds": 1,
+            "grpc_batch": 50,
+            "sign": True,
+        },
+    )
     configure_logging(LogConfig(level="warning", format="json"), stream=sys.stderr)
     logging.getLogger("aiozk").setLevel(logging.ERROR)
     with ZooKeeperServer() as server:
@@ -352,4 +369,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
