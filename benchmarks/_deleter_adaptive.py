@@ -30,6 +30,7 @@ from benchmarks._deleter_stack import (
     rate_until,
     write_ledgers,
 )
+from benchmarks._truth import UndoneWork
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
@@ -97,6 +98,15 @@ async def one_run(
         gauge = await asyncio.to_thread(
             metric, port, 'tombstone_deleter_concurrency_limit{resource="zookeeper"}'
         )
+        # Acknowledgements that were not deletions (dead letters, skips) would make the rate
+        # that of something else.
+        deleted = await asyncio.to_thread(metric, port, "tombstone_deleter_deleted_total")
+        dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
+        if dead or deleted < len(ids):
+            raise UndoneWork(
+                f"the {name} run deleted {deleted:.0f} of {len(ids)} and dead-lettered "
+                f"{dead:.0f} (see {child.log})"
+            )
     finally:
         stop.set()
         with contextlib.suppress(Exception):

@@ -4,12 +4,17 @@ ledgers and objects to delete, PDLIs on the system topic."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from benchmarks._truth import UndoneWork
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
@@ -17,6 +22,7 @@ from devstack.services import ServiceProcess
 from devstack.simulator._factory import pulsar_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
+from services.core.signing import IntentSigner
 from services.metadata import (
     BookKeeperLedgers,
     LedgerMetadata,
@@ -41,6 +47,23 @@ ML = "bench/ns/persistent/topic"
 CLUSTER = "standalone"
 CONCURRENCY = 64
 T = TypeVar("T")
+#: The marker key of the run: the verifier trusts it, so signed PDLIs have their signature
+#: checked before each decision (unsigned ones are still accepted: no REQUIRE_SIGNED).
+MARKER_KEY = Ed25519PrivateKey.generate()
+SIGNER = IntentSigner({"bench": MARKER_KEY}, "bench")
+
+
+def trusted_keys_env() -> str:
+    """TOMBSTONE_VERIFIER_TRUSTED_KEYS for MARKER_KEY."""
+    raw = MARKER_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return f"bench=base64:{base64.b64encode(raw).decode()}"
+
+
+def signed(pdlis: list[_pd.PendingDeleteLedgerInfo]) -> list[_pd.PendingDeleteLedgerInfo]:
+    """The PDLIs signed in batches of 1,000, as a marker signs what it sends together."""
+    for start in range(0, len(pdlis), 1000):
+        SIGNER.sign(*pdlis[start : start + 1000])
+    return pdlis
 
 
 async def bounded(items: Iterable[T], work: Callable[[T], Awaitable[Any]], limit: int) -> None:
@@ -116,7 +139,7 @@ async def publish(broker: PulsarBrokerProcess, messages: list[OutgoingMessage]) 
             results = await publisher.publish(messages[start : start + 50_000])
             failed = [r.error for r in results if not r.ok]
             if failed:
-                raise RuntimeError(f"{len(failed)} PDLIs not stored: {failed[:3]}")
+                raise UndoneWork(f"{len(failed)} PDLIs not stored: {failed[:3]}")
 
 
 def encode(pdlis: Iterable[_pd.PendingDeleteLedgerInfo]) -> list[OutgoingMessage]:
@@ -134,6 +157,7 @@ async def start_verifier(
         "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
         "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
+        "TOMBSTONE_VERIFIER_TRUSTED_KEYS": trusted_keys_env(),
         **s3.service_env(allowed_buckets=[BUCKET]),
     }
     child = ServiceProcess("services.verifier", workdir / "verifier.log", env=env)
@@ -189,4 +213,5 @@ async def rate_until(port: int, target: int, timeout: float) -> float:
         if acked >= target and first is not None:
             return (acked - first[1]) / max(now - first[0], 1e-9)
         await asyncio.sleep(0.05)
-    raise RuntimeError(f"only {await asyncio.to_thread(metric, port, name)} of {target} acked")
+    acked = await asyncio.to_thread(metric, port, name)
+    raise UndoneWork(f"only {acked:.0f} of {target} acknowledged in {timeout:.0f} s")

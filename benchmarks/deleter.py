@@ -2,6 +2,7 @@
 large backlog.
 
     .venv/bin/python -m benchmarks.deleter [--ledgers 5000] [--offloaded 1000] [--backlog 1000000]
+        [--smoke]
     .venv/bin/python -m benchmarks.deleter --adaptive [--ledgers 3000] [--levels 1,4,16,64]
 
 Starts its own ZooKeeper, S3 (moto) and devstack broker, a verifier and deleters as child
@@ -10,7 +11,9 @@ processes (as deployed). Figures:
   acknowledged per second by one deleter (verify batch, conditional znode delete, parents,
   ack), beside raw aiozk get + delete of as many other ledger znodes (concurrency 64).
 - Offload: offloaded ledgers (two objects each) with an OFFLOAD_LEDGER PDLI each, beside raw
-  aiobotocore DeleteObjects of the same number of keys in 1,000-key requests.
+  aiobotocore DeleteObjects of the same number of keys in 1,000-key requests; once with
+  unsigned PDLIs and once with PDLIs signed by a marker key the verifier trusts (each
+  signature checked before the decision).
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
 
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
@@ -48,9 +51,11 @@ from benchmarks._deleter_stack import (
     pdli,
     publish,
     rate_until,
+    signed,
     start_verifier,
     write_ledgers,
 )
+from benchmarks._truth import UndoneWork, parse, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator._factory import object_user_metadata
@@ -124,10 +129,6 @@ class Parts:
     workdir: Path
 
 
-class UndoneWork(RuntimeError):
-    """The run's work did not happen as planned: its figure would measure something else."""
-
-
 async def run_deleter(p: Parts, name: str, target: int) -> float:
     child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log")
     await child.start()
@@ -177,8 +178,8 @@ async def ledgers_left(zk: ZooKeeperServer, ids: range) -> int:
         await client.close()
 
 
-async def offload(p: Parts, n: int) -> tuple[float, float, float]:
-    base = 10_000_000
+async def offload(p: Parts, n: int, *, sign: bool) -> tuple[float, float, float]:
+    base = 20_000_000 if sign else 10_000_000
     uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 2 * n)}
     keys = {i: offload_keys(u, i) for i, u in uuids.items()}
     print(f"writing {4 * n} objects...")
@@ -186,9 +187,24 @@ async def offload(p: Parts, n: int) -> tuple[float, float, float]:
     raw_keys = [k for i in range(base + n, base + 2 * n) for k in keys[i]]
     heads = await raw_heads(p.s3, raw_keys)
     raw = await raw_delete_objects(p.s3, raw_keys) / 2  # two objects per ledger
-    await publish(p.broker, encode(pdli(i, uuids[i]) for i in range(base, base + n)))
-    e2e = await run_deleter(p, "offload", n)
+    intents = [pdli(i, uuids[i]) for i in range(base, base + n)]
+    await publish(p.broker, encode(signed(intents) if sign else intents))
+    e2e = await run_deleter(p, "offload signed" if sign else "offload", n)
+    left = await asyncio.to_thread(
+        objects_left, p.s3, [k for i in intents for k in keys[i.ledger_id]]
+    )
+    if left:
+        raise UndoneWork(f"{left} of the {2 * n} objects the deleter had are still there")
     return e2e, raw, heads
+
+
+def objects_left(s3: S3Server, keys: list[str]) -> int:
+    """How many of these objects still exist."""
+    client = boto3.client("s3", **s3.client_config())
+    present: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        present.update(item["Key"] for item in page.get("Contents", []))
+    return len(present.intersection(keys))
 
 
 async def memory(p: Parts, backlog: int, seconds: float) -> tuple[float, float]:
@@ -234,17 +250,20 @@ async def main(args: argparse.Namespace) -> None:
         try:
             bk = await bookkeeper(parts, args.ledgers)
             nan = float("nan")
-            off = await offload(parts, args.offloaded) if args.offloaded else (nan, nan, nan)
+            none = (nan, nan, nan)
+            off = await offload(parts, args.offloaded, sign=False) if args.offloaded else none
+            off_signed = await offload(parts, args.offloaded, sign=True) if args.offloaded else none
             mem = await memory(parts, args.backlog, args.seconds) if args.backlog else (nan, nan)
         finally:
             await verifier_child.stop()
-    report(args, bk, off, mem)
+    report(args, bk, off, off_signed, mem)
 
 
 def report(
     args: argparse.Namespace,
     bk: tuple[float, float],
     off: tuple[float, float, float],
+    off_signed: tuple[float, float, float],
     mem: tuple[float, float],
 ) -> None:
     print()
@@ -257,6 +276,10 @@ def report(
     print(
         f"| offloaded ledgers/s | {off[0]:.0f} | {off[1]:.0f} (DeleteObjects, 2 keys a ledger) "
         f"| {off[0] / off[1]:.2f} |"
+    )
+    print(
+        f"| offloaded ledgers/s, signed PDLIs | {off_signed[0]:.0f} | {off_signed[1]:.0f} "
+        f"(DeleteObjects, 2 keys a ledger) | {off_signed[0] / off_signed[1]:.2f} |"
     )
     print(
         f"S3 server: {off[2]:.0f} single-object requests/s (raw HEAD, concurrency 64); each "
@@ -283,7 +306,5 @@ if __name__ == "__main__":
     parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
     )
-    try:
-        asyncio.run(main(parser.parse_args()))
-    except UndoneWork as e:
-        raise SystemExit(f"benchmark failed: {e}") from None
+    args = parse(parser, {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0})
+    run(lambda: asyncio.run(main(args)))

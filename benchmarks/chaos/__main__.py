@@ -1,6 +1,8 @@
 """`python -m benchmarks.chaos --runs N [--seed S] [--duration SECONDS]`: N short runs on one
 devstack, each with its own seeded faults; one line per run, then
-`chaos: <N> runs, <F> faults, <V> violations`. Exit 0 only when V is 0."""
+`chaos: <N> runs, <F> faults, <V> violations`. Exit 0 only when V is 0 and every run did its
+work: each planned fault injected, something unlinked, the backlog drained (a run that did
+less checked less). `--smoke`: one short run."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import random
 import sys
 from pathlib import Path
 
+from benchmarks._truth import parse
 from benchmarks.chaos.intruder import Intruder
 from benchmarks.chaos.run import RunResult, one_run
 from benchmarks.chaos.stack import SYSTEM_TOPIC, chaos_stack
@@ -29,7 +32,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     parser.add_argument("--record", type=Path, default=None, help="append one JSON line per run")
-    args = parser.parse_args(argv)
+    args = parse(parser, {"duration": 8.0, "seed": 1}, argv)
     if args.runs < 1 or args.duration <= 0:
         parser.error("--runs and --duration must be positive")
     if args.record is not None:
@@ -57,6 +60,7 @@ async def campaign(args: argparse.Namespace) -> int:
     totals: collections.Counter[str] = collections.Counter()
     violations = 0
     failed: list[int] = []
+    undone: list[str] = []
     async with chaos_stack() as stack:
         print(f"stack up (logs in {stack.log_dir})", flush=True)
         intruder = Intruder(stack.broker.service_url, SYSTEM_TOPIC)
@@ -76,6 +80,7 @@ async def campaign(args: argparse.Namespace) -> int:
                 print(line(index, result), flush=True)
                 for error in result.fault_errors[:5]:
                     print(f"  fault not done: {error}", flush=True)
+                undone += [f"run {index} (seed {seed}): {why}" for why in not_done(result)]
                 if result.violations:
                     failed.append(seed)
                     for violation in result.violations[:20]:
@@ -101,7 +106,21 @@ async def campaign(args: argparse.Namespace) -> int:
     if failed:
         print(f"failing seeds: {' '.join(map(str, failed))}")
     print(f"chaos: {args.runs} runs, {sum(totals.values())} faults, {violations} violations")
-    return 0 if violations == 0 else 1
+    for why in undone:
+        print(f"benchmark failed: {why}")
+    return 0 if violations == 0 and not undone else 1
+
+
+def not_done(result: RunResult) -> list[str]:
+    """Why a run checked less than it was planned to, if it did."""
+    reasons = []
+    if result.fault_errors:
+        reasons.append(f"{len(result.fault_errors)} planned faults not injected")
+    if not result.unlinked:
+        reasons.append("nothing was unlinked, so nothing was checked for deletion")
+    if not result.drained:
+        reasons.append("the backlog did not drain")
+    return reasons
 
 
 def main(argv: list[str] | None = None) -> int:

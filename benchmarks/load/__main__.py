@@ -13,7 +13,8 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from benchmarks.load.checks import exit_code, final_check
+from benchmarks._truth import parse
+from benchmarks.load.checks import exit_code, final_check, undone_work
 from benchmarks.load.report import figures, plot, summary, write_json
 from benchmarks.load.stack import Endpoints, LocalStack, local_stack
 from benchmarks.load.tracker import Tracker
@@ -66,7 +67,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     external.add_argument("--cluster", default="tombstone", help="Pulsar cluster name")
     external.add_argument("--marker", help="marker host:port (not used with --broker-style)")
     external.add_argument("--marker-token", default=None, help="token with the broker role")
-    args = parser.parse_args(argv)
+    args = parse(
+        parser,
+        {"brokers": 1, "topics": 2, "rate": 5.0, "duration": 6.0, "drain_timeout": 60.0},
+        argv,
+    )
     chosen = [args.zookeeper, args.s3] + ([] if args.broker_style else [args.marker])
     if any(chosen) and not all(chosen):
         needs = "--zookeeper and --s3" if args.broker_style else "--zookeeper, --s3 and --marker"
@@ -190,7 +195,10 @@ async def run(args: argparse.Namespace) -> int:
     print(f"plot: {args.out / f'{name}.png'}; figures: {args.out / f'{name}.json'}")
     for error in workload.stats.errors[:10]:
         print(f"  error: {error}")
-    return exit_code(check, drained)
+    undone = undone_work(workload, tracker)
+    for why in undone:
+        print(f"benchmark failed: {why}")
+    return exit_code(check, drained) or int(bool(undone))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,20 @@ async def final_check(workload: Workload, tracker: Tracker) -> CheckResult:
     return result
 
 
+def undone_work(workload: Workload, tracker: Tracker) -> list[str]:
+    """Why the run did less than it was asked, if it did: its figures would describe a
+    smaller or different load (and S1/L1 would have been checked over less)."""
+    reasons = []
+    if workload.stats.errors:
+        reasons.append(f"{len(workload.stats.errors)} workload errors, the first: "
+                       f"{workload.stats.errors[0]}")  # fmt: skip
+    if not workload.stats.ledgers_created:
+        reasons.append("no ledger was created")
+    if not tracker.marked:
+        reasons.append("no ledger was unlinked, so none was checked for deletion")
+    return reasons
+
+
 def exit_code(check: CheckResult, drained: bool) -> int:
     """0 only when S1 held, nothing unlinked remains (L1: no leak) and the backlog drained."""
     return 0 if check.passed and not check.leaked and drained else 1
