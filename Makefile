@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: sim sim-mutants sim-long fuzz model run test setup gen-protos check-protos lint typecheck format unit bench compose-up compose-down compose-smoke dist-spark
+.PHONY: sim sim-mutants sim-long fuzz model run test setup gen-protos check-protos lint typecheck format unit bench bench-smoke compose-up compose-down compose-smoke dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -54,6 +54,11 @@ fuzz: setup
 
 bench: setup
 	$(PY) -m benchmarks list
+
+# Every benchmark at a tiny size, one at a time, each failing on work that did not happen.
+# CI runs the same through the suite (tests/test_bench_smoke.py).
+bench-smoke: setup
+	$(PY) -m benchmarks smoke
 
 # The Compose stack (a real Pulsar cluster, MinIO, the three services, Prometheus): see README.
 compose-up:

@@ -1,17 +1,40 @@
-"""`python -m benchmarks` lists the benchmarks; `python -m benchmarks NAME [ARGS]` runs one.
+"""`python -m benchmarks` lists the benchmarks; `python -m benchmarks NAME [ARGS]` runs one;
+`python -m benchmarks smoke [NAME ...]` runs them (or those named) at their tiny size.
 
 Each benchmark is its own module with its own options (`python -m benchmarks NAME --help`),
-and prints its figures beside the raw client's, measured in the same run.
+and prints its figures beside the raw client's, measured in the same run. Each fails (a
+non-zero exit and a line saying why) when the work it measures did not happen.
 """
 
 from __future__ import annotations
 
 import ast
 import runpy
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+#: How `make bench-smoke` runs each benchmark: seconds each, every check on, figures
+#: meaningless. A benchmark missing here fails tests/test_bench_smoke.py.
+SMOKE: dict[str, tuple[str, ...]] = {
+    "believed": ("--smoke",),
+    "chaos": ("--smoke",),
+    "core_rpc": ("--smoke",),
+    "deleter": ("--smoke",),
+    "follower": ("--smoke",),
+    "load": ("--smoke",),
+    "marker": ("--smoke",),
+    "metadata_read": ("--smoke",),
+    "pulsar_broker": ("--smoke",),
+    "reconcile_analyze": ("--smoke",),
+    "reconcile_extract": ("--smoke",),
+    "shadow_scan": ("--smoke",),
+    "simulator_write": ("--smoke",),
+    "verifier": ("--smoke",),
+}
 
 
 def _benchmarks() -> dict[str, str]:
@@ -26,8 +49,37 @@ def _benchmarks() -> dict[str, str]:
     return found
 
 
+def smoke_command(name: str) -> list[str]:
+    """The command line of one benchmark's smoke run."""
+    return [sys.executable, "-m", "benchmarks", name, *SMOKE[name]]
+
+
+def smoke(names: list[str]) -> int:
+    """Run each benchmark at its smoke size, one at a time; 1 if any failed."""
+    failed = []
+    for name in names or list(SMOKE):
+        started = time.monotonic()
+        result = subprocess.run(
+            smoke_command(name), cwd=HERE.parent, capture_output=True, text=True
+        )
+        seconds = time.monotonic() - started
+        print(f"{name:<20} {'ok' if result.returncode == 0 else 'FAILED'} ({seconds:.0f} s)")
+        if result.returncode != 0:
+            failed.append(name)
+            print(result.stdout[-3000:] + result.stderr[-3000:], file=sys.stderr)
+    if failed:
+        print(f"bench-smoke failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     benchmarks = _benchmarks()
+    if argv and argv[0] == "smoke":
+        unknown = [name for name in argv[1:] if name not in SMOKE]
+        if unknown:
+            print(f"no smoke run for {unknown}; known: {', '.join(SMOKE)}", file=sys.stderr)
+            return 2
+        return smoke(argv[1:])
     if not argv or argv[0] in {"-h", "--help", "list"}:
         print("Benchmarks (run one with: python -m benchmarks NAME [--help | options]):")
         for name, summary in benchmarks.items():

@@ -1,0 +1,36 @@
+"""`make bench-smoke`: every benchmark runs at its tiny size and its work happens.
+
+CI runs this module inside the suite (first, being the slowest file: `tests/conftest.py`), so
+it overlaps the other worker's files instead of adding its whole time after the suite. A
+benchmark fails its smoke run when it no longer starts, or when the work it measures did not
+happen (`benchmarks._truth.UndoneWork`), the reason on its last line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import SMOKE, _benchmarks, smoke_command
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A smoke run is seconds when the machine is idle; a loaded two-core machine stretches the
+#: Spark ones to minutes. Past this, something hangs.
+TIMEOUT_S = 900
+
+
+def test_every_listed_benchmark_has_a_smoke_run() -> None:
+    """A new benchmark cannot be left out of `make bench-smoke`."""
+    assert sorted(SMOKE) == sorted(_benchmarks())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMOKE))
+def test_benchmark_smoke_run(name: str) -> None:
+    result = subprocess.run(
+        smoke_command(name), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+    assert result.returncode == 0, f"{name} --smoke exited {result.returncode}: {last}"
