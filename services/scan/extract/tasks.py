@@ -3,7 +3,8 @@ tenant's schema locators, or a bucket (live listing or an inventory file).
 
 Each reader is a coroutine that appends `(table, row)` pairs to `out`. A znode deleted between
 the listing and the read was a successful read of absence and is skipped; any other failure
-propagates, and the task that ran the reader reports itself failed.
+propagates, and the task that ran the reader reports itself failed. Ledger znodes, the bulk
+of a scan, are read `MULTI_READ_CHUNK` at a time with one multiRead each (`get_many`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from services.metadata import (
 )
 from services.metadata.paths import LedgerLayout, long_hierarchical_path, short_hierarchical_path
 from services.metadata.pulsar_names import DOMAINS, PERSISTENT
+from services.metadata.zk_store import MULTI_READ_CHUNK
 from services.scan.extract import rows as R
 from services.scan.extract.inventory import read_inventory
 from services.scan.extract.s3 import S3Lister
@@ -84,11 +86,7 @@ async def read_bk_subtree(
     scope = f"{paths.root}/{subtree}" if subtree else paths.root
     before = len(out)
 
-    async def read(ledger_id: int) -> None:
-        path = _path_in(paths, subtree, ledger_id)
-        node = await _get(store, path)
-        if node is None:
-            return
+    def append(ledger_id: int, path: str, node: Versioned) -> None:
         try:
             metadata = decode_ledger_metadata(node.data, ledger_id=ledger_id, path=path)
         except CorruptMetadata as e:
@@ -96,7 +94,18 @@ async def read_bk_subtree(
             return
         out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, metadata, "")))
 
-    await bounded(ids, read, limits.concurrency)
+    async def read(batch: Sequence[int]) -> None:
+        # One multiRead: one request in flight of the task's `concurrency`, as a get is.
+        found = [(i, _path_in(paths, subtree, i)) for i in batch]
+        results = await store.get_many([path for _, path in found])
+        for (ledger_id, path), node in zip(found, results, strict=True):
+            if isinstance(node, Versioned):
+                append(ledger_id, path, node)
+            elif node is not None:  # unknown, never absent: the task fails
+                raise node
+
+    batches = [ids[i : i + MULTI_READ_CHUNK] for i in range(0, len(ids), MULTI_READ_CHUNK)]
+    await bounded(batches, read, limits.concurrency)
     return len(out) - before
 
 
