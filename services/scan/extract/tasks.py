@@ -77,6 +77,14 @@ async def _children(store: MetadataStore, path: str) -> list[str]:
         return []
 
 
+def multi_reads_in_flight(limits: ReadLimits) -> int:
+    """multiRead requests a task keeps in flight: one per 16 of its `concurrency` slots, at
+    least one. A multiRead carries up to MULTI_READ_CHUNK reads, so `concurrency` of them
+    would put 256 times the reads on the ensemble that the bound documents; 4 (the default)
+    keep 1,024 znodes in flight per task, about what 64 single gets keep busy."""
+    return max(1, limits.concurrency // 16)
+
+
 async def read_bk_subtree(
     store: MetadataStore, paths: LedgerPaths, subtree: str, out: Out, limits: ReadLimits
 ) -> int:
@@ -95,7 +103,6 @@ async def read_bk_subtree(
         out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, metadata, "")))
 
     async def read(batch: Sequence[int]) -> None:
-        # One multiRead: one request in flight of the task's `concurrency`, as a get is.
         found = [(i, _path_in(paths, subtree, i)) for i in batch]
         results = await store.get_many([path for _, path in found])
         for (ledger_id, path), node in zip(found, results, strict=True):
@@ -105,7 +112,7 @@ async def read_bk_subtree(
                 raise node
 
     batches = [ids[i : i + MULTI_READ_CHUNK] for i in range(0, len(ids), MULTI_READ_CHUNK)]
-    await bounded(batches, read, limits.concurrency)
+    await bounded(batches, read, multi_reads_in_flight(limits))
     return len(out) - before
 
 
