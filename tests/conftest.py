@@ -35,6 +35,8 @@ SLOWEST_FIRST = (
     "tests/model/test_model.py",
     "tests/scan/test_shared_bucket.py",
     "tests/scan/test_cli_extract.py",
+    "tests/scan/test_submit_props_e2e.py",
+    "tests/devstack_oxia/test_client_suite.py",
 )
 
 
