@@ -29,9 +29,7 @@ from tests.compose.stack_files import ROOT
 from tests.deleter.stack import (
     BUCKET,
     create_topics,
-    deleter_config,
-    drained,
-    running_deleter,
+    run_deleter_until_drained,
     running_marker,
     running_verifier,
     write_cluster,
@@ -119,8 +117,7 @@ async def _trimmed_cluster(
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             marked = await _trim_first_half(marker, model)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            await drained(running.deleter)
+        await run_deleter_until_drained(zk, s3, broker, verifier)
     listed, _ = await listed_now(zk, model)
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     kept = (listed | await cursor_and_schema_ledgers_now(zk, model)) & in_bk

@@ -223,6 +223,24 @@ async def running_deleter(
             await task
 
 
+@asynccontextmanager
+async def running_e2e_deleter(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, verifier: str
+) -> AsyncIterator[RunningDeleter]:
+    """A deleter on the e2e settings (`deleter_config`) against these servers."""
+    async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+        yield running
+
+
+async def run_deleter_until_drained(
+    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, verifier: str
+) -> Status:
+    """Run an e2e deleter until the topics are drained and nothing is in process, then stop
+    it; returns its status at that point."""
+    async with running_e2e_deleter(zk, s3, broker, verifier) as running:
+        return await drained(running.deleter)
+
+
 async def mark_trims(marker: Marker, model: ClusterModel) -> dict[int, set[int]]:
     """Trim every topic through the marker: all but its current ledger. Returns the ledgers
     marked, by tier (LEDGER / OFFLOAD_LEDGER)."""

@@ -35,7 +35,8 @@ from tests.deleter.stack import (
     create_topics,
     deleter_config,
     drained,
-    running_deleter,
+    run_deleter_until_drained,
+    running_e2e_deleter,
     running_marker,
     running_verifier,
 )
@@ -93,8 +94,7 @@ async def test_open_old_cursor_ledger_after_a_switch_is_deleted(
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             await mark(marker, _pd.MANAGED_CURSOR, (5,), new_cursor_ledger_id=6)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert (
         await exists(world, HYBRID.ledger_path(5)),
         await exists(world, HYBRID.ledger_path(6)),
@@ -123,8 +123,7 @@ async def test_open_cursor_ledger_after_an_unsubscribe_is_deleted(
             await mark(marker, _pd.MANAGED_CURSOR, (5,))
         cursor = f"/managed-ledgers/{ML}/{CURSOR}"
         await world.store.delete(cursor, version=(await world.store.get(cursor)).version)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert (await exists(world, HYBRID.ledger_path(5)), status.dead_letter_backlog) == (False, 0)
 
 
@@ -148,8 +147,7 @@ async def test_long_hierarchical_layout_deletes_at_both_paths(
             absent = await _vf_grpc.VerifierStub(channel).Verify(
                 _vf.VerifyRequest(pdli=pdli(3, fence=1))
             )
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert (absent.decision, absent.skip_reason) == (_vf.SKIP, _vf.NOT_FOUND)
     assert (
         await exists(world, long.ledger_path(1)),
@@ -173,7 +171,7 @@ async def test_pre_2_2_ledger_without_proof_is_dead_lettered(
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             await mark(marker, _pd.MANAGED_LEDGER, (1,))
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+        async with running_e2e_deleter(zk, s3, broker, verifier) as running:
             await drained(running.deleter)
             letters, _ = await running.deleter.admin.list_dead_letters(limit=10)
     assert (
@@ -204,8 +202,7 @@ async def test_shadow_reference_past_the_budget_ends_in_the_dlq(
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker:
             await mark(marker, _pd.MANAGED_LEDGER, (1,))
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert (status.dead_letter_backlog, await exists(world, HYBRID.ledger_path(1))) == (1, True)
 
 

@@ -30,9 +30,8 @@ from services.metadata.pulsar_names import cursor_path
 from services.metadata.zk_store import ZkMetadataStore
 from tests.deleter.stack import (
     create_topics,
-    deleter_config,
     drained,
-    running_deleter,
+    running_e2e_deleter,
     running_marker,
     running_verifier,
 )
@@ -98,7 +97,7 @@ async def test_leaked_property_ledgers_are_deleted_and_named_ones_stay(
                 marker, _pd.DELAYED_INDEX_BUCKET, SUB_CURSOR, 10, source=_pd.RECONCILER
             )
             unlinked = await mark(marker, _pd.DELAYED_INDEX_BUCKET, SUB_CURSOR, 8)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+        async with running_e2e_deleter(zk, s3, broker, verifier) as running:
             status = await drained(running.deleter)
             letters, _ = await running.deleter.admin.list_dead_letters(limit=10)
     assert [ledger_id for ledger_id, _ in leaked.marked] == [7]

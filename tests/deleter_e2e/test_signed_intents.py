@@ -24,9 +24,8 @@ from tests.deleter.stack import (
     SMALL_SPEC,
     SYSTEM,
     create_topics,
-    deleter_config,
     drained,
-    running_deleter,
+    running_e2e_deleter,
     running_marker,
     running_verifier,
     write_cluster,
@@ -125,8 +124,7 @@ async def test_forged_intents_delete_nothing_and_the_signed_one_deletes(
             *(signed_by(m, IntentSigner({"stranger": stranger}, "stranger")) for m in genuine),
         ]
         await asyncio.to_thread(produce, broker, forgeries)
-        config = deleter_config(zk, s3, broker, verifier)
-        async with running_deleter(config) as running:
+        async with running_e2e_deleter(zk, s3, broker, verifier) as running:
             status = await drained(running.deleter)
             letters, _ = await running.deleter.admin.list_dead_letters(limit=100)
             assert in_bookkeeper == await ledgers_in_zookeeper(zk, set(ids))

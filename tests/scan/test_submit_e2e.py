@@ -26,9 +26,7 @@ from tests.deleter.stack import (
     BUCKET,
     CLUSTER,
     create_topics,
-    deleter_config,
-    drained,
-    running_deleter,
+    run_deleter_until_drained,
     running_marker,
     running_verifier,
 )
@@ -104,8 +102,7 @@ async def test_submit_deletes_exactly_the_planted_orphans(
     async with running_verifier(zk, s3) as verifier:
         async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
             report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     gone_ledgers = {p.ledger_id for p in model.planted if p.deletable and not p.object_keys}
     gone_keys = {k for p in model.planted if p.deletable for k in p.object_keys}
     ledgers_after, nodes_after = await _state(zk)

@@ -45,9 +45,7 @@ from tests.deleter.stack import (
     BUCKET,
     CLUSTER,
     create_topics,
-    deleter_config,
-    drained,
-    running_deleter,
+    run_deleter_until_drained,
     running_marker,
     running_verifier,
 )
@@ -139,8 +137,7 @@ async def test_the_reconciler_proposes_and_deletes_the_leaks_and_keeps_the_named
     async with running_verifier(zk, s3, property_ledger_min_age=timedelta(0)) as verifier:
         async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
             report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-            status = await drained(running.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     after = await _ledger_ids(zk)
     assert (report.errors, report.not_marked, report.skipped) == ([], [], [])
     assert after == before - set(leaks)
