@@ -5,8 +5,6 @@ end deleted from ZooKeeper and S3, and nothing else changes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -15,24 +13,12 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
-from services.core.config import ClientConfig, GrpcServerConfig
-from services.core.grpc_server import ServiceRunner
-from services.marker.app import METHOD_ROLES
-from services.marker.marking import Marker
-from services.marker.servicer import SERVICE_NAME, MarkerServicer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
-from services.scan.submit.send import SubmitSettings, read_candidates, submit
-from tests.deleter.stack import (
-    BUCKET,
-    CLUSTER,
-    create_topics,
-    run_deleter_until_drained,
-    running_marker,
-    running_verifier,
-)
+from services.scan.submit.send import read_candidates
+from tests.deleter.stack import BUCKET, CLUSTER, create_topics
 from tests.deleter_e2e.checks import objects_in_s3
 from tests.scan import sim
-from tombstone.v1 import marker_pb2_grpc as _mk_grpc
+from tests.scan.submit_stack import submit_and_delete
 
 SPEC = ClusterSpec(
     seed=21,
@@ -44,24 +30,6 @@ SPEC = ClusterSpec(
     bucket=BUCKET,
     cluster_name=CLUSTER,
 )
-
-
-@asynccontextmanager
-async def marker_server(marker: Marker) -> AsyncIterator[str]:
-    """The marker's gRPC service on a free port; yields its address."""
-    async with ServiceRunner(
-        name="marker",
-        grpc=GrpcServerConfig(port=0),
-        method_roles=METHOD_ROLES,
-        handle_signals=False,
-    ) as runner:
-        servicer = MarkerServicer(marker, max_batch=10_000)
-        runner.add_servicer(_mk_grpc.add_MarkerServicer_to_server, servicer, SERVICE_NAME)
-        port = await runner.start()
-        try:
-            yield f"127.0.0.1:{port}"
-        finally:
-            await runner.shutdown()
 
 
 async def _state(zk: ZooKeeperServer) -> tuple[set[int], dict[str, tuple[bytes, int]]]:
@@ -99,10 +67,7 @@ async def test_submit_deletes_exactly_the_planted_orphans(
     assert scanned.analysis.verdict.reasons == ()
     assert scanned.analysis.summary["other_clusters"]["objects"] > 0
     candidates = await asyncio.to_thread(read_candidates, scanned.analysis.out_dir)
-    async with running_verifier(zk, s3) as verifier:
-        async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
-            report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
-        status = await run_deleter_until_drained(zk, s3, broker, verifier)
+    report, status = await submit_and_delete(candidates, zk, s3, broker)
     gone_ledgers = {p.ledger_id for p in model.planted if p.deletable and not p.object_keys}
     gone_keys = {k for p in model.planted if p.deletable for k in p.object_keys}
     ledgers_after, nodes_after = await _state(zk)

@@ -35,22 +35,14 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec, OrphanPlan
 from devstack.zookeeper import ZooKeeperServer
-from services.core.config import ClientConfig
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import run_analysis
 from services.scan.extract.job import run_extract
-from services.scan.submit.send import SubmitSettings, read_candidates, submit
-from tests.deleter.stack import (
-    BUCKET,
-    CLUSTER,
-    create_topics,
-    run_deleter_until_drained,
-    running_marker,
-    running_verifier,
-)
+from services.scan.submit.send import read_candidates
+from tests.deleter.stack import BUCKET, CLUSTER, create_topics
 from tests.scan import sim
-from tests.scan.test_submit_e2e import marker_server
+from tests.scan.submit_stack import submit_and_delete
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -134,10 +126,9 @@ async def test_the_reconciler_proposes_and_deletes_the_leaks_and_keeps_the_named
     assert await _ledger_ids(zk) == before
 
     # The submit: the marker, the verifier and the deleter act on the candidates.
-    async with running_verifier(zk, s3, property_ledger_min_age=timedelta(0)) as verifier:
-        async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
-            report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
-        status = await run_deleter_until_drained(zk, s3, broker, verifier)
+    report, status = await submit_and_delete(
+        candidates, zk, s3, broker, property_ledger_min_age=timedelta(0)
+    )
     after = await _ledger_ids(zk)
     assert (report.errors, report.not_marked, report.skipped) == ([], [], [])
     assert after == before - set(leaks)
