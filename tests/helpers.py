@@ -11,7 +11,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from services.core.signing import IntentSigner, TrustedKeys
+
 T = TypeVar("T")
+
+
+def signing_pair(key_id: str) -> tuple[IntentSigner, TrustedKeys]:
+    """A fresh Ed25519 key under `key_id`: the signer that signs with it, and the trusted
+    keys a verifier needs to accept what it signed."""
+    key = Ed25519PrivateKey.generate()
+    return IntentSigner({key_id: key}, key_id), TrustedKeys({key_id: key.public_key()})
 
 
 async def assert_eventually(

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
-from services.core.signing import IntentSigner, TrustedKeys
+from services.core.signing import IntentSigner
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from services.systopic import decode_intent, encode_intent
@@ -31,11 +31,10 @@ from tests.deleter.stack import (
     write_cluster,
 )
 from tests.deleter_e2e.checks import ledgers_in_zookeeper, objects_in_s3
+from tests.helpers import signing_pair
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-MARKER_KEY = Ed25519PrivateKey.generate()
-SIGNER = IntentSigner({"marker-1": MARKER_KEY}, "marker-1")
-TRUSTED = TrustedKeys({"marker-1": MARKER_KEY.public_key()})
+SIGNER, TRUSTED = signing_pair("marker-1")
 
 
 @dataclass

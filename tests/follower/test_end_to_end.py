@@ -5,13 +5,10 @@ and nothing still referenced."""
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
-from services.core.signing import IntentSigner, TrustedKeys
 from services.marker.owners import tiers_of
 from services.metadata import (
     LedgerPaths,
@@ -28,21 +25,17 @@ from tests.deleter.stack import (
     CLUSTER,
     SMALL_SPEC,
     create_topics,
-    deleter_config,
-    drained,
     pulsar_config,
-    running_deleter,
+    run_deleter_until_drained,
     running_verifier,
     write_cluster,
 )
 from tests.deleter_e2e.checks import ledgers_in_zookeeper, listed_now, objects_in_s3
 from tests.follower.live import counter, running_follower
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, signing_pair
 from tombstone.v1 import pending_delete_pb2 as _pd
 
-KEY = Ed25519PrivateKey.generate()
-SIGNER = IntentSigner({"follower-1": KEY}, "follower-1")
-TRUSTED = TrustedKeys({"follower-1": KEY.public_key()})
+SIGNER, TRUSTED = signing_pair("follower-1")
 NEW_CURSOR_LEDGERS = 9_000_000
 
 
@@ -125,8 +118,7 @@ async def test_broker_style_unlinks_with_failed_deletes_all_end_deleted(
             assert sent == out.pdlis
 
         await assert_eventually(all_published, timeout=20)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as deleter:
-            status = await drained(deleter.deleter)
+        status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert out.bookkeeper
     assert out.offloaded
     assert out.cursor_ledgers

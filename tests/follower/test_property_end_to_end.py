@@ -8,20 +8,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
-from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata import ZkMetadataStore, cursor_path
 from tests.deleter.stack import (
     CLUSTER,
     create_topics,
-    deleter_config,
-    drained,
     pulsar_config,
-    running_deleter,
+    run_deleter_until_drained,
     running_verifier,
 )
 from tests.deleter_e2e.checks import ledgers_in_zookeeper
@@ -33,12 +28,10 @@ from tests.follower.property_znodes import (
     compacted_ledger_metadata,
     compaction_cursor,
 )
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, signing_pair
 from tests.verifier.world import ML, TOPIC, World, data_meta
 
-KEY = Ed25519PrivateKey.generate()
-SIGNER = IntentSigner({"follower-1": KEY}, "follower-1")
-TRUSTED = TrustedKeys({"follower-1": KEY.public_key()})
+SIGNER, TRUSTED = signing_pair("follower-1")
 SUBSCRIPTION = "delayed sub"
 SUB_CURSOR = "delayed+sub"
 """The subscription's cursor znode name (`Codec.encode`)."""
@@ -81,8 +74,7 @@ async def test_a_compaction_and_a_bucket_merge_end_deleted(
                 assert counter(running.metrics.pdlis, "ledger") == 3
 
             await assert_eventually(all_published, timeout=20)
-            async with running_deleter(deleter_config(zk, s3, broker, verifier)) as deleter:
-                status = await drained(deleter.deleter)
+            status = await run_deleter_until_drained(zk, s3, broker, verifier)
     assert status.dead_letter_backlog == 0
     assert set() == await ledgers_in_zookeeper(zk, {40, 50, 51})
     assert {20, 41, 52} == await ledgers_in_zookeeper(zk, {20, 41, 52})
