@@ -17,7 +17,7 @@ from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.metrics import FollowerMetrics
 from services.marker.own_writes import OwnWrites
 from services.metadata.zk_store import ZkMetadataStore
-from services.systopic import ProducerSettings, open_intent_publisher
+from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from tests.helpers import assert_eventually
 from tests.marker.live import Received, pulsar_config
 
@@ -91,6 +91,34 @@ async def running_follower(
             stop.set()
             with suppress(asyncio.CancelledError):
                 await asyncio.wait_for(task, 15)
+
+
+@asynccontextmanager
+async def follower_indexing(
+    store: ZkMetadataStore, publisher: IntentPublisher, metrics: FollowerMetrics, path: str
+) -> AsyncIterator[Follower]:
+    """An in-process follower (marker `f`, no delivery delay) on `store`, publishing through
+    `publisher` (a fake in these tests); yields it once it is active and has read `path`
+    into its index, and stops it on exit."""
+    follower = Follower(
+        store=store,
+        publisher=publisher,
+        settings=FollowerSettings(marker_id="f", delivery_delay=timedelta(0)),
+        metrics=metrics,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(follower.run(stop))
+    try:
+
+        async def indexed() -> None:
+            assert follower.active
+            assert follower.index.get(path) is not None
+
+        await assert_eventually(indexed)
+        yield follower
+    finally:
+        stop.set()
+        await task
 
 
 def intents(received: list[Received]) -> set[tuple[int, int, int, str, int]]:

@@ -6,18 +6,16 @@ an active cursor that merely omits its properties, never do."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.marker.follower.checkpoint import CheckpointStore
-from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import VERSION, compacted_of
 from services.marker.follower.metrics import FollowerMetrics
 from services.metadata.zk_store import ZkMetadataStore
 from services.systopic import decode_intent
-from tests.follower.live import Running, counter, intents, running_follower
+from tests.follower.live import Running, counter, follower_indexing, intents, running_follower
 from tests.follower.property_znodes import (
     COMPACTION,
     COMPACTION_PATH,
@@ -207,21 +205,7 @@ async def test_a_refused_property_pdli_holds_the_whole_change_back(zk: ZooKeeper
     async with zk_store(zk) as store:
         await store.create(ML_PATH, ml_bytes(ledger(1)), make_parents=True)
         await store.create(COMPACTION_PATH, compaction_cursor(40, cursor_ledger=90))
-        follower = Follower(
-            store=store,
-            publisher=publisher,
-            settings=FollowerSettings(marker_id="f", delivery_delay=timedelta(0)),
-            metrics=metrics,
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(follower.run(stop))
-        try:
-
-            async def indexed() -> None:
-                assert follower.active
-                assert follower.index.get(COMPACTION_PATH) is not None
-
-            await assert_eventually(indexed)
+        async with follower_indexing(store, publisher, metrics, COMPACTION_PATH) as follower:
             await store.set(COMPACTION_PATH, compaction_cursor(41), version=0)
 
             async def sent_again() -> None:
@@ -233,6 +217,3 @@ async def test_a_refused_property_pdli_holds_the_whole_change_back(zk: ZooKeeper
             assert entry is not None
             assert (entry[VERSION], compacted_of(entry)) == (1, 41)
             assert counter(metrics.publish_failures) == 1
-        finally:
-            stop.set()
-            await task

@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
 
 from devstack.zookeeper import ZooKeeperServer
-from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import ledger_ids
 from services.marker.follower.metrics import FollowerMetrics
 from services.systopic import OutgoingMessage, SendResult
-from tests.follower.live import counter
+from tests.follower.live import counter, follower_indexing
 from tests.helpers import assert_eventually
 from tests.marker.builders import ML_PATH, ledger, ml_bytes
 from tests.marker.fakes import FakePublisher
@@ -36,21 +33,7 @@ async def test_failed_publishes_are_retried_and_hold_the_index_back(zk: ZooKeepe
     metrics = FollowerMetrics()
     async with zk_store(zk) as store:
         await store.create(ML_PATH, ml_bytes(ledger(1), ledger(2)), make_parents=True)
-        follower = Follower(
-            store=store,
-            publisher=publisher,
-            settings=FollowerSettings(marker_id="f", delivery_delay=timedelta(0)),
-            metrics=metrics,
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(follower.run(stop))
-        try:
-
-            async def indexed() -> None:
-                assert follower.active
-                assert follower.index.get(ML_PATH) is not None
-
-            await assert_eventually(indexed)
+        async with follower_indexing(store, publisher, metrics, ML_PATH) as follower:
             await store.set(ML_PATH, ml_bytes(ledger(2)), version=0)
 
             async def sent_once_accepted() -> None:
@@ -61,6 +44,3 @@ async def test_failed_publishes_are_retried_and_hold_the_index_back(zk: ZooKeepe
             assert entry is not None
             assert list(ledger_ids(entry)) == [2]
             assert (publisher.calls, counter(metrics.publish_failures)) == (3, 2)
-        finally:
-            stop.set()
-            await task
