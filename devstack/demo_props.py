@@ -31,25 +31,18 @@ the reconciler proposes and submits it, then deleted.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 from devstack.demo_outcome import BOOKKEEPER, Unlinked
+from devstack.ledger_writer import LedgerWriter
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID
-from devstack.simulator.writer import FIRST_HOB
 from services.metadata import (
     ANY_VERSION,
-    BookKeeperLedgers,
-    DigestType,
-    LedgerLayout,
-    LedgerMetadata,
-    LedgerPaths,
     LedgerState,
     ManagedLedgers,
     MetadataStore,
-    Segment,
     ZkMetadataStore,
 )
 from services.metadata.pulsar_formats import ManagedCursorInfo, ManagedLedgerInfo
@@ -150,49 +143,17 @@ class PlantedProps:
         return found
 
 
-class _Ledgers:
+def _ledgers(store: MetadataStore, model: ClusterModel) -> LedgerWriter:
     """Ledger ids from the cluster's generator, znodes at the hybrid path (Pulsar >= 2.10)."""
-
-    def __init__(self, store: MetadataStore, model: ClusterModel) -> None:
-        self.store = store
-        self.root = model.spec.ledgers_root
-        self.ensemble = tuple(model.bookies[: min(model.spec.ensemble_size, len(model.bookies))])
-        self.long_ids = any(i >= FIRST_LONG_LEDGER_ID for i in model.ledgers)
-        self.bk = BookKeeperLedgers(
-            store, paths=LedgerPaths(root=self.root, layout=LedgerLayout.HIERARCHICAL)
-        )
-
-    async def _allocate(self) -> int:
-        """`ZkLedgerIdGenerator` (`LongZkLedgerIdGenerator` once ids are long): a sequential
-        child created then deleted."""
-        parent = f"{self.root}/idgen-long/{FIRST_HOB}" if self.long_ids else f"{self.root}/idgen"
-        path, _ = await self.store.create_sequential(f"{parent}/ID-")
-        await self.store.delete(path, version=ANY_VERSION)
-        seq = int(path.rsplit("ID-", 1)[1])
-        return FIRST_LONG_LEDGER_ID + seq if self.long_ids else seq
-
-    async def create(self, custom: dict[str, bytes], *, closed: bool = True) -> int:
-        ledger_id = await self._allocate()
-        entries = _ENTRIES if closed else 0
-        metadata = LedgerMetadata(
-            ledger_id=ledger_id,
-            ensemble_size=len(self.ensemble),
-            write_quorum=len(self.ensemble),
-            ack_quorum=len(self.ensemble),
-            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
-            length=entries * _ENTRY_BYTES,
-            last_entry_id=entries - 1,
-            segments=(Segment(0, self.ensemble),),
-            digest_type=DigestType.CRC32C,
-            password=b"",
-            custom_metadata=custom,
-            ctoken=random.Random(ledger_id).getrandbits(63) + 1,
-        )
-        await self.bk.create(metadata, container_parents=True)
-        return ledger_id
-
-    async def delete(self, ledger_id: int) -> None:
-        await self.store.delete(self.bk.paths.ledger_path(ledger_id), version=ANY_VERSION)
+    return LedgerWriter(
+        store,
+        model.spec.ledgers_root,
+        model.bookies,
+        model.spec.ensemble_size,
+        long_ids=any(i >= FIRST_LONG_LEDGER_ID for i in model.ledgers),
+        entries=_ENTRIES,
+        entry_bytes=_ENTRY_BYTES,
+    )
 
 
 def _compacted_meta(topic: str) -> dict[str, bytes]:
@@ -236,13 +197,15 @@ async def plant(model: ClusterModel, servers: str) -> PlantedProps:
     ml_name = f"{tenant}/{namespace}/persistent/{LOCAL_NAME}"
     topic = f"persistent://{tenant}/{namespace}/{LOCAL_NAME}"
     async with ZkMetadataStore.connect(servers) as store:
-        ledgers = _Ledgers(store, model)
+        ledgers = _ledgers(store, model)
         mls = ManagedLedgers(store)
-        leftover = await ledgers.create(_compacted_meta(topic))
-        compacted = await ledgers.create(_compacted_meta(topic))
+        leftover = await ledgers.write(LedgerState.CLOSED, _compacted_meta(topic))
+        compacted = await ledgers.write(LedgerState.CLOSED, _compacted_meta(topic))
         keys = [_bucket_key(s, s + 1) for s in (1, 3, 5)]
-        buckets = [await ledgers.create(_bucket_meta(key, topic)) for key in keys]
-        current = await ledgers.create(_data_meta(ml_name), closed=False)
+        buckets = [
+            await ledgers.write(LedgerState.CLOSED, _bucket_meta(key, topic)) for key in keys
+        ]
+        current = await ledgers.write(LedgerState.OPEN, _data_meta(ml_name))
         info = ManagedLedgerInfo()
         info.ledgerInfo.add(ledgerId=current, timestamp=0)
         await mls.create(ml_name, info)
@@ -262,10 +225,12 @@ async def move(planted: PlantedProps, model: ClusterModel, servers: str) -> None
     """A compaction and a bucket merge, each with its broker's delete failing (see the
     module docstring)."""
     async with ZkMetadataStore.connect(servers) as store:
-        ledgers = _Ledgers(store, model)
+        ledgers = _ledgers(store, model)
         mls = ManagedLedgers(store)
         # TwoPhaseCompactor.phaseTwo, then markDelete on the closed cursor: into its znode.
-        planted.compacted_new = await ledgers.create(_compacted_meta(planted.topic))
+        planted.compacted_new = await ledgers.write(
+            LedgerState.CLOSED, _compacted_meta(planted.topic)
+        )
         record = await mls.read_cursor(planted.ml_name, COMPACTION_CURSOR)
         compaction = record.value
         del compaction.properties[:]
@@ -276,7 +241,9 @@ async def move(planted: PlantedProps, model: ClusterModel, servers: str) -> None
         # CompactedTopicImpl.newCompactedLedger's delete of the previous ledger fails.
         # The merge: sealed first (ledger, then putBucketKeyId) ...
         merged_key = _bucket_key(1, 4)
-        planted.merged_bucket = await ledgers.create(_bucket_meta(merged_key, planted.topic))
+        planted.merged_bucket = await ledgers.write(
+            LedgerState.CLOSED, _bucket_meta(merged_key, planted.topic)
+        )
         record = await mls.read_cursor(planted.ml_name, SUBSCRIPTION)
         subscription = record.value
         subscription.cursorProperties.add(name=merged_key, value=str(planted.merged_bucket))
@@ -292,5 +259,6 @@ async def move(planted: PlantedProps, model: ClusterModel, servers: str) -> None
                 planted.ml_name, SUBSCRIPTION, subscription, version=version
             )
             if old == planted.buckets[0]:
-                await ledgers.delete(old)  # this delete succeeds; the second one fails
+                # This delete succeeds; the second one fails.
+                await store.delete(ledgers.ledger_path(old), version=ANY_VERSION)
     planted.moved = True

@@ -39,11 +39,11 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from devstack.ledger_writer import LedgerWriter
 from devstack.simulator import znodes
 from devstack.simulator._factory import pulsar_metadata
 from devstack.simulator.model import (
@@ -55,19 +55,11 @@ from devstack.simulator.model import (
     SchemaVersion,
 )
 from devstack.simulator.spec import FIRST_LONG_LEDGER_ID
-from devstack.simulator.writer import FIRST_HOB
 from services.metadata import (
-    ANY_VERSION,
-    BookKeeperLedgers,
-    DigestType,
-    LedgerLayout,
-    LedgerMetadata,
-    LedgerPaths,
     LedgerState,
     ManagedLedgers,
     MetadataStore,
     Schemas,
-    Segment,
     ZkMetadataStore,
     managed_ledger_name,
     schema_id_of,
@@ -235,7 +227,9 @@ async def _json(store: MetadataStore, path: str, doc: Mapping[str, object]) -> N
 
 
 class _LedgerWriter:
-    """Allocates ids from the shared generator and writes ledger znodes in the shared root."""
+    """Ledgers in the shared root, their ids from the shared generator (the one our cluster's
+    BookKeeper uses: sharing it keeps ids unique across the clusters), each kept with its
+    role."""
 
     def __init__(
         self,
@@ -245,47 +239,20 @@ class _LedgerWriter:
         ensemble_size: int,
         long_ids: bool,
     ) -> None:
-        self.store = store
-        self.root = root
-        self.ensemble = tuple(bookies[: min(ensemble_size, len(bookies))])
-        self.long_ids = long_ids
-        # Pulsar >= 2.10 writes the hybrid path whatever `<root>/LAYOUT` names.
-        self.bk = BookKeeperLedgers(
-            store, paths=LedgerPaths(root=root, layout=LedgerLayout.HIERARCHICAL)
+        self.ledgers = LedgerWriter(
+            store,
+            root,
+            bookies,
+            ensemble_size,
+            long_ids=long_ids,
+            entries=_ENTRIES,
+            entry_bytes=_ENTRY_BYTES,
         )
         self.written: list[NeighbourLedger] = []
 
-    async def allocate(self) -> int:
-        """The next id of the generator our cluster's BookKeeper uses: one sequential child
-        created then deleted, as `ZkLedgerIdGenerator` (or `LongZkLedgerIdGenerator`) does.
-        Sharing the generator is what keeps ids unique across the clusters."""
-        parent = f"{self.root}/idgen-long/{FIRST_HOB}" if self.long_ids else f"{self.root}/idgen"
-        path, _ = await self.store.create_sequential(f"{parent}/ID-")
-        await self.store.delete(path, version=ANY_VERSION)
-        seq = int(path.rsplit("ID-", 1)[1])
-        return FIRST_LONG_LEDGER_ID + seq if self.long_ids else seq
-
     async def write(self, role: Role, state: LedgerState, custom: dict[str, bytes]) -> int:
-        ledger_id = await self.allocate()
-        closed = state is LedgerState.CLOSED
-        entries = _ENTRIES if closed else 0
-        metadata = LedgerMetadata(
-            ledger_id=ledger_id,
-            ensemble_size=len(self.ensemble),
-            write_quorum=len(self.ensemble),
-            ack_quorum=len(self.ensemble),
-            state=state,
-            length=entries * _ENTRY_BYTES,
-            last_entry_id=entries - 1,
-            segments=(Segment(0, self.ensemble),),
-            digest_type=DigestType.CRC32C,
-            password=b"",
-            custom_metadata=custom,
-            # The creator token BookKeeper >= 4.9 stores (any non-zero long of the creator).
-            ctoken=random.Random(ledger_id).getrandbits(63) + 1,
-        )
-        await self.bk.create(metadata, container_parents=True)
-        self.written.append(NeighbourLedger(ledger_id, role, self.bk.paths.ledger_path(ledger_id)))
+        ledger_id = await self.ledgers.write(state, custom)
+        self.written.append(NeighbourLedger(ledger_id, role, self.ledgers.ledger_path(ledger_id)))
         return ledger_id
 
 
