@@ -21,7 +21,7 @@ from services.verifier.config import VerifierConfig
 from services.verifier.metrics import VerifierMetrics
 from services.verifier.offload import OffloadPolicy
 from services.verifier.store_adapter import MetadataZnodeStore
-from tests.verifier.world import BUCKET, CLUSTER, World
+from tests.verifier.world import BUCKET, CLUSTER, EAST, World
 
 
 @pytest.fixture
@@ -42,6 +42,18 @@ async def s3client(s3: S3Server) -> AsyncIterator[Any]:
     """An S3 client on the clean moto server; `World.objects` creates buckets on first use."""
     async with _SESSION.create_client("s3", **s3.client_config()) as client:
         yield client
+
+
+@pytest.fixture
+async def east(zk: ZooKeeperServer, store: ZkMetadataStore) -> AsyncIterator[World]:
+    """The declared neighbour's metadata store: a chroot of the same ZooKeeper, as a shared
+    ensemble with one chroot per cluster is laid out."""
+    await store.create(f"/{EAST}", b"")
+    async with ZkMetadataStore.connect(
+        zk.address, chroot=f"/{EAST}", session_timeout=4.0, request_timeout=2.0
+    ) as theirs:
+        await theirs.create("/managed-ledgers")
+        yield World(theirs)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ cursor properties"). The cursor znodes and ledgers written here model Pulsar's w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from devstack.zookeeper import ZooKeeperServer
 from services.core.metrics import Metrics
 from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata.ledger_metadata import LedgerState
@@ -44,7 +42,7 @@ from tests.verifier.property_world import (
     compacted_meta,
     cursor_znode,
 )
-from tests.verifier.world import ML, TOPIC, World, cursor_meta, data_meta, pdli
+from tests.verifier.world import EAST, ML, TOPIC, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
 
 
@@ -363,19 +361,6 @@ async def test_signed_property_pdlis_pass_the_signature_check(
 
 
 # --- shared BookKeeper ----------------------------------------------------------------------
-
-EAST = "east"
-
-
-@pytest.fixture
-async def east(zk: ZooKeeperServer, store: ZkMetadataStore) -> AsyncIterator[World]:
-    """A declared neighbour's metadata store: a chroot of the same ZooKeeper."""
-    await store.create("/east", b"")
-    async with ZkMetadataStore.connect(
-        zk.address, chroot="/east", session_timeout=4.0, request_timeout=2.0
-    ) as theirs:
-        await theirs.create("/managed-ledgers")
-        yield World(theirs)
 
 
 async def test_a_neighbours_active_compaction_cursor_makes_the_ledger_theirs(

@@ -14,12 +14,10 @@ too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from devstack.zookeeper import ZooKeeperServer
 from services.core.metrics import Metrics
 from services.metadata.zk_store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
@@ -29,25 +27,12 @@ from services.verifier.metrics import VerifierMetrics
 from services.verifier.model import Decision, SkipReason
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
-from tests.verifier.world import CLUSTER, World, data_meta, pdli, schema_meta
+from tests.verifier.world import CLUSTER, EAST, World, data_meta, pdli, schema_meta
 from tombstone.v1 import pending_delete_pb2 as pb
 
 GEO = "public/geo"
 GEO_ML = f"{GEO}/persistent/orders"
 GEO_SCHEMA = f"{GEO}/orders"
-EAST = "east"
-
-
-@pytest.fixture
-async def east(zk: ZooKeeperServer, store: ZkMetadataStore) -> AsyncIterator[World]:
-    """The neighbour's metadata store: a chroot of the same ZooKeeper, as a shared ensemble
-    with one chroot per cluster is laid out."""
-    await store.create("/east", b"")
-    async with ZkMetadataStore.connect(
-        zk.address, chroot="/east", session_timeout=4.0, request_timeout=2.0
-    ) as theirs:
-        await theirs.create("/managed-ledgers")
-        yield World(theirs)
 
 
 async def _parts(

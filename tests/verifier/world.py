@@ -33,6 +33,8 @@ SCHEMA = "public/default/orders"
 BUCKET = "offload"
 OTHER_BUCKET = "elsewhere"
 CLUSTER = "standalone"
+EAST = "east"
+"""A declared neighbour cluster (the `east` fixture is its metadata store)."""
 UUID = "3f2a7c1e-8b4d-4e6f-9a0b-1c2d3e4f5a6b"
 OTHER_UUID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 PATHS = LedgerPaths()
