@@ -173,7 +173,16 @@ async def plant(
     await _tenant_and_namespace(theirs, cluster)
     ml_name = managed_ledger_name(TOPIC)
     schema_id = schema_id_of(TOPIC)
-    writer = _LedgerWriter(shared, ledgers_root, bookies, ensemble_size, long_ids)
+    ledgers = LedgerWriter(
+        shared,
+        ledgers_root,
+        bookies,
+        ensemble_size,
+        long_ids=long_ids,
+        entries=_ENTRIES,
+        entry_bytes=_ENTRY_BYTES,
+    )
+    writer = _LedgerWriter(ledgers)
     # Creation order: the oldest data ledger (trimmed later), the schema the first producer
     # registered, the closed ledger, the subscription's cursor ledger, the rollover's ledger.
     data = pulsar_metadata(ml_name=ml_name)
@@ -231,23 +240,8 @@ class _LedgerWriter:
     BookKeeper uses: sharing it keeps ids unique across the clusters), each kept with its
     role."""
 
-    def __init__(
-        self,
-        store: MetadataStore,
-        root: str,
-        bookies: tuple[str, ...],
-        ensemble_size: int,
-        long_ids: bool,
-    ) -> None:
-        self.ledgers = LedgerWriter(
-            store,
-            root,
-            bookies,
-            ensemble_size,
-            long_ids=long_ids,
-            entries=_ENTRIES,
-            entry_bytes=_ENTRY_BYTES,
-        )
+    def __init__(self, ledgers: LedgerWriter) -> None:
+        self.ledgers = ledgers
         self.written: list[NeighbourLedger] = []
 
     async def write(self, role: Role, state: LedgerState, custom: dict[str, bytes]) -> int:
