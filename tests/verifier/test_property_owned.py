@@ -64,6 +64,9 @@ def bucket_pdli(ledger_id: int, **changes: Any) -> pb.PendingDeleteLedgerInfo:
     return pdli(ledger_id, **(fields | changes))
 
 
+OPEN = LedgerState.OPEN
+
+
 def outcome(verdict: Verdict) -> tuple[Decision, str]:
     return verdict.decision, verdict.code
 
@@ -75,15 +78,41 @@ async def topic(world: World) -> World:
     return world
 
 
+@pytest.fixture
+def young_parts(config: VerifierConfig, store: ZkMetadataStore, s3client: Any) -> Any:
+    """A verifier to which a property ledger is young for ten minutes."""
+    young = replace(config, property_ledger_min_age=timedelta(minutes=10))
+    return make_parts(young, store, s3client)
+
+
+async def verdict_on(
+    topic: World,
+    parts: Any,
+    message: pb.PendingDeleteLedgerInfo,
+    meta: dict[str, bytes],
+    cursor: str,
+    *,
+    state: LedgerState = LedgerState.CLOSED,
+    ctime: int | None = None,
+    **znode: Any,
+) -> Verdict:
+    """Verify `message` once its ledger carries `meta` (in `state`, created at `ctime`) and
+    the znode of `cursor` is written with `znode`'s fields (`cursor_znode`)."""
+    await topic.ledger(message.ledger_id, meta, state=state, ctime=ctime)
+    await cursor_znode(topic, cursor, **znode)
+    verdict: Verdict = await parts.engine.verify(message)
+    return verdict
+
+
 # --- COMPACTED_LEDGER -----------------------------------------------------------------------
 
 
 async def test_compacted_ledger_named_by_a_closed_cursor_is_in_use(
     topic: World, parts: Any
 ) -> None:
-    await topic.ledger(7, compacted_meta())
-    await cursor_znode(topic, COMPACTION, compacted=7)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    verdict = await verdict_on(
+        topic, parts, compacted_pdli(7, fence=0), compacted_meta(), COMPACTION, compacted=7
+    )
     assert verdict.skip_reason is SkipReason.IN_USE
 
 
@@ -91,9 +120,9 @@ async def test_compacted_ledger_still_named_below_the_fence_token_is_retry(
     topic: World, parts: Any
 ) -> None:
     """The caller's write that moves the property has not landed yet."""
-    await topic.ledger(7, compacted_meta())
-    await cursor_znode(topic, COMPACTION, compacted=7)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=1))
+    verdict = await verdict_on(
+        topic, parts, compacted_pdli(7, fence=1), compacted_meta(), COMPACTION, compacted=7
+    )
     assert outcome(verdict) == (Decision.RETRY, "marking_in_progress")
 
 
@@ -102,9 +131,10 @@ async def test_previous_compacted_ledger_of_a_closed_cursor_is_deleted(
 ) -> None:
     """`CompactedTopicImpl.newCompactedLedger` failed to delete ledger 7 after ledger 9 was
     committed: the znode names 9, so 7 is free."""
-    await topic.ledger(7, compacted_meta())
-    await cursor_znode(topic, COMPACTION, compacted=9, version=1)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=1))
+    message = compacted_pdli(7, fence=1)
+    verdict = await verdict_on(
+        topic, parts, message, compacted_meta(), COMPACTION, compacted=9, version=1
+    )
     assert verdict.decision is Decision.DELETE
 
 
@@ -112,9 +142,10 @@ async def test_active_cursor_persisted_value_above_the_ledger_frees_it(
     topic: World, parts: Any
 ) -> None:
     """The reference only moves forward: a persisted 9 means the live one is 9 or newer."""
-    await topic.ledger(7, compacted_meta())
-    await cursor_znode(topic, COMPACTION, ledger=30, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
+    message = compacted_pdli(7, fence=0)
+    verdict = await verdict_on(
+        topic, parts, message, compacted_meta(), COMPACTION, ledger=30, compacted=9
+    )
     assert verdict.decision is Decision.DELETE
 
 
@@ -142,9 +173,8 @@ async def test_compacted_ledger_of_a_deleted_topic_is_deleted(world: World, part
 
 
 async def test_compacted_ledger_naming_another_topic_is_mismatch(topic: World, parts: Any) -> None:
-    await topic.ledger(7, compacted_meta("persistent://public/default/payments"))
-    await cursor_znode(topic, COMPACTION, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(7))
+    meta = compacted_meta("persistent://public/default/payments")
+    verdict = await verdict_on(topic, parts, compacted_pdli(7), meta, COMPACTION, compacted=9)
     assert verdict.skip_reason is SkipReason.MISMATCH
     assert [d.field for d in verdict.differences] == ["pulsar/compactedTopic"]
 
@@ -154,29 +184,25 @@ async def test_compacted_ledger_without_custom_metadata_is_never_deleted(
     topic: World, parts: Any, source: pb.Source.ValueType
 ) -> None:
     """Written by Pulsar ≤ 2.2: nothing proves whose it is."""
-    await topic.ledger(7, {})
-    await cursor_znode(topic, COMPACTION, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=0, source=source))
+    message = compacted_pdli(7, fence=0, source=source)
+    verdict = await verdict_on(topic, parts, message, {}, COMPACTION, compacted=9)
     assert outcome(verdict) == (Decision.SKIP, "no_owner_proof")
 
 
 async def test_a_data_ledger_named_as_compacted_is_mismatch(topic: World, parts: Any) -> None:
-    await topic.ledger(7, data_meta())
-    await cursor_znode(topic, COMPACTION, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(7))
+    verdict = await verdict_on(
+        topic, parts, compacted_pdli(7), data_meta(), COMPACTION, compacted=9
+    )
     assert verdict.skip_reason is SkipReason.MISMATCH
 
 
-async def test_young_compacted_ledger_is_retry(
-    topic: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
-) -> None:
+async def test_young_compacted_ledger_is_retry(topic: World, young_parts: Any) -> None:
     """Closed but not yet named: `phaseTwo` closes the ledger before `markDelete`."""
-    parts = make_parts(
-        replace(config, property_ledger_min_age=timedelta(minutes=10)), store, s3client
+    message = compacted_pdli(7, fence=0)
+    meta = compacted_meta()
+    verdict = await verdict_on(
+        topic, young_parts, message, meta, COMPACTION, ctime=OLD, compacted=5
     )
-    await topic.ledger(7, compacted_meta(), ctime=OLD)
-    await cursor_znode(topic, COMPACTION, compacted=5)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=0))
     assert outcome(verdict) == (Decision.RETRY, "property_ledger_too_young")
 
 
@@ -184,18 +210,18 @@ async def test_open_compacted_ledger_above_the_persisted_value_is_retry(
     topic: World, parts: Any
 ) -> None:
     """An OPEN ledger newer than the named one may be a compaction in progress."""
-    await topic.ledger(11, compacted_meta(), state=LedgerState.OPEN)
-    await cursor_znode(topic, COMPACTION, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(11, fence=0, source=pb.OPERATOR))
+    message = compacted_pdli(11, fence=0, source=pb.OPERATOR)
+    meta = compacted_meta()
+    verdict = await verdict_on(topic, parts, message, meta, COMPACTION, state=OPEN, compacted=9)
     assert outcome(verdict) == (Decision.RETRY, "open_ledger")
 
 
 async def test_open_compacted_ledger_below_the_persisted_value_is_deleted(
     topic: World, parts: Any
 ) -> None:
-    await topic.ledger(7, compacted_meta(), state=LedgerState.OPEN)
-    await cursor_znode(topic, COMPACTION, compacted=9)
-    verdict = await parts.engine.verify(compacted_pdli(7, fence=0, source=pb.OPERATOR))
+    message = compacted_pdli(7, fence=0, source=pb.OPERATOR)
+    meta = compacted_meta()
+    verdict = await verdict_on(topic, parts, message, meta, COMPACTION, state=OPEN, compacted=9)
     assert verdict.decision is Decision.DELETE
 
 
@@ -203,17 +229,21 @@ async def test_open_compacted_ledger_below_the_persisted_value_is_deleted(
 
 
 async def test_bucket_named_by_its_cursor_property_is_in_use(topic: World, parts: Any) -> None:
-    await topic.ledger(8, bucket_meta())
-    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={BUCKET_KEY: "8"})
-    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
+    message = bucket_pdli(8, fence=0)
+    named = {BUCKET_KEY: "8"}
+    verdict = await verdict_on(
+        topic, parts, message, bucket_meta(), SUB_CURSOR, ledger=31, buckets=named
+    )
     assert verdict.skip_reason is SkipReason.IN_USE
 
 
 async def test_bucket_named_by_any_property_is_in_use(topic: World, parts: Any) -> None:
     """Conservative: any string property whose value is the id, whatever its key."""
-    await topic.ledger(8, bucket_meta())
-    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={"other": " 8"})
-    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
+    message = bucket_pdli(8, fence=0)
+    named = {"other": " 8"}
+    verdict = await verdict_on(
+        topic, parts, message, bucket_meta(), SUB_CURSOR, ledger=31, buckets=named
+    )
     assert verdict.skip_reason is SkipReason.IN_USE
 
 
@@ -248,15 +278,11 @@ async def test_bucket_metadata_must_name_its_topic_and_subscription(
     assert field in [d.field for d in verdict.differences]
 
 
-async def test_young_bucket_is_retry(
-    topic: World, config: VerifierConfig, store: ZkMetadataStore, s3client: Any
-) -> None:
-    parts = make_parts(
-        replace(config, property_ledger_min_age=timedelta(minutes=10)), store, s3client
+async def test_young_bucket_is_retry(topic: World, young_parts: Any) -> None:
+    message = bucket_pdli(8, fence=0)
+    verdict = await verdict_on(
+        topic, young_parts, message, bucket_meta(), SUB_CURSOR, ctime=OLD, ledger=31
     )
-    await topic.ledger(8, bucket_meta(), ctime=OLD)
-    await cursor_znode(topic, SUB_CURSOR, ledger=31)
-    verdict = await parts.engine.verify(bucket_pdli(8, fence=0))
     assert outcome(verdict) == (Decision.RETRY, "property_ledger_too_young")
 
 
@@ -267,9 +293,10 @@ async def test_a_property_reference_protects_whatever_the_pdli_says(
     topic: World, parts: Any
 ) -> None:
     """A MANAGED_CURSOR PDLI naming the bucket snapshot its cursor still names: IN_USE."""
-    await topic.ledger(8, cursor_meta(cursor=SUB_CURSOR))
-    await cursor_znode(topic, SUB_CURSOR, ledger=31, buckets={BUCKET_KEY: "8"})
-    verdict = await parts.engine.verify(pdli(8, component=pb.MANAGED_CURSOR, cursor=SUB_CURSOR))
+    message = pdli(8, component=pb.MANAGED_CURSOR, cursor=SUB_CURSOR)
+    meta = cursor_meta(cursor=SUB_CURSOR)
+    named = {BUCKET_KEY: "8"}
+    verdict = await verdict_on(topic, parts, message, meta, SUB_CURSOR, ledger=31, buckets=named)
     assert verdict.skip_reason is SkipReason.IN_USE
 
 
