@@ -22,7 +22,9 @@ from tests.deleter.stack import (
     drained,
     mark_trims,
     pulsar_config,
+    run_deleter_until_drained,
     running_deleter,
+    running_e2e_deleter,
     running_marker,
     unsigned_pdli,
 )
@@ -104,8 +106,7 @@ async def test_duplicate_pdlis_are_harmless(
     model, before, verifier = cluster
     async with running_marker(zk, broker, verifier, wrap_publisher=Doubling) as marker:
         marked = await mark_trims(marker, model)
-    async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-        status = await drained(running.deleter)
+    status = await run_deleter_until_drained(zk, s3, broker, verifier)
     listed, _ = await assert_safe(zk, s3, model, before)
     await assert_all_gone(zk, s3, model, marked, listed)
     assert status.dead_letter_backlog == 0
@@ -155,8 +156,7 @@ async def test_forged_pdlis_delete_nothing(
     the DLQ with that reason."""
     model, before, verifier = cluster
     await publish(broker, forged(model))
-    async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
-        status = await drained(running.deleter)
+    status = await run_deleter_until_drained(zk, s3, broker, verifier)
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
     assert in_bk == await ledgers_in_zookeeper(zk, in_bk)
     assert before == objects_in_s3(s3)
@@ -170,7 +170,7 @@ async def test_garbage_is_dead_lettered_and_the_deleter_keeps_running(
     undecodable; PDLIs after them are still handled."""
     model, before, verifier = cluster
     garbage = [OutgoingMessage(b"\x00\xff not a pdli", "x", {}), OutgoingMessage(b"", "y", {})]
-    async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+    async with running_e2e_deleter(zk, s3, broker, verifier) as running:
         await publish(broker, garbage)
         async with running_marker(zk, broker, verifier) as marker:
             marked = await mark_trims(marker, model)

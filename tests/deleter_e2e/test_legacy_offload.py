@@ -42,9 +42,8 @@ from tests.deleter.stack import (
     BUCKET,
     CLUSTER,
     create_topics,
-    deleter_config,
     drained,
-    running_deleter,
+    running_e2e_deleter,
     running_marker,
     s3_config,
 )
@@ -147,7 +146,7 @@ async def trim_ledger_1(
 async def delete_all(
     zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess, verifier: str
 ) -> dict[str, int]:
-    async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+    async with running_e2e_deleter(zk, s3, broker, verifier) as running:
         await drained(running.deleter)
 
         async def settled() -> dict[str, int]:

@@ -42,6 +42,7 @@ from tests.deleter.stack import (
     mark_cursor_and_schema_trims,
     mark_trims,
     running_deleter,
+    running_e2e_deleter,
     running_marker,
     running_verifier,
     unsigned_pdli,
@@ -180,7 +181,7 @@ async def delete_until_drained(
     lines."""
     setup_topics(broker, preview=False)
     with audit_lines() as logs:
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+        async with running_e2e_deleter(zk, s3, broker, verifier) as running:
             await drained(running.deleter)
 
             async def every_dead_letter() -> dict[str, int]:
