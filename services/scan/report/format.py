@@ -25,9 +25,10 @@ KIND_REASONS = {
     "reference was not read, and not older than the reference the cursor znode persisted",
     "other_cluster": "excluded: the object belongs to another Pulsar cluster (shared bucket)",
     "noncanonical_name": "its owner's name is not canonical, so no PDLI can name it",
-    "compacted_unreferenced": "its topic's __compaction cursor no longer names this "
-    "compacted ledger",
-    "bucket_unreferenced": "no subscription cursor names this delayed-delivery bucket any more",
+    "compacted_unreferenced": "its topic's __compaction cursor does not name this compacted "
+    "ledger (moved on, or a compaction that never finished)",
+    "bucket_unreferenced": "its subscription's cursor does not name this delayed-delivery "
+    "bucket (merged or dropped, or a seal that never finished)",
     "neighbour_owner": "never proposed: its owner exists in another cluster sharing this "
     "BookKeeper",
     "unknown_namespace": "never proposed: its namespace does not exist here (another "
