@@ -165,16 +165,34 @@ async def read_managed_ledgers(
     return counts[0], counts[1]
 
 
-def _append_ml(ml_name: str, path: str, node: Versioned, out: Out) -> None:
+D = TypeVar("D")
+
+
+def _decoded(
+    table: str, decode: Callable[[], D], row: Callable[[D | None], R.Row], out: Out
+) -> D | None:
+    """Append `table`'s row for a decoded znode, or, when it does not decode, the row without
+    its contents and the problem in `decode_error` (the analysis treats it as unknown)."""
     try:
-        info = decode_managed_ledger_info(node.data, path=path)
+        value = decode()
     except CorruptMetadata as e:
-        row = R.managed_ledger_row(ml_name, node, None)
-        row["decode_error"] = e.problem
-        out.append(("managed_ledgers", row))
-        return
-    out.append(("managed_ledgers", R.managed_ledger_row(ml_name, node, info)))
-    out.extend(("ml_ledgers", row) for row in R.ml_ledger_rows(ml_name, info))
+        bad = row(None)
+        bad["decode_error"] = e.problem
+        out.append((table, bad))
+        return None
+    out.append((table, row(value)))
+    return value
+
+
+def _append_ml(ml_name: str, path: str, node: Versioned, out: Out) -> None:
+    info = _decoded(
+        "managed_ledgers",
+        lambda: decode_managed_ledger_info(node.data, path=path),
+        lambda i: R.managed_ledger_row(ml_name, node, i),
+        out,
+    )
+    if info is not None:
+        out.extend(("ml_ledgers", row) for row in R.ml_ledger_rows(ml_name, info))
 
 
 async def _read_cursor(store: MetadataStore, ml_name: str, cursor: str, out: Out) -> int:
@@ -182,14 +200,12 @@ async def _read_cursor(store: MetadataStore, ml_name: str, cursor: str, out: Out
     node = await _get(store, path)
     if node is None:
         return 0
-    try:
-        info = decode_cursor_info(node.data, path=path)
-    except CorruptMetadata as e:
-        row = R.cursor_row(ml_name, cursor, node, None)
-        row["decode_error"] = e.problem
-        out.append(("cursors", row))
-        return 1
-    out.append(("cursors", R.cursor_row(ml_name, cursor, node, info)))
+    _decoded(
+        "cursors",
+        lambda: decode_cursor_info(node.data, path=path),
+        lambda info: R.cursor_row(ml_name, cursor, node, info),
+        out,
+    )
     return 1
 
 
@@ -216,14 +232,12 @@ async def read_schemas(store: MetadataStore, tenant: str, out: Out, limits: Read
                 for n in nested:
                     await read(f"{schema_id}/{n}", 4)
                 return
-        try:
-            locator = decode_schema_locator(node.data, path=path)
-        except CorruptMetadata as e:
-            row = R.schema_row(schema_id, node, None)
-            row["decode_error"] = e.problem
-            out.append(("schemas", row))
-            return
-        out.append(("schemas", R.schema_row(schema_id, node, locator)))
+        _decoded(
+            "schemas",
+            lambda: decode_schema_locator(node.data, path=path),
+            lambda locator: R.schema_row(schema_id, node, locator),
+            out,
+        )
 
     await bounded(ids, read, limits.concurrency)
     return len(out) - before
