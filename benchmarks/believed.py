@@ -32,7 +32,7 @@ import aiozk
 
 from benchmarks._truth import UndoneWork, parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.believed import LAYOUT, BelievedConfig, BelievedSet
 from services.verifier.store_adapter import MetadataZnodeStore
 

@@ -47,7 +47,7 @@ from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import OFFLOAD_RECORD, OwnerIndex
 from services.marker.follower.metrics import FollowerMetrics
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import (
     PROP_LEDGER_ID,
     IntentPublisher,

@@ -46,7 +46,7 @@ from services.core.signing_keys import generate_key_pair, write_key_pair
 from services.marker.owners import LedgerRef, resolve_owner
 from services.marker.planning import MarkRequest, Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
 from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import marker_pb2 as _mk

@@ -32,7 +32,7 @@ from services.metadata import (
     ZkMetadataStore,
 )
 from services.metadata.store import Versioned
-from services.metadata.zk_wire import MultiReadRequest
+from services.metadata.zookeeper.wire import MultiReadRequest
 
 BENCH_TIMEOUT_S = 600.0
 

@@ -30,8 +30,8 @@ from benchmarks.metadata_read import ledger_ids, populate, run_pool
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
 from services.metadata.store import Versioned
-from services.metadata.zk_store import MULTI_READ_CHUNK
-from services.metadata.zk_wire import MultiReadRequest
+from services.metadata.zookeeper.store import MULTI_READ_CHUNK
+from services.metadata.zookeeper.wire import MultiReadRequest
 from services.scan.extract.job import run_extract
 from services.scan.extract.units import ExtractSettings
 from services.scan.spark import build_session

@@ -33,7 +33,7 @@ from services.metadata.pulsar_formats import (
     encode_managed_ledger_info,
 )
 from services.metadata.pulsar_stores import ManagedLedgers
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.shadows import ShadowIndex
 from services.verifier.store_adapter import MetadataZnodeStore
 

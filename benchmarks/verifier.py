@@ -62,8 +62,8 @@ from services.metadata import (
 )
 from services.metadata.layout import format_ledgers_root
 from services.metadata.store import Versioned
-from services.metadata.zk_store import MULTI_READ_CHUNK
-from services.metadata.zk_wire import MultiReadRequest
+from services.metadata.zookeeper.store import MULTI_READ_CHUNK
+from services.metadata.zookeeper.wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.metrics import VerifierMetrics

@@ -1,6 +1,6 @@
 """In-memory ZooKeeper: one server state, one session per service, behind `MetadataStore`.
 
-Modelled as ZooKeeper behaves (and as `services.metadata.zk_store` relies on):
+Modelled as ZooKeeper behaves (and as `services.metadata.zookeeper.store` relies on):
 - every write bumps the zxid; `set` and `delete` compare the version (CAS); `-1` is any;
 - a delete of a znode with children fails (`NotEmpty`); `multi` is all or nothing and
   reports the first failing op (the adapter retries the undecided ones, as here);

@@ -20,7 +20,7 @@ from benchmarks.chaos.intruder import Intruder
 from benchmarks.chaos.run import RunResult, one_run
 from benchmarks.chaos.stack import SYSTEM_TOPIC, chaos_stack
 from devstack.simulator.s3 import open_object_store
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -23,7 +23,7 @@ from devstack.services import ServiceProcess
 from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.layout import format_ledgers_root
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic.setup import SetupPlan, prepare_topics
 
 DELETERS = ("deleter-a", "deleter-b")

@@ -22,7 +22,7 @@ from benchmarks.load.workload import Workload, WorkloadOptions
 from devstack.simulator.s3 import open_object_store
 from services.core.client import open_channel
 from services.core.config import ClientConfig
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 SOAK_DURATION = 600.0
 RESTART_EVERY = 60.0

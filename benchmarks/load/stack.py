@@ -16,7 +16,7 @@ from devstack.s3 import S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.layout import format_ledgers_root
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic.setup import SetupPlan, prepare_topics
 
 SYSTEM_TOPIC = "persistent://pulsar/system/__ledger_deletion"

@@ -45,7 +45,7 @@ from services.deleter.status_gauges import StatusGauges
 from services.metadata.connect import connect_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.peer_settings import PeerSettings, Published, retry_budget
-from services.metadata.zk_secure import refuse_unsecured
+from services.metadata.zookeeper.secure import refuse_unsecured
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,

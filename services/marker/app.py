@@ -24,7 +24,7 @@ from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
 from services.metadata.connect import at, connect_store
 from services.metadata.peer_settings import PeerSettings, Published
-from services.metadata.zk_secure import refuse_unsecured
+from services.metadata.zookeeper.secure import refuse_unsecured
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.admin_auth import confirm_credentials, secured_admin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings

@@ -1,9 +1,9 @@
 """ZooKeeper paths and codecs for BookKeeper and Pulsar metadata; offload object naming.
 
-The only package that knows znode paths and encodings. Its stores talk to ZooKeeper through
-the `MetadataStore` port; `ZkMetadataStore` (the aiozk adapter, with the requests aiozk lacks
-in `zk_wire`, its session care in `_zk_session` and authentication, TLS and ACLs in
-`_zk_security`) is the only aiozk importer.
+The only package that knows znode paths and encodings. Its stores talk to the metadata store
+through the `MetadataStore` port (`store`). The adapters live in rooms beside it:
+`zookeeper/` (`ZkMetadataStore`, the only aiozk importer: the requests aiozk lacks in `wire`,
+its session care in `_session`, authentication, TLS and ACLs in `_security`).
 """
 
 from services.metadata.errors import (
@@ -83,7 +83,7 @@ from services.metadata.pulsar_names import (
 from services.metadata.pulsar_stores import ManagedLedgers, Schemas
 from services.metadata.records import LedgerRecord, Record
 from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned, WatchEvent
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 __all__ = [
     "ANY_VERSION",

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 
 from services.core.config import ZooKeeperConfig
 from services.core.shared_clusters import StoreUrl
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 
 def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:

@@ -207,7 +207,7 @@ def _verifier_deleter(verifier: Published, deleter: Published) -> list[str]:
 
 
 class SettingsStore(Protocol):
-    """The few ZooKeeper operations needed (`services.metadata.zk_store.ZkMetadataStore`)."""
+    """The few ZooKeeper operations needed (`services.metadata.zookeeper.store.ZkMetadataStore`)."""
 
     async def create(
         self,

@@ -17,7 +17,7 @@ from services.core.config import ZooKeeperConfig
 from services.core.errors import ConfigError, Unavailable
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused
 from services.metadata.connect import connect_store
-from services.metadata.zk_secure import TOMBSTONE_ROOT, roots_of, secure, unsecured
+from services.metadata.zookeeper.secure import TOMBSTONE_ROOT, roots_of, secure, unsecured
 
 EXIT_UNSECURED = 1
 EXIT_REFUSED = 2

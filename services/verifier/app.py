@@ -22,7 +22,7 @@ from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.peer_settings import PeerSettings, Published
 from services.metadata.pulsar_stores import ManagedLedgers
-from services.metadata.zk_secure import refuse_unsecured, roots_of
+from services.metadata.zookeeper.secure import refuse_unsecured, roots_of
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
 from services.verifier.clusters import ClusterScope, Neighbour

@@ -14,7 +14,7 @@ from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.healthcheck import check_health
 from services.metadata.layout import format_ledgers_root
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic.setup import SetupPlan, prepare_topics
 from tests.compose.stack_files import TOMBSTONE_SERVICES, compose
 

@@ -22,7 +22,7 @@ from services.core.env_cli import SERVICES
 from services.core.service_main import EXIT_REFUSED
 from services.healthcheck import check_health
 from services.metadata.layout import format_ledgers_root
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.helpers import ROOT
 
 HANG_GUARD = 120.0

@@ -20,7 +20,7 @@ from services.metadata.peer_settings import (
     conflicts,
     retry_budget,
 )
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.verifier.world import World
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from services.core.env_cli import SERVICES, settings_markdown, settings_of
 from services.core.errors import Unavailable
 from services.core.service_main import EXIT_CONFIG, EXIT_UNAVAILABLE, check_reachable
 from services.core.version import version
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.verifier.world import World
 
 SERVICE_NAMES = sorted(SERVICES)

@@ -33,7 +33,7 @@ from services.marker.marking import Marker
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.setup import SetupPlan, prepare_topics
 from services.verifier.app import open_verifier

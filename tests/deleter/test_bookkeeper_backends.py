@@ -15,7 +15,7 @@ from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.ports import DeleteFailed
 from services.metadata import BookKeeperLedgers, LedgerMetadata, LedgerPaths, Segment
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.helpers import assert_eventually
 
 

@@ -9,7 +9,7 @@ from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths, ManagedLedgers, Schemas
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.deleter.stack import BUCKET
 
 

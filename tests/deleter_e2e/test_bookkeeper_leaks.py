@@ -29,7 +29,7 @@ from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
 from services.metadata.ledger_metadata import LedgerState
 from services.metadata.paths import LedgerLayout, LedgerPaths
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic.retry import RetryPolicy
 from tests.deleter.stack import (
     create_topics,

@@ -33,7 +33,7 @@ from services.metadata.namespaces import encode_policies, namespace_of_ml, polic
 from services.metadata.offload import uuid_to_bits
 from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.pulsar_names import managed_ledger_path
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import encode_intent
 from services.verifier.app import VerifierParts, open_verifier
 from services.verifier.config import VerifierConfig

@@ -28,7 +28,7 @@ from services.core.errors import StartupRefused
 from services.deleter.handling import Backends
 from services.deleter.ports import DeleteResult
 from services.deleter.preview import PreviewReport
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic.admin import PulsarAdmin
 from services.systopic.messages import encode_intent
 from services.systopic.ports import OutgoingMessage

@@ -27,7 +27,7 @@ from services.marker.planning import MarkRequest
 from services.metadata.paths import LedgerPaths
 from services.metadata.pulsar_formats import decode_cursor_info
 from services.metadata.pulsar_names import cursor_path
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.deleter.stack import (
     create_topics,
     drained,

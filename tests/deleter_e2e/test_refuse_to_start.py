@@ -12,7 +12,7 @@ import pytest
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.deleter_e2e.process import ROOT, deleter_env
 from tests.verifier.world import World
 

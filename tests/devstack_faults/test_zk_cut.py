@@ -8,7 +8,7 @@ import asyncio
 
 from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.helpers import assert_eventually
 
 

@@ -18,7 +18,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.core.signing import SignatureStatus
 from services.healthcheck import check_health
 from services.metadata.layout import format_ledgers_root
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 STUBBORN = "tests.devstack_services.stubborn"
 

@@ -16,7 +16,7 @@ from services.core.signing import IntentSigner
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.metrics import FollowerMetrics
 from services.marker.own_writes import OwnWrites
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from tests.helpers import assert_eventually
 from tests.marker.live import Received, pulsar_config

@@ -13,7 +13,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.marker.follower.checkpoint import CheckpointStore
 from services.marker.follower.index import VERSION, compacted_of
 from services.marker.follower.metrics import FollowerMetrics
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import decode_intent
 from tests.follower.live import Running, counter, follower_indexing, intents, running_follower
 from tests.follower.property_znodes import (

@@ -10,7 +10,7 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.marker.follower.checkpoint import CheckpointStore
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.follower.live import SESSION_TIMEOUT, counter, running_follower
 from tests.helpers import assert_eventually
 from tests.marker.builders import CURSOR_PATH, ML_PATH, cursor_bytes, ledger, ml_bytes

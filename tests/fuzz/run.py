@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.deleter.stack import SMALL_SPEC, SYSTEM, create_topics, write_cluster
 from tests.fuzz.services import SURFACES, Running, Surface, start_all, token_table
 from tests.fuzz.strategies import Credentials, Payload, credentials, message_type, payloads

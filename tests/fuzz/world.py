@@ -18,7 +18,7 @@ import boto3
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from services.metadata.errors import NoNode
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 ROOTS = ("/managed-ledgers", "/ledgers", "/schemas", "/tombstone")
 

@@ -13,7 +13,7 @@ from benchmarks.load.workload import Workload, WorkloadOptions
 from devstack.s3 import S3Server
 from devstack.simulator.s3 import S3ObjectStore, open_object_store
 from devstack.zookeeper import ZooKeeperServer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 BUCKET = "pulsar-offload"
 

@@ -20,7 +20,7 @@ from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
 from services.marker.servicer import SERVICE_NAME, MarkerServicer
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import ProducerSettings, decode_intent, open_intent_publisher
 from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc

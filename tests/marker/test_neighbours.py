@@ -15,7 +15,7 @@ from services.core.errors import Unavailable
 from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker
 from services.marker.neighbours import Neighbours
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.marker.builders import ML_PATH, ledger, ml_bytes
 from tests.marker.conftest import SETTINGS, ml_request
 from tests.marker.fakes import FakePublisher

@@ -21,7 +21,7 @@ from services.core.zk_security import READ_OWNER, ZooKeeperRefused, ZooKeeperSec
 from services.metadata import NoNode, StoreUnavailable, ZkMetadataStore
 from services.metadata.acl import ALL, READ, AclEntry, digest_id
 from services.metadata.errors import AuthenticationFailed, NotAuthorized
-from services.metadata.zk_secure import TOMBSTONE_ROOT, refuse_unsecured, secure, unsecured
+from services.metadata.zookeeper.secure import TOMBSTONE_ROOT, refuse_unsecured, secure, unsecured
 from tests.helpers import assert_eventually
 
 SUPER = "super-secret"
@@ -156,7 +156,7 @@ async def test_wrong_password_is_refused_at_the_start_up_check(
 async def test_refused_authentication_ends_the_connect(server: ZooKeeperServer) -> None:
     """AUTH_FAILED (here: a scheme the server has no provider for) ends the connect at once
     with `AuthenticationFailed`, not a retry loop nor a timeout."""
-    from services.metadata import _zk_security
+    from services.metadata.zookeeper import _security as _zk_security
 
     original = _zk_security.DigestAuth.__init__
 

@@ -18,8 +18,8 @@ from services.metadata import (
     VersionConflict,
     ZkMetadataStore,
 )
-from services.metadata.zk_store import MULTI_DELETE_CHUNK
-from services.metadata.zk_wire import MultiDeleteResponse
+from services.metadata.zookeeper.store import MULTI_DELETE_CHUNK
+from services.metadata.zookeeper.wire import MultiDeleteResponse
 
 
 def kinds(outcomes: list[MetadataError | None]) -> list[tuple[str, str | None]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import MetadataError, StoreUnavailable, ZkMetadataStore
-from services.metadata.zk_store import MULTI_READ_CHUNK
-from services.metadata.zk_wire import MultiReadResponse
+from services.metadata.zookeeper.store import MULTI_READ_CHUNK
+from services.metadata.zookeeper.wire import MultiReadResponse
 from tests.helpers import assert_eventually
 
 

@@ -14,7 +14,7 @@ from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, S3Config, ZooKeeperConfig
 from services.core.metrics import Metrics
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.app import VerifierParts, build
 from services.verifier.config import VerifierConfig

@@ -16,7 +16,7 @@ from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.core.errors import TombstoneError
 from services.metadata.ledger_metadata import LedgerState
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.believed import (
     LAYOUT,
     BelievedConfig,

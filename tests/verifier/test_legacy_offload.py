@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from services.metadata.offload import INDEX_HEADER_SIZE
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.config import VerifierConfig
 from services.verifier.model import Decision, SkipReason, Source, Target

@@ -9,7 +9,7 @@ from devstack.zookeeper import ZooKeeperServer
 from services.core.adaptive import AdaptiveLimiter, LimitSettings
 from services.core.errors import Unavailable
 from services.metadata.errors import zookeeper_signal
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.limited import LimitedZnodeStore
 from services.verifier.store_adapter import MetadataZnodeStore
 from tests.helpers import assert_eventually

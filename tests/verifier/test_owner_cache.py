@@ -8,7 +8,7 @@ from typing import Any
 
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.pulsar_formats import ManagedLedgerInfo, encode_managed_ledger_info
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.model import Decision, SkipReason
 from services.verifier.owners import OwnerCache, decode_ml
 from services.verifier.ports import Znode, read_each

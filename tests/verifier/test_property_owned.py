@@ -24,7 +24,7 @@ from services.core.metrics import Metrics
 from services.core.signing import IntentSigner, TrustedKeys
 from services.metadata.ledger_metadata import LedgerState
 from services.metadata.pulsar_names import cursor_path
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.app import build
 from services.verifier.config import VerifierConfig

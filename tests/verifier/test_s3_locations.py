@@ -29,7 +29,7 @@ from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.s3 import open_s3_deleter
 from services.deleter.ports import DeleteFailed
 from services.metadata.offload import data_object_key, index_object_key
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import open_s3
 from services.verifier.app import VerifierParts, build
 from services.verifier.config import VerifierConfig

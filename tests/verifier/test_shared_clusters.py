@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from services.core.metrics import Metrics
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.app import VerifierParts, build
 from services.verifier.config import VerifierConfig

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from structlog.testing import capture_logs
 
 from services.core.signing import IntentSigner, SignatureStatus, TrustedKeys
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.config import VerifierConfig
 from services.verifier.model import Decision, SkipReason, Target
 from services.verifier.signatures import Forged, SignatureGate

@@ -25,7 +25,7 @@ from services.core.metrics import Metrics
 from services.metadata.ledger_metadata import LedgerState
 from services.metadata.pulsar_formats import SHADOW_SOURCE
 from services.metadata.pulsar_stores import ManagedLedgers
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.app import build
 from services.verifier.config import VerifierConfig

@@ -22,7 +22,7 @@ from services.metadata.pulsar_formats import (
     encode_schema_locator,
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path, schema_path
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 from tombstone.v1 import pending_delete_pb2 as pb
 
 ML = "public/default/persistent/orders"

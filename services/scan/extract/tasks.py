@@ -30,7 +30,7 @@ from services.metadata import (
 )
 from services.metadata.paths import LedgerLayout, long_hierarchical_path, short_hierarchical_path
 from services.metadata.pulsar_names import DOMAINS, PERSISTENT
-from services.metadata.zk_store import MULTI_READ_CHUNK
+from services.metadata.zookeeper.store import MULTI_READ_CHUNK
 from services.scan.extract import rows as R
 from services.scan.extract.inventory import read_inventory
 from services.scan.extract.s3 import S3Lister

@@ -1,6 +1,6 @@
-"""The ZooKeeper adapter of the `MetadataStore` port: with `zk_wire` (the requests aiozk
-lacks: createContainer, multiRead, multi of deletes), `_zk_session` (retries, connection
-loss, watches) and `_zk_security` (authentication, TLS, ACLs), the only modules that import
+"""The ZooKeeper adapter of the `MetadataStore` port: with `wire` (the requests aiozk
+lacks: createContainer, multiRead, multi of deletes), `_session` (retries, connection
+loss, watches) and `_security` (authentication, TLS, ACLs), the only modules that import
 aiozk.
 
 It sends aiozk's low-level requests itself, so that data and stat come back in one round trip
@@ -28,23 +28,6 @@ from aiozk import protocol as zk_protocol
 from aiozk.states import States
 
 from services.core.zk_security import ZooKeeperSecurity
-from services.metadata._zk_security import (
-    DigestAuth,
-    TlsDialer,
-    acl_entries,
-    tls_context,
-    zk_acl,
-)
-from services.metadata._zk_session import (
-    CHILD_EVENTS,
-    DATA_EVENTS,
-    EXISTS_EVENTS,
-    UNAVAILABLE,
-    ConnectionGuard,
-    EventTap,
-    NoWriteResend,
-    register_watch,
-)
 from services.metadata.acl import AclEntry, ZnodeAcl, tombstone_acl
 from services.metadata.errors import (
     AuthenticationFailed,
@@ -58,7 +41,24 @@ from services.metadata.errors import (
     VersionConflict,
 )
 from services.metadata.store import ANY_VERSION, Stat, Versioned, WatchEvent
-from services.metadata.zk_wire import (
+from services.metadata.zookeeper._security import (
+    DigestAuth,
+    TlsDialer,
+    acl_entries,
+    tls_context,
+    zk_acl,
+)
+from services.metadata.zookeeper._session import (
+    CHILD_EVENTS,
+    DATA_EVENTS,
+    EXISTS_EVENTS,
+    UNAVAILABLE,
+    ConnectionGuard,
+    EventTap,
+    NoWriteResend,
+    register_watch,
+)
+from services.metadata.zookeeper.wire import (
     AddWatchRequest,
     CreateContainerRequest,
     MultiDeleteRequest,

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterable
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata.acl import AclEntry, ZnodeAcl, digest_id, foreign_changes, tombstone_acl
 from services.metadata.errors import NoNode, VersionConflict
-from services.metadata.zk_store import ZkMetadataStore
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 TOMBSTONE_ROOT = "/tombstone"
 """Where Tombstone's znodes live (peer settings, follower, believed set by default)."""
