@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,7 +63,35 @@ class MetadataStore(Protocol):
 
     @property
     def last_zxid(self) -> int | None:
-        """The last transaction id the store has seen (for recording scan points)."""
+        """The last transaction id the store has seen (for recording scan points); None on a
+        store without a global transaction id."""
+        ...
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session is connected now."""
+        ...
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session's id: an ephemeral record's `ephemeral_owner` when it is ours."""
+        ...
+
+    async def wait_connected(self) -> None:
+        """Return once the session is connected (unbounded: callers bound it)."""
+        ...
+
+    def connection_lost(self) -> asyncio.Future[None]:
+        """A future done when the connection is next lost or the session ends: from then on
+        every watch may have missed events."""
+        ...
+
+    async def add_recursive_watch(
+        self, path: str, listener: Callable[[WatchEvent, str], None]
+    ) -> None:
+        """`listener(kind, path)` for every create, data change and delete at or below `path`,
+        from now until the connection is lost (events after that are not reported: call
+        again once reconnected). `Unsupported` when the store cannot."""
         ...
 
     async def get(self, path: str) -> Versioned:
@@ -106,8 +134,10 @@ class MetadataStore(Protocol):
         *,
         make_parents: bool = False,
         container_parents: bool = False,
+        ephemeral: bool = False,
     ) -> Stat:
-        """Create a znode (`NodeExists` if present); optionally create missing parents."""
+        """Create a znode (`NodeExists` if present); optionally create missing parents.
+        `ephemeral`: it lives as long as this session (parents never are)."""
         ...
 
     async def create_sequential(
