@@ -252,3 +252,15 @@ async def test_unreachable_store_then_a_change_missed_while_cut(
     await refused(guarded.set(MANAGED_LEDGER, b"marked", version=0))
     await reach(guarded, phase(MigrationPhase.COPYING))
     assert "phase COPYING" in await refused(guarded.set(MANAGED_LEDGER, b"marked", version=0))
+
+
+async def test_a_closed_guard_refuses_writes(store: ZkMetadataStore) -> None:
+    """Once the guard stops following the record (closed, or its loop ended) what it last
+    read is stale: writes are refused again."""
+    async with MigrationGuardedStore(store) as guard:
+        assert guard.reading == NO_MIGRATION
+        await guard.create("/tombstone/a", make_parents=True)
+    after: Reading = guard.follower.reading
+    assert isinstance(after, Unknown)
+    await refused(guard.create("/tombstone/b"))
+    assert await store.get_children("/tombstone") == ["a"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.metadata.errors import CorruptMetadata, NoNode, StoreUnavailable
+from services.metadata.errors import CorruptMetadata, MetadataError, NoNode
 from services.metadata.store import MetadataStore, WatchEvent
 
 _log = structlog.get_logger(__name__)
@@ -123,23 +123,30 @@ class MigrationFollower:
             self._adopt(decode_state((await self._store.get(MIGRATION_FLAG_PATH)).data))
         except NoNode:
             self._adopt(NO_MIGRATION)
-        except (StoreUnavailable, CorruptMetadata) as e:
+        except MetadataError as e:  # unavailable, corrupt, or refused
             self._adopt(Unknown(str(e)))
         return self.reading
 
     async def run(self) -> None:
-        """Background loop: follow the record until cancelled; never returns."""
+        """Background loop: follow the record until cancelled; never returns. Once it stops
+        (cancelled, or an error it does not expect) the reading is unknown again."""
+        try:
+            await self._follow()
+        finally:
+            self._adopt(Unknown("the migration record is not followed any more"))
+
+    async def _follow(self) -> None:
         while True:
             try:
                 event = await self._read_and_watch()
-            except (StoreUnavailable, CorruptMetadata) as e:
+            except CorruptMetadata as e:
                 # A record we cannot decode is watched too: a fixed one is adopted at once.
                 self._adopt(Unknown(str(e)))
-                if isinstance(e, CorruptMetadata):
-                    event = await self._wait_change()
-                else:
-                    await asyncio.sleep(self._retry_delay)
-                    continue
+                event = await self._wait_change()
+            except MetadataError as e:  # unavailable, or refused (authentication, ACL)
+                self._adopt(Unknown(str(e)))
+                await asyncio.sleep(self._retry_delay)
+                continue
             if event is WatchEvent.CONNECTION_LOST:
                 self._adopt(Unknown("connection lost: migration state is being read again"))
                 await self._store.wait_connected()
@@ -171,7 +178,7 @@ class MigrationFollower:
     async def _wait_change(self) -> WatchEvent:
         try:
             _stat, fired = await self._store.watch(MIGRATION_FLAG_PATH)
-        except StoreUnavailable:
+        except MetadataError:
             await asyncio.sleep(self._retry_delay)
             return WatchEvent.CONNECTION_LOST
         return await fired
