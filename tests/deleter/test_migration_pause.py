@@ -41,7 +41,7 @@ async def source_store(zk: ZooKeeperServer) -> AsyncIterator[ZkMetadataStore]:
 
 
 @pytest.fixture
-async def guarded(zk: ZooKeeperServer) -> AsyncIterator[MigrationGuardedStore]:
+async def guarded(zk: ZooKeeperServer) -> AsyncIterator[MigrationGuardedStore[ZkMetadataStore]]:
     """The deleter's own session, guarded."""
     async with (
         ZkMetadataStore.connect(zk.address, session_timeout=5, request_timeout=5) as session,
@@ -51,7 +51,9 @@ async def guarded(zk: ZooKeeperServer) -> AsyncIterator[MigrationGuardedStore]:
 
 
 @pytest.fixture
-async def backend(guarded: MigrationGuardedStore) -> AsyncIterator[ZooKeeperLedgerDeleter]:
+async def backend(
+    guarded: MigrationGuardedStore[ZkMetadataStore],
+) -> AsyncIterator[ZooKeeperLedgerDeleter]:
     deleter = ZooKeeperLedgerDeleter(
         guarded,
         paths=LedgerPaths(),
@@ -75,7 +77,7 @@ def ledger(ledger_id: int) -> LedgerMetadata:
 
 async def test_copying_pauses_the_deleter_then_failed_lets_it_delete(
     source_store: ZkMetadataStore,
-    guarded: MigrationGuardedStore,
+    guarded: MigrationGuardedStore[ZkMetadataStore],
     backend: ZooKeeperLedgerDeleter,
 ) -> None:
     """During COPYING a verified ledger is not deleted: the deleter pauses on ZooKeeper (its

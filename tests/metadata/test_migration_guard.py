@@ -40,7 +40,9 @@ async def proxy(zk: ZooKeeperServer) -> AsyncIterator[ZooKeeperFaultProxy]:
 
 
 @pytest.fixture
-async def guarded(proxy: ZooKeeperFaultProxy) -> AsyncIterator[MigrationGuardedStore]:
+async def guarded(
+    proxy: ZooKeeperFaultProxy,
+) -> AsyncIterator[MigrationGuardedStore[ZkMetadataStore]]:
     async with (
         ZkMetadataStore.connect(proxy.address, session_timeout=5, request_timeout=2) as session,
         MigrationGuardedStore(session, retry_delay=0.05) as guard,
@@ -54,7 +56,9 @@ def coordinator(store: ZkMetadataStore) -> PulsarMigrationCoordinator:
     return PulsarMigrationCoordinator(store)
 
 
-async def reach(guard: MigrationGuardedStore, want: Callable[[Reading], bool]) -> Reading:
+async def reach(
+    guard: MigrationGuardedStore[ZkMetadataStore], want: Callable[[Reading], bool]
+) -> Reading:
     async with asyncio.timeout(10):
         return await guard.follower.wait_for(want)
 
@@ -100,7 +104,7 @@ def test_decodes_pulsars_json() -> None:
             decode_state(bad)
 
 
-async def test_no_migration_passes_writes(guarded: MigrationGuardedStore) -> None:
+async def test_no_migration_passes_writes(guarded: MigrationGuardedStore[ZkMetadataStore]) -> None:
     """Without a migration record every write goes through."""
     assert guarded.reading == NO_MIGRATION
     before = await seed(guarded)
@@ -110,7 +114,7 @@ async def test_no_migration_passes_writes(guarded: MigrationGuardedStore) -> Non
 
 
 async def test_copying_refuses_every_write_and_changes_nothing(
-    guarded: MigrationGuardedStore,
+    guarded: MigrationGuardedStore[ZkMetadataStore],
     store: ZkMetadataStore,
     coordinator: PulsarMigrationCoordinator,
 ) -> None:
@@ -143,7 +147,9 @@ async def test_copying_refuses_every_write_and_changes_nothing(
 
 
 async def test_preparation_refuses_writes(
-    guarded: MigrationGuardedStore, store: ZkMetadataStore, coordinator: PulsarMigrationCoordinator
+    guarded: MigrationGuardedStore[ZkMetadataStore],
+    store: ZkMetadataStore,
+    coordinator: PulsarMigrationCoordinator,
 ) -> None:
     """PREPARATION pauses writes already (`DualMetadataStore.put` refuses them too)."""
     before = await seed(store)
@@ -155,7 +161,9 @@ async def test_preparation_refuses_writes(
 
 
 async def test_failed_lets_writes_through_again(
-    guarded: MigrationGuardedStore, store: ZkMetadataStore, coordinator: PulsarMigrationCoordinator
+    guarded: MigrationGuardedStore[ZkMetadataStore],
+    store: ZkMetadataStore,
+    coordinator: PulsarMigrationCoordinator,
 ) -> None:
     """A state written while the guard runs takes effect without a restart: COPYING pauses
     writes, FAILED (Pulsar back on ZooKeeper) lets the same write through."""
@@ -173,7 +181,9 @@ async def test_failed_lets_writes_through_again(
 
 
 async def test_completed_refuses_reads_and_writes(
-    guarded: MigrationGuardedStore, store: ZkMetadataStore, coordinator: PulsarMigrationCoordinator
+    guarded: MigrationGuardedStore[ZkMetadataStore],
+    store: ZkMetadataStore,
+    coordinator: PulsarMigrationCoordinator,
 ) -> None:
     """After COMPLETED the source is a stale copy: reads, watches and writes are all refused,
     and the reason tells the operator which settings to point at Oxia."""
@@ -205,7 +215,9 @@ async def test_completed_refuses_reads_and_writes(
 
 
 async def test_undecodable_state_refuses_writes_until_fixed(
-    guarded: MigrationGuardedStore, store: ZkMetadataStore, coordinator: PulsarMigrationCoordinator
+    guarded: MigrationGuardedStore[ZkMetadataStore],
+    store: ZkMetadataStore,
+    coordinator: PulsarMigrationCoordinator,
 ) -> None:
     """A record that cannot be decoded (not JSON, or a phase this code does not know) is not
     "no migration": writes are refused, reads go on, until a decodable state is written."""
@@ -236,7 +248,7 @@ async def test_state_unknown_before_the_first_read_refuses_writes(
 
 
 async def test_unreachable_store_then_a_change_missed_while_cut(
-    guarded: MigrationGuardedStore,
+    guarded: MigrationGuardedStore[ZkMetadataStore],
     store: ZkMetadataStore,
     coordinator: PulsarMigrationCoordinator,
     proxy: ZooKeeperFaultProxy,

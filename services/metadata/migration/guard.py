@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from services.metadata.errors import MetadataError, StoreUnavailable
 from services.metadata.migration.state import (
@@ -41,6 +41,8 @@ from services.metadata.store import MetadataStore, Stat, Versioned, WatchEvent
 
 STORE_URL_SETTINGS = "TOMBSTONE_METADATA_STORE_URL / TOMBSTONE_BOOKKEEPER_METADATA_URL"
 """The settings that choose the store Tombstone reads (named in the COMPLETED refusal)."""
+
+S = TypeVar("S", bound=MetadataStore)
 
 _WINDOW = frozenset({MigrationPhase.PREPARATION, MigrationPhase.COPYING})
 _PASSING = frozenset({MigrationPhase.NOT_STARTED, MigrationPhase.FAILED})
@@ -68,22 +70,27 @@ def read_refusal_reason(reading: Reading) -> str | None:
     return None
 
 
-class MigrationGuardedStore:
+class MigrationGuardedStore(Generic[S]):
     """`MetadataStore` over `store`, refusing what PIP-454's phase forbids (module doc).
 
     Enter it (`async with`) to read the record once and start following it; until then, and
-    after it is closed, the state is unknown: reads pass, writes are refused."""
+    after it is closed, the state is unknown: reads pass, writes are refused. `inner` is the
+    store itself, for what only its adapter offers (ZooKeeper's ACL checks)."""
 
     def __init__(
         self,
-        store: MetadataStore,
+        store: S,
         *,
         retry_delay: float = 1.0,
         listener: Callable[[Reading], None] | None = None,
     ) -> None:
-        self._store = store
+        self._store: S = store
         self.follower = MigrationFollower(store, retry_delay=retry_delay, listener=listener)
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def inner(self) -> S:
+        return self._store
 
     @property
     def reading(self) -> Reading:
@@ -229,6 +236,6 @@ class MigrationGuardedStore:
 def guarded_write_refusal(store: MetadataStore) -> StoreUnavailable | None:
     """For a probe that must see a migration pause: the refusal a write on `store` would meet
     now when it is a `MigrationGuardedStore`, else None."""
-    if isinstance(store, MigrationGuardedStore):
+    if isinstance(store, MigrationGuardedStore):  # any inner store
         return store.write_refusal()
     return None
