@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from services.metadata.oxia._notifications import Change
 from services.metadata.store import WatchEvent
@@ -34,7 +35,7 @@ class Watches:
     """Open data, child and recursive watches, and the `connection_lost()` futures."""
 
     def __init__(self) -> None:
-        self._data: dict[str, dict[asyncio.Future[WatchEvent], int]] = defaultdict(dict)
+        self._data: dict[str, dict[asyncio.Future[WatchEvent], _DataWatch]] = defaultdict(dict)
         self._children: dict[str, set[asyncio.Future[WatchEvent]]] = defaultdict(set)
         self._recursive: list[tuple[str, Callable[[WatchEvent, str], None]]] = []
         self._lost: set[asyncio.Future[None]] = set()
@@ -42,14 +43,23 @@ class Watches:
     def data(self, path: str) -> asyncio.Future[WatchEvent]:
         """A future for changes of `path` (see `seen`)."""
         fired: asyncio.Future[WatchEvent] = asyncio.get_running_loop().create_future()
-        self._data[path][fired] = -1
+        self._data[path][fired] = _DataWatch()
         fired.add_done_callback(lambda f: self._forget(self._data, path, f))
         return fired
 
     def seen(self, path: str, fired: asyncio.Future[WatchEvent], version: int) -> None:
-        """The read guarded by `fired` saw `version`: creates and changes up to it are old."""
-        if fired in self._data.get(path, {}):
-            self._data[path][fired] = version
+        """The read guarded by `fired` saw `version` (-1: no record): creates and changes up
+        to it are older than the read. Changes notified while the read was in flight are
+        judged now."""
+        watch = self._data.get(path, {}).get(fired)
+        if watch is None:
+            return
+        watch.seen = version
+        for event, changed in watch.pending:
+            if watch.fires(event, changed):
+                _fire(fired, event)
+                return
+        watch.pending.clear()
 
     def children(self, path: str) -> asyncio.Future[WatchEvent]:
         fired: asyncio.Future[WatchEvent] = asyncio.get_running_loop().create_future()
@@ -75,24 +85,27 @@ class Watches:
             self._key_changed(key, kind, version)
 
     def lose(self) -> None:
-        """Fire every open watch with CONNECTION_LOST; end the recursive watches."""
+        """Fire every open watch with CONNECTION_LOST and every `lost()` future; end the
+        recursive watches."""
         for futures in list(self._data.values()):
             for fired in list(futures):
                 _fire(fired, WatchEvent.CONNECTION_LOST)
         for children in list(self._children.values()):
             for fired in list(children):
                 _fire(fired, WatchEvent.CONNECTION_LOST)
-        recursive, self._recursive = self._recursive, []
-        for path, listener in recursive:
-            listener(WatchEvent.CONNECTION_LOST, path)
+        # Recursive watches end silently, as the port says: their owners learn of the loss
+        # from `connection_lost()`.
+        self._recursive = []
         for future in list(self._lost):
             if not future.done():
                 future.set_result(None)
 
     def _key_changed(self, key: str, kind: int, version: int) -> None:
         event = _EVENT.get(kind, WatchEvent.DELETED)
-        for fired, seen in list(self._data.get(key, {}).items()):
-            if event is WatchEvent.DELETED or version > seen:
+        for fired, watch in list(self._data.get(key, {}).items()):
+            if watch.seen is None:
+                watch.pending.append((event, version))
+            elif watch.fires(event, version):
                 _fire(fired, event)
         if event is WatchEvent.DELETED:
             for fired in list(self._children.get(key, ())):
@@ -106,7 +119,7 @@ class Watches:
 
     @staticmethod
     def _forget(
-        table: dict[str, dict[asyncio.Future[WatchEvent], int]]
+        table: dict[str, dict[asyncio.Future[WatchEvent], _DataWatch]]
         | dict[str, set[asyncio.Future[WatchEvent]]],
         path: str,
         fired: asyncio.Future[WatchEvent],
@@ -120,6 +133,18 @@ class Watches:
             entries.discard(fired)
         if not entries:
             del table[path]
+
+
+@dataclass
+class _DataWatch:
+    seen: int | None = None
+    """The version the guarded read saw; None while it is in flight."""
+    pending: list[tuple[WatchEvent, int]] = field(default_factory=list)
+    """Changes notified while the read was in flight."""
+
+    def fires(self, event: WatchEvent, version: int) -> bool:
+        # A delete carries no version: it may be older than the read, but is never skipped.
+        return event is WatchEvent.DELETED or version > (self.seen if self.seen is not None else -1)
 
 
 def _fire(fired: asyncio.Future[WatchEvent], event: WatchEvent) -> None:

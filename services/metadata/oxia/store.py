@@ -306,8 +306,7 @@ class OxiaMetadataStore:
         except BaseException:
             fired.cancel()
             raise
-        if stat is not None:
-            self._watches.seen(path, fired, stat.version)
+        self._watches.seen(path, fired, stat.version if stat is not None else -1)
         return stat, fired
 
     async def exists(self, path: str) -> Stat | None:
@@ -343,7 +342,8 @@ class OxiaMetadataStore:
         self, path: str, listener: Callable[[WatchEvent, str], None]
     ) -> None:
         """From the notification streams: every create, change and delete at or below `path`
-        until a stream breaks (then `listener(CONNECTION_LOST, path)` and no more calls)."""
+        until a stream breaks or a session ends (then `connection_lost()` futures are done
+        and this watch ends: call again once connected)."""
         _check_path(path)
         await self._streams_ready(path)
         self._watches.recursive(path, listener)
