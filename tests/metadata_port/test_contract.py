@@ -220,7 +220,8 @@ async def test_recursive_watch_sees_creates_changes_and_deletes_below(store: Met
         return all(event in seen for event in expected)
 
     await eventually(all_seen, f"recursive events {expected}, got {seen}")
-    assert all(path.startswith("/r/") for _kind, path in seen)
+    # At or below the path only (a store may report a change made just before the watch).
+    assert all(path == "/r" or path.startswith("/r/") for _kind, path in seen)
 
 
 async def test_ephemerals_belong_to_their_session_and_go_with_it(
