@@ -68,6 +68,20 @@ class OxiaServer:
         for shard in self.service.shards.values():
             self._loop.call_soon_threadsafe(shard.notifications.drop_followers)
 
+    def expire_sessions(self) -> None:
+        """Expire every live session of every shard now (callable from any thread), as Oxia
+        does when a session's timeout passes without a heartbeat: its ephemeral records are
+        deleted and its id is unknown from then on."""
+        assert self._loop is not None, "the server is not started"
+        for shard in self.service.shards.values():
+            self._loop.call_soon_threadsafe(shard.expire_sessions)
+
+    def stop_from_thread(self, timeout: float = 30.0) -> None:
+        """Stop a server started in another thread's loop now, without grace (as a crash
+        would end it): open streams end, new calls find no server."""
+        assert self._loop is not None, "the server is not started"
+        asyncio.run_coroutine_threadsafe(self.stop(grace=0), self._loop).result(timeout)
+
     async def stop(self, grace: float = 1.0) -> None:
         self.service.stopping.set()
         for shard in self.service.shards.values():
