@@ -68,13 +68,18 @@ class OxiaServer:
         for shard in self.service.shards.values():
             self._loop.call_soon_threadsafe(shard.notifications.drop_followers)
 
-    def expire_sessions(self) -> None:
-        """Expire every live session of every shard now (callable from any thread), as Oxia
-        does when a session's timeout passes without a heartbeat: its ephemeral records are
-        deleted and its id is unknown from then on."""
+    def expire_sessions(self, timeout: float = 30.0) -> None:
+        """Expire every live session of every shard, as Oxia does when a session's timeout
+        passes without a heartbeat: its ephemeral records are deleted and its id is unknown
+        from then on. Called from a thread other than the server's; returns once done, so
+        a session opened afterwards is not expired."""
         assert self._loop is not None, "the server is not started"
-        for shard in self.service.shards.values():
-            self._loop.call_soon_threadsafe(shard.expire_sessions)
+
+        async def expire() -> None:
+            for shard in self.service.shards.values():
+                shard.expire_sessions()
+
+        asyncio.run_coroutine_threadsafe(expire(), self._loop).result(timeout)
 
     def stop_from_thread(self, timeout: float = 30.0) -> None:
         """Stop a server started in another thread's loop now, without grace (as a crash

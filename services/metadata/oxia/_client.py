@@ -6,6 +6,7 @@ internals; they are named here so that an upgrade of the client is checked in on
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,16 @@ def _close_start_up_race() -> None:
         ServiceDiscovery._init_barrier = _FirstComerBarrier()
 
 
+class _Discovery(ServiceDiscovery):  # type: ignore[misc]
+    """The client's service discovery, whose assignments thread ends quietly when its
+    connection pool is closed before the first answer came (a failed connect): the client's
+    thread would die there with an uncaught error from the closed channel."""
+
+    def get_assignments(self) -> None:
+        with contextlib.suppress(ValueError):  # grpc: "Cannot invoke RPC on closed channel"
+            super().get_assignments()
+
+
 def open_client(
     address: str,
     namespace: str,
@@ -59,12 +70,17 @@ def open_client(
     _close_start_up_race()
     pool = ConnectionPool()
     try:
-        discovery = ServiceDiscovery(address, pool, namespace, init_timeout=init_timeout)
+        discovery = _Discovery(address, pool, namespace, init_timeout=init_timeout)
     except BaseException:
         # The assignments thread ends once its channel is closed.
         pool.close()
         raise
-    sessions = SessionManager(discovery, session_timeout_ms, None)
+    # The client's own heartbeat is max(timeout / 10, 2 s), capped just below the timeout:
+    # with a short timeout a session can expire between two heartbeats. Three per timeout.
+    heartbeat_ms = max(session_timeout_ms // 3, 1)
+    sessions = SessionManager(
+        discovery, session_timeout_ms, None, heartbeat_interval_ms=heartbeat_ms
+    )
     forward = sessions.on_session_closed
 
     def closed(session: Any) -> None:
