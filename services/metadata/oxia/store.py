@@ -20,9 +20,9 @@ creation time: two incarnations created within the same millisecond look the sam
 and `mtime_ms` are Oxia's timestamps. `cversion` is the record's modifications count, which
 sequential creates advance (below). `ephemeral_owner` is 0 for a persistent record; for an
 ephemeral one it is `session_id` when the record belongs to this store's live session on its
-shard, else Oxia's session id. `data_length` is the value's length and `num_children` is
-counted with a list of the children (one request per shard): both computed. `last_zxid` is
-None (Oxia has no global transaction id).
+shard, else Oxia's session id plus one (ids start at 0). `data_length` is the value's length
+and `num_children` is counted with a list of the children (one request per shard): both
+computed. `last_zxid` is None (Oxia has no global transaction id).
 
 Sessions are per shard in Oxia (the client opens one on a shard at its first ephemeral put
 there). This store's `session_id` is its own number, replaced whenever one of those sessions
@@ -264,7 +264,8 @@ class OxiaMetadataStore:
         shard = _client.shard_of(self._client, key)
         if _client.live_session_id(self._client, shard) == record_session:
             return self._session_id
-        return int(record_session)
+        # Oxia's session ids start at 0 on each shard, and 0 means "not ephemeral" here.
+        return int(record_session) + 1
 
     # -- reads -------------------------------------------------------------------------
 
