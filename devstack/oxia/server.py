@@ -145,12 +145,15 @@ def _streaming(
 
 
 @contextlib.contextmanager
-def running_in_thread(*, shards: int = 1, host: str = "127.0.0.1") -> Iterator[OxiaServer]:
-    """A server on a free port, served by an event loop in a daemon thread until exit."""
+def running_in_thread(
+    *, shards: int = 1, host: str = "127.0.0.1", advertised_host: str | None = None
+) -> Iterator[OxiaServer]:
+    """A server on a free port, served by an event loop in a daemon thread until exit.
+    `advertised_host`: the host named as every shard's leader (a proxy's, in fault tests)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="oxia-devstack", daemon=True)
     thread.start()
-    server = OxiaServer(host=host, shards=shards)
+    server = OxiaServer(host=host, shards=shards, advertised_host=advertised_host)
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
         yield server

@@ -12,10 +12,11 @@ import pytest
 
 from devstack.oxia import OxiaServer, running_in_thread
 from services.marker.follower.leadership import Leadership
-from services.metadata.errors import NoNode, StoreUnavailable
+from services.metadata.errors import NoNode, StoreUnavailable, VersionConflict
 from services.metadata.oxia import OxiaMetadataStore
 from services.metadata.store import WatchEvent
 
+from ._proxy import FreezingProxy
 from .conftest import eventually
 
 REQUEST_TIMEOUT = 2.0
@@ -164,3 +165,48 @@ async def test_a_change_during_a_cut_is_never_lost_silently(
 async def test_the_port_errors_are_typed(store: OxiaMetadataStore):
     with pytest.raises(NoNode):
         await store.get("/nothing")
+
+
+@pytest.fixture
+def frozen_network() -> Iterator[tuple[FreezingProxy, str]]:
+    """A server reached only through a proxy on another loopback address (the shards'
+    leaders are advertised there too)."""
+    with running_in_thread(shards=3, advertised_host="127.0.0.2") as running:
+        proxy = FreezingProxy("127.0.0.2", "127.0.0.1", running.port)
+        proxy.start()
+        try:
+            yield proxy, running.address
+        finally:
+            proxy.thaw()
+            proxy.stop()
+
+
+async def test_an_unanswered_write_is_unavailable_and_never_resent(
+    frozen_network: tuple[FreezingProxy, str],
+):
+    proxy, address = frozen_network
+    async with OxiaMetadataStore.connect(
+        address, session_timeout=10.0, request_timeout=1.0
+    ) as store:
+        created = await store.create("/held", b"0")
+        proxy.freeze()
+        with pytest.raises(StoreUnavailable):
+            await store.set("/held", b"1", version=created.version)
+        with pytest.raises(StoreUnavailable):
+            await store.get("/held")
+        proxy.thaw()
+
+        async def answered() -> bool:
+            try:
+                await store.get("/held")
+            except StoreUnavailable:
+                return False
+            return True
+
+        await eventually(answered, "reads answered again")
+        # The held write arrived once, late; the adapter sent it once.
+        now = await store.get("/held")
+        assert now.data == b"1"
+        assert now.version > created.version
+        with pytest.raises(VersionConflict):
+            await store.set("/held", b"2", version=created.version)
