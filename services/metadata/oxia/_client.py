@@ -11,8 +11,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 from oxia.client import Client
 from oxia.internal.connection_pool import ConnectionPool
+from oxia.internal.proto.io.streamnative.oxia import proto as _pb
 from oxia.internal.service_discovery import ServiceDiscovery
 from oxia.internal.sessions import SessionManager
 
@@ -125,6 +127,33 @@ def end_session(client: Any, shard: int) -> None:
     session = client._session_manager.sessions_by_shard.get(shard)
     if session is not None:
         session.close()
+
+
+def probe_session(client: Any, shard: int) -> None:
+    """Ask the server whether our session on `shard` is still alive (the client's keepalive
+    would take a whole session timeout to give up), and end it here if it is not."""
+    session = client._session_manager.sessions_by_shard.get(shard)
+    if session is None:
+        return
+    try:
+        stub_of(client, shard).keep_alive(
+            _pb.SessionHeartbeat(shard=shard, session_id=session.session_id())
+        )
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            end_session(client, shard)
+
+
+def owner(client: Any, key: str, version: Any, *, ours: int) -> int:
+    """A record's `ephemeral_owner`: 0 when persistent, `ours` when it belongs to the
+    client's live session on its shard, else Oxia's session id plus one (Oxia's ids start at
+    0 on each shard, and 0 means persistent)."""
+    record_session = version.session_id()
+    if record_session is None:
+        return 0
+    if live_session_id(client, shard_of(client, key)) == record_session:
+        return ours
+    return int(record_session) + 1
 
 
 def _ms(moment: Any) -> int:

@@ -40,13 +40,9 @@ import contextlib
 import functools
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import grpc
-import oxia.ex as _ex
 from oxia.client import EXPECTED_RECORD_DOES_NOT_EXIST
-from oxia.internal.proto.io.streamnative.oxia import proto as _pb
 
 from services.metadata.errors import (
     MetadataError,
@@ -57,6 +53,7 @@ from services.metadata.errors import (
     VersionConflict,
 )
 from services.metadata.oxia import _client
+from services.metadata.oxia._calls import Caller, Conflict
 from services.metadata.oxia._notifications import ShardStreams
 from services.metadata.oxia._watches import Watches, parent_of
 from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned, WatchEvent
@@ -64,8 +61,6 @@ from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned,
 DEFAULT_MAX_THREADS = 16
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
-
-_Conflict = Callable[[], MetadataError]
 
 
 def _children_range(path: str) -> tuple[str, str]:
@@ -83,8 +78,8 @@ class OxiaMetadataStore:
 
     def __init__(self, *, request_timeout: float, max_threads: int) -> None:
         self._request_timeout = request_timeout
-        self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="oxia-store")
-        self._slots = asyncio.Semaphore(max_threads)
+        self._calls = Caller(request_timeout=request_timeout, max_threads=max_threads)
+        self._call = self._calls.call
         self._loop = asyncio.get_running_loop()
         self._client: Any = None
         self._streams: ShardStreams | None = None
@@ -126,7 +121,7 @@ class OxiaMetadataStore:
             self._session_closed,
         )
         try:
-            self._client = await self._loop.run_in_executor(self._pool, opening)
+            self._client = await self._loop.run_in_executor(self._calls.pool, opening)
         except Exception as e:
             raise StoreUnavailable("/", f"cannot reach Oxia at {address}: {e}") from e
         self._streams = ShardStreams(
@@ -152,7 +147,7 @@ class OxiaMetadataStore:
             await asyncio.wait_for(
                 self._loop.run_in_executor(None, closing), 2 * self._request_timeout
             )
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._calls.shutdown()
 
     def _close_client(self, client: Any, streams: ShardStreams | None) -> None:
         if client is not None:
@@ -215,57 +210,8 @@ class OxiaMetadataStore:
         except TimeoutError:
             raise StoreUnavailable(path, "notification streams are down") from None
 
-    # -- calls -------------------------------------------------------------------------
-
-    async def _call(
-        self,
-        path: str,
-        method: Callable[..., Any],
-        *args: Any,
-        conflict: _Conflict | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """One client call in the pool, bounded by the request timeout, failures mapped.
-        The timeout starts once a thread is free, so a large batch does not time out while
-        waiting its turn."""
-        if self._closed:
-            raise StoreUnavailable(path, "the store is closed")
-        async with self._slots:
-            work = self._loop.run_in_executor(
-                self._pool, functools.partial(method, *args, **kwargs)
-            )
-            try:
-                return await asyncio.wait_for(work, self._request_timeout)
-            except Exception as e:
-                raise self._mapped(e, path, conflict) from e
-
-    def _mapped(self, error: Exception, path: str, conflict: _Conflict | None) -> MetadataError:
-        if isinstance(error, MetadataError):
-            return error
-        if isinstance(error, _ex.KeyNotFound):
-            return NoNode(path)
-        if isinstance(error, _ex.UnexpectedVersionId) and conflict is not None:
-            return conflict()
-        if isinstance(error, _ex.SessionNotFound):
-            return StoreUnavailable(path, "the Oxia session expired")
-        if isinstance(error, _ex.InvalidOptions) or (
-            isinstance(error, grpc.RpcError) and error.code() == grpc.StatusCode.INVALID_ARGUMENT
-        ):
-            return MetadataError(path, f"Oxia refused the request: {error}")
-        if isinstance(error, TimeoutError):
-            return StoreUnavailable(path, f"no answer within {self._request_timeout}s")
-        # Anything else (the channel down, a status the client does not know) is unknown.
-        return StoreUnavailable(path, f"{type(error).__name__}: {error}")
-
     def _owner(self, key: str, version: Any) -> int:
-        record_session = version.session_id()
-        if record_session is None:
-            return 0
-        shard = _client.shard_of(self._client, key)
-        if _client.live_session_id(self._client, shard) == record_session:
-            return self._session_id
-        # Oxia's session ids start at 0 on each shard, and 0 means "not ephemeral" here.
-        return int(record_session) + 1
+        return _client.owner(self._client, key, version, ours=self._session_id)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -400,20 +346,7 @@ class OxiaMetadataStore:
         so the next one opens a new session (and this store's session changes)."""
         shard = _client.shard_of(self._client, path)
         if _client.live_session_id(self._client, shard) is not None:
-            self._pool.submit(self._probe_session, shard)
-
-    def _probe_session(self, shard: int) -> None:
-        # Runs in the pool: the client's keepalive would take a whole session timeout.
-        session = self._client._session_manager.sessions_by_shard.get(shard)
-        if session is None:
-            return
-        try:
-            _client.stub_of(self._client, shard).keep_alive(
-                _pb.SessionHeartbeat(shard=shard, session_id=session.session_id())
-            )
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.NOT_FOUND:
-                _client.end_session(self._client, shard)
+            self._calls.pool.submit(_client.probe_session, self._client, shard)
 
     async def _create_parents(self, path: str) -> None:
         parts = path.strip("/").split("/")[:-1]
@@ -491,7 +424,7 @@ class OxiaMetadataStore:
         if not deleted:
             raise NoNode(path)
 
-    def _conflict(self, path: str, version: int) -> _Conflict:
+    def _conflict(self, path: str, version: int) -> Conflict:
         return lambda: VersionConflict(path, version)
 
     async def _refine(self, error: VersionConflict) -> MetadataError:
