@@ -47,6 +47,15 @@ async def test_no_server_to_connect_to_is_unavailable():
             pass
 
 
+@pytest.mark.parametrize("session_timeout", [1.0, 301.0])
+async def test_a_session_timeout_oxia_refuses_is_refused_before_connecting(session_timeout):
+    with pytest.raises(ValueError, match="session timeouts"):
+        async with OxiaMetadataStore.connect(
+            "127.0.0.1:1", session_timeout=session_timeout, request_timeout=1.0
+        ):
+            pass
+
+
 async def test_a_stopped_server_is_unavailable_never_absent(
     store: OxiaMetadataStore, server: OxiaServer
 ):

@@ -59,6 +59,10 @@ from services.metadata.oxia._watches import Watches, parent_of
 from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned, WatchEvent
 
 DEFAULT_MAX_THREADS = 16
+MIN_SESSION_TIMEOUT = 2.0
+MAX_SESSION_TIMEOUT = 300.0
+"""The session timeouts Oxia accepts (`common/constant/constants.go`); any other makes every
+ephemeral create fail."""
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
 
@@ -103,7 +107,12 @@ class OxiaMetadataStore:
         """Open a client on `address` (`host:port` of the Oxia service) for `namespace`;
         close it on exit. `StoreUnavailable` when no shard assignments and notification
         streams come within `request_timeout`. `session_timeout` bounds how long ephemeral
-        records outlive a silent client (Oxia accepts 2 s to 5 min)."""
+        records outlive a silent client (Oxia accepts 2 s to 5 min: else ValueError)."""
+        if not MIN_SESSION_TIMEOUT <= session_timeout <= MAX_SESSION_TIMEOUT:
+            raise ValueError(
+                f"Oxia accepts session timeouts from {MIN_SESSION_TIMEOUT:g} s to "
+                f"{MAX_SESSION_TIMEOUT:g} s, not {session_timeout:g} s"
+            )
         store = cls(request_timeout=request_timeout, max_threads=max_threads)
         try:
             await store._open(address, namespace, round(session_timeout * 1000))
