@@ -2,25 +2,25 @@
 `/pulsar`, BookKeeper's ledgers root under `/bk`, as an operator who gives BookKeeper its own
 chroot has it (broker.conf `metadataStoreUrl=zk:host:2181/pulsar`, bookkeeper.conf
 `metadataServiceUri=metadata-store:zk:host:2181/bk`; Pulsar's `PulsarMetadataClientDriver`
-puts the ledgers root at `/ledgers` under that chroot).
-
-The simulator writes one tree at ZooKeeper's root; `split_into_chroots` moves it apart, so a
-read from the wrong store finds nothing there.
+(`AbstractMetadataDriver.resolveLedgersRootPath`) puts the ledgers root at `/ledgers` under
+that chroot). Nothing is at ZooKeeper's root, so a read from the wrong store finds nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 
+from devstack.simulator import ClusterModel, ClusterSpec
+from devstack.simulator.s3 import ObjectStore, open_object_stores
+from devstack.simulator.writer import write_cluster
 from services.core.config import MetadataStores, ZooKeeperConfig
 from services.core.shared_clusters import ZOOKEEPER, StoreUrl
-from services.metadata.errors import NoNode
-from services.metadata.store import ANY_VERSION, MetadataStore
+from services.metadata.paths import LAYOUT_ZNODE, layout_text
 from services.metadata.zookeeper.store import ZkMetadataStore
 
 PULSAR_CHROOT = "/pulsar"
 BOOKKEEPER_CHROOT = "/bk"
-LEDGERS = "ledgers"
 
 
 def split_stores(servers: str) -> MetadataStores:
@@ -35,24 +35,36 @@ def split_zookeeper(servers: str) -> ZooKeeperConfig:
     return ZooKeeperConfig(servers=servers, urls=split_stores(servers))
 
 
-async def split_into_chroots(servers: str) -> None:
-    """Move the tree at ZooKeeper's root apart: `/ledgers` to `/bk/ledgers`, everything else
-    (Pulsar's metadata) under `/pulsar`."""
-    async with ZkMetadataStore.connect(servers) as store:
-        await store.create(PULSAR_CHROOT)
-        await store.create(BOOKKEEPER_CHROOT)
-        for child in sorted(await store.get_children("/")):
-            if child in ("zookeeper", PULSAR_CHROOT[1:], BOOKKEEPER_CHROOT[1:]):
-                continue
-            home = BOOKKEEPER_CHROOT if child == LEDGERS else PULSAR_CHROOT
-            await _move(store, f"/{child}", f"{home}/{child}")
+async def _bookkeeper_root(store: ZkMetadataStore, root: str, spec: ClusterSpec) -> None:
+    """The ledgers root as BookKeeper's cluster initialisation leaves it
+    (`ZKRegistrationManager.initNewCluster`: the root, `LAYOUT`, `INSTANCEID`, the bookies'
+    `available` and `available/readonly`, and `idgen`), before any ledger: the simulator
+    writes the ledgers into an existing root of a store of its own."""
+    await store.create(root)
+    await store.create(f"{root}/{LAYOUT_ZNODE}", layout_text(spec.layout))
+    await store.create(f"{root}/INSTANCEID", b"split-stores")
+    await store.create(f"{root}/available")
+    await store.create(f"{root}/available/readonly")
+    await store.create(f"{root}/idgen")
 
 
-async def _move(store: MetadataStore, source: str, target: str) -> None:
-    """Copy `source` and everything below it to `target`, then delete the original."""
-    node = await store.get(source)
-    await store.create(target, node.data)
-    for child in await store.get_children(source):
-        await _move(store, f"{source}/{child}", f"{target}/{child}")
-    with contextlib.suppress(NoNode):
-        await store.delete(source, version=ANY_VERSION)
+async def write_split_cluster(
+    spec: ClusterSpec, servers: str, s3_config: Mapping[str, str] | None
+) -> ClusterModel:
+    """Write `spec`'s cluster with Pulsar's metadata under `/pulsar` and the ledgers root
+    under `/bk` (the simulator's writer takes BookKeeper's store apart)."""
+    async with ZkMetadataStore.connect(servers) as root:
+        for chroot in (PULSAR_CHROOT, BOOKKEEPER_CHROOT):
+            await root.create(chroot)
+        await _bookkeeper_root(root, f"{BOOKKEEPER_CHROOT}{spec.ledgers_root}", spec)
+    async with contextlib.AsyncExitStack() as stack:
+        pulsar = await stack.enter_async_context(
+            ZkMetadataStore.connect(servers, chroot=PULSAR_CHROOT)
+        )
+        bookkeeper = await stack.enter_async_context(
+            ZkMetadataStore.connect(servers, chroot=BOOKKEEPER_CHROOT)
+        )
+        objects: ObjectStore | None = None
+        if s3_config is not None:
+            objects = await stack.enter_async_context(open_object_stores(s3_config, None))
+        return await write_cluster(spec, store=pulsar, s3_client=objects, bookkeeper=bookkeeper)

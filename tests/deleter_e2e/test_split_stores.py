@@ -21,13 +21,12 @@ from tests.deleter.stack import (
     running_deleter,
     running_marker,
     running_verifier,
-    write_cluster,
 )
 from tests.split_stores import (
     BOOKKEEPER_CHROOT,
     PULSAR_CHROOT,
-    split_into_chroots,
     split_zookeeper,
+    write_split_cluster,
 )
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -55,8 +54,7 @@ async def test_trimmed_ledgers_are_deleted_from_bookkeeper_s_own_chroot(
     BookKeeper-tier ledger the marker unlinked is verified and deleted from /bk, and every
     ledger still listed stays there."""
     create_topics(broker)
-    model = await write_cluster(zk, s3, SMALL_SPEC)
-    await split_into_chroots(zk.address)
+    model = await write_split_cluster(SMALL_SPEC, zk.address, s3.client_config())
     stores = split_zookeeper(zk.address)
     async with running_verifier(zk, s3, zookeeper=stores) as verifier:
         async with running_marker(zk, broker, verifier, zookeeper=stores) as marker:
