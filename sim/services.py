@@ -291,7 +291,7 @@ class MarkerService:
         d = self.d
         self.follower_session = Session(d.zk, f"{self.name}-follower")
         self.follower = Follower(
-            store=self.follower_session,  # type: ignore[arg-type]  # the port it uses
+            store=self.follower_session,
             publisher=self.publisher,
             settings=FollowerSettings(
                 marker_id=self.name,

@@ -36,8 +36,10 @@ from services.core._env import (
 )
 from services.core._tokens import Principal, parse_tokens
 from services.core.errors import ConfigError, ExposedWithoutAuth
+from services.core.metadata_stores import MetadataStores
 from services.core.pulsar_security import PulsarSecurity
 from services.core.shared_clusters import (
+    ZOOKEEPER,
     SharedCluster,
     StoreUrl,
     parse_shared_clusters,
@@ -51,6 +53,7 @@ __all__ = [
     "ClientConfig",
     "GrpcServerConfig",
     "LogConfig",
+    "MetadataStores",
     "MetricsConfig",
     "OffloadDefaults",
     "Principal",
@@ -336,16 +339,24 @@ ZK_SERVERS = setting(
 )
 ZK_CHROOT = setting("ZOOKEEPER_CHROOT", parse_str, "", "ZooKeeper chroot path, e.g. /pulsar.")
 ZK_SESSION = setting(
-    "ZOOKEEPER_SESSION_TIMEOUT", parse_duration, timedelta(seconds=30), "ZK session timeout."
+    "ZOOKEEPER_SESSION_TIMEOUT",
+    parse_duration,
+    timedelta(seconds=30),
+    "Metadata store session timeout (ZooKeeper or Oxia).",
 )
 ZK_OPERATION = setting(
-    "ZOOKEEPER_OPERATION_TIMEOUT", parse_duration, timedelta(seconds=10), "ZK call timeout."
+    "ZOOKEEPER_OPERATION_TIMEOUT",
+    parse_duration,
+    timedelta(seconds=10),
+    "Metadata store call timeout (ZooKeeper or Oxia).",
 )
 
 
 @dataclass(frozen=True)
 class ZooKeeperConfig:
-    """The metadata store."""
+    """The metadata stores: the ZooKeeper session settings, and where Pulsar's and
+    BookKeeper's metadata are (`stores`). The timeouts apply to either kind of store; the
+    security settings only to ZooKeeper."""
 
     servers: str = "127.0.0.1:2181"
     """Connect string, `host:port[,host:port...]`."""
@@ -357,18 +368,34 @@ class ZooKeeperConfig:
     """Deadline of one ZooKeeper call; exceeding it is `Unavailable`, never "absent"."""
     security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity)
     """Authentication, ACLs of the znodes Tombstone creates, TLS."""
+    urls: MetadataStores | None = None
+    """The stores `TOMBSTONE_METADATA_STORE_URL` and `TOMBSTONE_BOOKKEEPER_METADATA_URL`
+    name; None: both kinds of metadata in `servers` under `chroot`."""
+
+    @property
+    def stores(self) -> MetadataStores:
+        """Where Pulsar's metadata and BookKeeper's ledger metadata are."""
+        return self.urls or MetadataStores.on_zookeeper(self.servers, self.chroot)
 
     @classmethod
     def from_env(cls, environ: Environ = os.environ) -> ZooKeeperConfig:
         chroot = ZK_CHROOT.read(environ)
         if chroot and (not chroot.startswith("/") or chroot.endswith("/")):
             raise ConfigError(ZK_CHROOT.name, "must start with '/' and not end with '/'")
+        servers = ZK_SERVERS.read(environ)
+        urls = MetadataStores.from_env(
+            environ,
+            zookeeper=StoreUrl(ZOOKEEPER, servers, chroot),
+            servers=ZK_SERVERS,
+            chroot=ZK_CHROOT,
+        )
         return cls(
-            servers=ZK_SERVERS.read(environ),
+            servers=servers,
             chroot=chroot,
             session_timeout=ZK_SESSION.read(environ),
             operation_timeout=ZK_OPERATION.read(environ),
             security=ZooKeeperSecurity.from_env(environ),
+            urls=urls,
         )
 
 

@@ -42,10 +42,10 @@ from services.deleter.preview import (
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
 from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
-from services.metadata.connect import connect_store
+from services.metadata.connect import connect_bookkeeper_store, connect_pulsar_store
 from services.metadata.errors import zookeeper_signal
 from services.metadata.peer_settings import PeerSettings, Published, retry_budget
-from services.metadata.zookeeper.secure import refuse_unsecured
+from services.metadata.zookeeper.secure import refuse_unsecured_if_zookeeper
 from services.systopic._consumer import (
     ConsumerSettings,
     PulsarMessageSource,
@@ -135,10 +135,11 @@ def published_settings(config: DeleterConfig) -> Published:
 
 
 async def _join_peers(runner: ServiceRunner, config: DeleterConfig) -> None:
-    """Publish the settings on their own session; refuse to start beside a leaking peer."""
+    """Publish the settings on their own session to Pulsar's metadata store (where Tombstone's
+    znodes are); refuse to start beside a leaking peer."""
     zk = config.zookeeper
-    store = await runner.resources.enter_async_context(connect_store(zk))
-    await refuse_unsecured(store, zk.security)  # before anything is written there
+    store = await runner.resources.enter_async_context(connect_pulsar_store(zk))
+    await refuse_unsecured_if_zookeeper(store, zk.security)  # before anything is written there
     board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
     await board.join()
     runner.resources.push_async_callback(board.leave)
@@ -319,9 +320,11 @@ async def _bookkeeper(
         return BookieHttpDeleter(http, base_url=config.bookie_http_url, limits=limits)
     if config.bookkeeper_backend == "none":
         return None
+    # Ledger metadata is BookKeeper's: in its own store when bookkeeper.conf names one.
     zk = config.zookeeper
-    store = await stack.enter_async_context(connect_store(zk))
-    layout = await watch_ledgers_layout(stack, store, config.ledgers_root)
+    store = await stack.enter_async_context(connect_bookkeeper_store(zk))
+    pulsar = connect_pulsar_store(zk) if zk.stores.split else None
+    layout = await watch_ledgers_layout(stack, store, config.ledgers_root, pulsar=pulsar)
     deleter = ZooKeeperLedgerDeleter(
         store,
         locations=lambda: layout.current,

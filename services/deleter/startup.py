@@ -10,7 +10,7 @@ ZooKeeper, and this check does not apply.
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from services.core.tasks import is_cancelled
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
@@ -18,10 +18,21 @@ from services.metadata.store import MetadataStore
 
 
 async def watch_ledgers_layout(
-    stack: AsyncExitStack, store: MetadataStore, ledgers_root: str
+    stack: AsyncExitStack,
+    store: MetadataStore,
+    ledgers_root: str,
+    *,
+    pulsar: AbstractAsyncContextManager[MetadataStore] | None = None,
 ) -> LayoutWatch:
-    """Confirm the root (else `StartupRefused`), then follow `LAYOUT` until `stack` closes."""
-    watch = LayoutWatch(store, await confirm_ledgers_root(store, ledgers_root))
+    """Confirm the root (else `StartupRefused`), then follow `LAYOUT` until `stack` closes.
+    `pulsar` opens Pulsar's metadata store, where `/managed-ledgers` is confirmed, when it is
+    not `store`: a session held only for the check."""
+    if pulsar is None:
+        located = await confirm_ledgers_root(store, ledgers_root)
+    else:
+        async with pulsar as other:
+            located = await confirm_ledgers_root(store, ledgers_root, pulsar=other)
+    watch = LayoutWatch(store, located)
     task = asyncio.create_task(watch.run(), name="ledgers-layout")
 
     async def stop() -> None:

@@ -3,14 +3,16 @@ on the runner's exit stack, serve `Marker`, and close everything in reverse on s
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 import aiohttp
 import structlog
 
 from services.core.client import open_channel
+from services.core.config import SHARED_CLUSTERS
 from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.service_main import check_reachable
+from services.core.shared_clusters import SharedCluster
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
@@ -22,9 +24,10 @@ from services.marker.metrics import MarkerMetrics
 from services.marker.neighbours import Neighbours
 from services.marker.ports import OwnerStore
 from services.marker.servicer import MARK_METHOD, SERVICE_NAME, MarkerServicer
-from services.metadata.connect import at, connect_store
+from services.metadata.connect import connect_pulsar_store, connect_store
 from services.metadata.peer_settings import PeerSettings, Published
-from services.metadata.zookeeper.secure import refuse_unsecured
+from services.metadata.store import MetadataStore
+from services.metadata.zookeeper.secure import refuse_unsecured_if_zookeeper
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.admin_auth import confirm_credentials, secured_admin
 from services.systopic.subscription_watch import GatedPublisher, SubscriptionWatch, WatchSettings
@@ -148,7 +151,7 @@ async def start_follower(
     """The follower on its own ZooKeeper session (its watch, leader znode and checkpoint live
     and die with it), publishing through the marker's publisher, signed by its signer; while
     `watch` says the deleters' subscription is missing it holds its changes unpublished."""
-    store = await runner.resources.enter_async_context(connect_store(config.zookeeper))
+    store = await runner.resources.enter_async_context(connect_pulsar_store(config.zookeeper))
     follower = Follower(
         store=store,
         publisher=publisher,
@@ -173,6 +176,12 @@ def follower_settings(config: MarkerConfig) -> FollowerSettings:
     )
 
 
+def _connect_neighbour(
+    config: MarkerConfig, cluster: SharedCluster
+) -> AbstractAsyncContextManager[MetadataStore]:
+    return connect_store(config.zookeeper, cluster.store, setting=SHARED_CLUSTERS.name)
+
+
 async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
     """Run the marker until SIGTERM/SIGINT."""
     async with ServiceRunner(
@@ -184,8 +193,9 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
     ) as runner:
         stack = runner.resources
         zk = config.zookeeper
-        store = await stack.enter_async_context(connect_store(zk))
-        await refuse_unsecured(store, zk.security)  # before anything is written there
+        # The marker reads only Pulsar's metadata (owners), never BookKeeper's.
+        store = await stack.enter_async_context(connect_pulsar_store(zk))
+        await refuse_unsecured_if_zookeeper(store, zk.security)  # before anything is written
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         stack.push_async_callback(board.leave)
@@ -210,7 +220,7 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         publisher = GatedPublisher(producer, watch)
         neighbours = Neighbours(
             {
-                cluster.name: await stack.enter_async_context(connect_store(at(zk, cluster.store)))
+                cluster.name: await stack.enter_async_context(_connect_neighbour(config, cluster))
                 for cluster in config.shared_clusters
             },
             config.encoding,

@@ -1,16 +1,41 @@
-"""A metadata-store session opened with the operator's `TOMBSTONE_ZOOKEEPER_*` settings."""
+"""Metadata-store sessions opened from the operator's settings, whatever the store's kind.
+
+`TOMBSTONE_ZOOKEEPER_*` give the session settings (timeouts for any store; authentication,
+ACLs and TLS for ZooKeeper); a `StoreUrl` says which store (Pulsar's, BookKeeper's, a
+neighbour cluster's, the configuration store).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from services.core.config import ZooKeeperConfig
-from services.core.shared_clusters import StoreUrl
+from services.core.errors import ConfigError
+from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
+from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 
 
-def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
+def connect_store(
+    zk: ZooKeeperConfig, store: StoreUrl | None = None, *, setting: str = METADATA_STORE_URL.name
+) -> AbstractAsyncContextManager[MetadataStore]:
+    """A session to `store` (default: the ZooKeeper of `zk`'s servers and chroot). `setting`
+    is the one that named the store, for the error when this build cannot open it."""
+    where = store or _zookeeper_of(zk)
+    if where.kind == ZOOKEEPER:
+        return _connect_zookeeper(at(zk, where))
+    if where.kind == OXIA:
+        raise ConfigError(setting, f"{where}: the Oxia adapter is not in this build")
+    raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
+
+
+def _zookeeper_of(zk: ZooKeeperConfig) -> StoreUrl:
+    return StoreUrl(ZOOKEEPER, zk.servers, zk.chroot)
+
+
+def _connect_zookeeper(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
     """A session to the cluster's ZooKeeper (servers, chroot, session and request timeouts,
     authentication, ACLs and TLS)."""
     return ZkMetadataStore.connect(
@@ -22,7 +47,32 @@ def connect_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadata
     )
 
 
+async def open_stores(
+    stack: AsyncExitStack, zk: ZooKeeperConfig
+) -> tuple[MetadataStore, MetadataStore]:
+    """Sessions to Pulsar's metadata store and BookKeeper's, on `stack`: one session, given
+    twice, when both are the same store."""
+    stores = zk.stores
+    pulsar = await stack.enter_async_context(connect_store(zk, stores.pulsar))
+    if not stores.split:
+        return pulsar, pulsar
+    bookkeeper = await stack.enter_async_context(
+        connect_store(zk, stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name)
+    )
+    return pulsar, bookkeeper
+
+
+def connect_pulsar_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[MetadataStore]:
+    """A session to Pulsar's metadata store (where Tombstone's own znodes are too)."""
+    return connect_store(zk, zk.stores.pulsar)
+
+
+def connect_bookkeeper_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[MetadataStore]:
+    """A session to the store of BookKeeper's ledger metadata."""
+    return connect_store(zk, zk.stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name)
+
+
 def at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
     """Our session settings (timeouts, security) for another ZooKeeper store: a neighbour cluster's
     metadata store, or Pulsar's configuration store."""
-    return dataclasses.replace(zk, servers=store.servers, chroot=store.root)
+    return dataclasses.replace(zk, servers=store.servers, chroot=store.root, urls=None)

@@ -30,9 +30,14 @@ _log = structlog.get_logger(__name__)
 _RETRY_DELAY = 1.0
 
 
-async def confirm_ledgers_root(store: MetadataStore, root: str) -> LedgerLocations:
+async def confirm_ledgers_root(
+    store: MetadataStore, root: str, *, pulsar: MetadataStore | None = None
+) -> LedgerLocations:
     """The ledger locations of `root` once the root, its `LAYOUT` and `/managed-ledgers` are
-    confirmed to exist and the layout is supported; else `StartupRefused` saying which."""
+    confirmed to exist and the layout is supported; else `StartupRefused` saying which.
+
+    `store` holds BookKeeper's metadata; `pulsar` is Pulsar's store, where `/managed-ledgers`
+    is, when BookKeeper's metadata is in a store of its own (None: `store` is both)."""
     try:
         root = normalize_root(root)
     except InvalidArgument as e:
@@ -50,10 +55,10 @@ async def confirm_ledgers_root(store: MetadataStore, root: str) -> LedgerLocatio
         ) from None
     except CorruptMetadata as e:
         raise StartupRefused(f"{locations.layout_path}: {e.problem}") from None
-    if await store.exists(MANAGED_LEDGERS_ROOT) is None:
+    if await (pulsar or store).exists(MANAGED_LEDGERS_ROOT) is None:
         raise StartupRefused(
-            f"{MANAGED_LEDGERS_ROOT} does not exist (check the ZooKeeper chroot: "
-            "not a Pulsar metadata store)"
+            f"{MANAGED_LEDGERS_ROOT} does not exist (check the ZooKeeper chroot or Pulsar's "
+            "metadata store URL: not a Pulsar metadata store)"
         )
     return LedgerLocations(root, layout)
 

@@ -15,9 +15,12 @@ import click
 
 from services.core.config import ZooKeeperConfig
 from services.core.errors import ConfigError, Unavailable
+from services.core.metadata_stores import METADATA_STORE_URL
+from services.core.shared_clusters import ZOOKEEPER
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused
 from services.metadata.connect import connect_store
 from services.metadata.zookeeper.secure import TOMBSTONE_ROOT, roots_of, secure, unsecured
+from services.metadata.zookeeper.store import ZkMetadataStore
 
 EXIT_UNSECURED = 1
 EXIT_REFUSED = 2
@@ -43,13 +46,22 @@ def secure_command(check: bool, roots: tuple[str, ...]) -> None:
     """Set the ACL of every znode under /tombstone to the one Tombstone creates with
     (TOMBSTONE_ZOOKEEPER_AUTH_DIGEST_USER with every permission, plus world read when
     TOMBSTONE_ZOOKEEPER_ACL_READ=world). Idempotent. Run it with the services' ZooKeeper
-    settings after turning digest authentication on, before the services start."""
+    settings after turning digest authentication on, before the services start. The
+    znodes are in Pulsar's metadata store (TOMBSTONE_METADATA_STORE_URL), which must then
+    be ZooKeeper."""
     try:
         zk = ZooKeeperConfig.from_env()
     except ConfigError as e:
         _fail(EXIT_REFUSED, str(e))
     if zk.security.digest_user is None:
         _fail(EXIT_REFUSED, f"{DIGEST_USER.name} is not set: there is no identity to secure for")
+    if zk.stores.pulsar.kind != ZOOKEEPER:
+        # Tombstone's znodes live in Pulsar's metadata store; ACLs are ZooKeeper's.
+        _fail(
+            EXIT_REFUSED,
+            f"{METADATA_STORE_URL.name} names {zk.stores.pulsar}: ZooKeeper ACLs do not apply "
+            "to it, and Tombstone does not configure its own authentication",
+        )
     try:
         lines, code = asyncio.run(_run(zk, roots_of(*roots), check=check))
     except ZooKeeperRefused as e:
@@ -64,7 +76,9 @@ def secure_command(check: bool, roots: tuple[str, ...]) -> None:
 async def _run(
     zk: ZooKeeperConfig, roots: tuple[str, ...], *, check: bool
 ) -> tuple[list[str], int]:
-    async with connect_store(zk) as store:
+    async with connect_store(zk, zk.stores.pulsar) as store:
+        # Checked above: Pulsar's store is ZooKeeper, so the session is ZooKeeper's.
+        assert isinstance(store, ZkMetadataStore)
         if check:
             found = await unsecured(store, zk.security, roots)
             lines = [f"unsecured {path}: {', '.join(map(str, acl))}" for path, acl in found]

@@ -12,17 +12,18 @@ from dataclasses import dataclass
 import structlog
 
 from services.core.adaptive import AdaptiveLimiter
-from services.core.config import S3Config
+from services.core.config import CONFIGURATION_STORE, SHARED_CLUSTERS, S3Config
 from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.s3_client import s3_signal
 from services.core.s3_locations import default_location
-from services.metadata.connect import at, connect_store
+from services.metadata.connect import connect_store, open_stores
 from services.metadata.errors import zookeeper_signal
 from services.metadata.layout import LayoutWatch, confirm_ledgers_root
 from services.metadata.paths import LedgerLocations
 from services.metadata.peer_settings import PeerSettings, Published
 from services.metadata.pulsar_stores import ManagedLedgers
-from services.metadata.zookeeper.secure import refuse_unsecured, roots_of
+from services.metadata.store import MetadataStore
+from services.metadata.zookeeper.secure import refuse_unsecured_if_zookeeper, roots_of
 from services.verifier._s3 import open_s3
 from services.verifier.believed import BelievedSet
 from services.verifier.clusters import ClusterScope, Neighbour
@@ -71,19 +72,26 @@ def build(
     locations: Callable[[], LedgerLocations] | None = None,
     neighbours: Mapping[str, ZnodeStore] | None = None,
     configuration: ZnodeStore | None = None,
+    ledgers: ZnodeStore | None = None,
 ) -> VerifierParts:
     """Wire the decision engine and its collaborators on the given ports.
 
     `locations` gives the ledgers root and layout in force (`LayoutWatch.current`); without
     it, the configured root under the hybrid layout (`LAYOUT` is still confirmed per read).
     `neighbours` are the declared clusters' metadata stores by name, `configuration` the
-    configuration store when it is not `znodes`.
+    configuration store when it is not `znodes`, `ledgers` BookKeeper's store (ledger
+    znodes, `LAYOUT`) when it is not `znodes`.
     """
     fixed = LedgerLocations(config.ledgers_root)
     locations = locations or (lambda: fixed)
     counted = CountingZnodeStore(
         znodes, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
     )
+    counted_ledgers = counted
+    if ledgers is not None:
+        counted_ledgers = CountingZnodeStore(
+            ledgers, metrics, ledgers_root=config.ledgers_root, believed_root=config.believed.root
+        )
     owners = OwnerCache(counted, max_entries=config.owner_cache_size)
     owners.on_read = metrics.on_cache_lookup
     believed = BelievedSet(counted, config.believed)
@@ -101,7 +109,7 @@ def build(
         unshared_clusters=config.unshared_clusters,
     )
     engine = DecisionEngine(
-        store=counted,
+        store=counted_ledgers,
         owners=owners,
         believed=believed,
         offload=OffloadInspector(
@@ -132,14 +140,61 @@ def build(
 
 
 def limited(
-    config: VerifierConfig, znodes: ZnodeStore, objects: ObjectStore, metrics: VerifierMetrics
-) -> tuple[ZnodeStore, ObjectStore]:
-    """The stores with their reads under adaptive limits, shown as gauges."""
+    config: VerifierConfig,
+    znodes: ZnodeStore,
+    objects: ObjectStore,
+    metrics: VerifierMetrics,
+    *,
+    ledgers: ZnodeStore | None = None,
+) -> tuple[ZnodeStore, ObjectStore, ZnodeStore | None]:
+    """The stores with their reads under adaptive limits, shown as gauges. BookKeeper's
+    store (`ledgers`, when it is one of its own) shares the metadata-store limit: the
+    setting bounds what the verifier asks of metadata stores, whichever holds the znode."""
     zookeeper = AdaptiveLimiter(config.zookeeper_concurrency, classify=zookeeper_signal)
     s3 = AdaptiveLimiter(config.s3_concurrency, classify=s3_signal)
     metrics.concurrency_limit.labels("zookeeper").set_function(lambda: zookeeper.limit)
     metrics.concurrency_limit.labels("s3").set_function(lambda: s3.limit)
-    return LimitedZnodeStore(znodes, zookeeper), LimitedObjectStore(objects, s3)
+    limited_ledgers = None if ledgers is None else LimitedZnodeStore(ledgers, zookeeper)
+    return LimitedZnodeStore(znodes, zookeeper), LimitedObjectStore(objects, s3), limited_ledgers
+
+
+@dataclass(frozen=True)
+class _Stores:
+    """The verifier's metadata-store sessions."""
+
+    pulsar: MetadataStore
+    bookkeeper: MetadataStore
+    """The same object as `pulsar` unless BookKeeper's metadata is in a store of its own."""
+    neighbours: dict[str, ZnodeStore]
+    configuration: ZnodeStore | None
+
+
+async def _open_stores(stack: contextlib.AsyncExitStack, config: VerifierConfig) -> _Stores:
+    """Pulsar's and BookKeeper's stores, the neighbours' and the configuration store, each
+    session on `stack`."""
+    zk = config.zookeeper
+    pulsar, bookkeeper = await open_stores(stack, zk)
+    neighbours: dict[str, ZnodeStore] = {
+        cluster.name: MetadataZnodeStore(
+            await stack.enter_async_context(
+                connect_store(zk, cluster.store, setting=SHARED_CLUSTERS.name)
+            )
+        )
+        for cluster in config.shared_clusters
+    }
+    configuration = None
+    if config.configuration_store is not None:
+        configuration = MetadataZnodeStore(
+            await stack.enter_async_context(
+                connect_store(zk, config.configuration_store, setting=CONFIGURATION_STORE.name)
+            )
+        )
+    return _Stores(pulsar, bookkeeper, neighbours, configuration)
+
+
+def _ledger_znodes(stores: _Stores) -> ZnodeStore | None:
+    """BookKeeper's store as the verifier reads it; None when it is Pulsar's (one session)."""
+    return None if stores.bookkeeper is stores.pulsar else MetadataZnodeStore(stores.bookkeeper)
 
 
 def published_settings(config: VerifierConfig) -> Published:
@@ -167,29 +222,21 @@ async def open_verifier(
         handle_signals=handle_signals,
     ) as runner:
         zk = config.zookeeper
-        store = await runner.resources.enter_async_context(connect_store(zk))
-        neighbours = {
-            cluster.name: MetadataZnodeStore(
-                await runner.resources.enter_async_context(connect_store(at(zk, cluster.store)))
-            )
-            for cluster in config.shared_clusters
-        }
-        configuration = None
-        if config.configuration_store is not None:
-            configuration = MetadataZnodeStore(
-                await runner.resources.enter_async_context(
-                    connect_store(at(zk, config.configuration_store))
-                )
-            )
-        layout = LayoutWatch(store, await confirm_ledgers_root(store, config.ledgers_root))
-        await refuse_unsecured(store, zk.security, roots_of(config.believed.root))
+        stores = await _open_stores(runner.resources, config)
+        store = stores.pulsar
+        ledgers = stores.bookkeeper
+        located = await confirm_ledgers_root(ledgers, config.ledgers_root, pulsar=store)
+        layout = LayoutWatch(ledgers, located)
+        await refuse_unsecured_if_zookeeper(store, zk.security, roots_of(config.believed.root))
         board = PeerSettings(store, published_settings(config), metrics=runner.metrics)
         await board.join()  # refuses to start beside a peer whose settings would leak
         runner.resources.push_async_callback(board.leave)
         runner.add_background("peer_settings", lambda: board.watch(runner.stopping))
         s3 = await runner.resources.enter_async_context(open_s3(config.s3))
         metrics = VerifierMetrics(runner.metrics)
-        znodes, objects = limited(config, MetadataZnodeStore(store), s3, metrics)
+        znodes, objects, ledger_znodes = limited(
+            config, MetadataZnodeStore(store), s3, metrics, ledgers=_ledger_znodes(stores)
+        )
         parts = build(
             config,
             znodes,
@@ -197,12 +244,18 @@ async def open_verifier(
             metrics,
             ml_names=ManagedLedgers(store).managed_ledger_names,
             locations=lambda: layout.current,
-            neighbours=neighbours,
-            configuration=configuration,
+            neighbours=stores.neighbours,
+            configuration=stores.configuration,
+            ledgers=ledger_znodes,
         )
         runner.add_background("ledgers_layout", layout.run)
         # Without its ZooKeeper session every verdict would be RETRY: not ready meanwhile.
         runner.add_background("readiness", lambda: follow_session(runner, "zookeeper", store))
+        if ledgers is not store:
+            runner.add_background(
+                "bookkeeper_readiness",
+                lambda: follow_session(runner, "bookkeeper_metadata", ledgers),
+            )
         servicer = VerifierServicer(
             parts.engine, parts.believed, max_batch=config.max_batch, max_believe=config.max_believe
         )

@@ -33,7 +33,7 @@ from services.marker.marking import Marker
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import resolve_owner
 from services.marker.planning import MarkRequest
-from services.metadata.zookeeper.store import ZkMetadataStore
+from services.metadata.connect import connect_pulsar_store
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from services.systopic.setup import SetupPlan, prepare_topics
 from services.verifier.app import open_verifier
@@ -161,7 +161,7 @@ async def running_marker(
     )
     config = replace(config, **settings)
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(ZkMetadataStore.connect(zk.address))
+        store = await stack.enter_async_context(connect_pulsar_store(config.zookeeper))
         publisher: IntentPublisher = await stack.enter_async_context(
             open_intent_publisher(config.pulsar, ProducerSettings(producer_name=config.marker_id))
         )

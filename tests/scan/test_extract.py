@@ -25,6 +25,7 @@ from services.metadata.paths import LedgerLayout
 from services.scan.extract.job import manifest_counts
 from services.scan.extract.units import Unit
 from tests.scan import sim
+from tests.split_stores import PULSAR_CHROOT, split_stores, write_split_cluster
 
 
 def _spec(layout: IdLayout) -> ClusterSpec:
@@ -67,6 +68,29 @@ async def test_findings_are_exactly_the_planted_orphans(
     writer put it."""
     model = await sim.write(zk, s3, spec)
     scanned = await sim.extract_and_analyze(spark, tmp_path, model, sim.settings(zk, s3, spec))
+    _assert_planted_found(spark, scanned)
+
+
+async def test_bookkeeper_metadata_in_a_chroot_of_its_own(
+    spark: SparkSession, zk: ZooKeeperServer, s3: S3Server, tmp_path: Path
+) -> None:
+    """Pulsar's metadata under /pulsar and BookKeeper's ledgers root under /bk
+    (`--chroot /pulsar --bookkeeper-metadata zk:<servers>/bk`): the BookKeeper units are
+    listed and read in BookKeeper's store, everything else in Pulsar's, and the findings are
+    exactly the planted orphans, as with one store."""
+    spec = _spec(IdLayout.SHORT)
+    model = await write_split_cluster(spec, zk.address, s3.client_config())
+    settings = sim.settings(
+        zk, s3, spec, chroot=PULSAR_CHROOT, bookkeeper_store=split_stores(zk.address).bookkeeper
+    )
+    scanned = await sim.extract_and_analyze(spark, tmp_path, model, settings)
+    _assert_planted_found(spark, scanned)
+
+
+def _assert_planted_found(spark: SparkSession, scanned: sim.Scanned) -> None:
+    """The findings are exactly the planted orphans and look-alikes, the other cluster's
+    objects are excluded, and the manifest counts everything written."""
+    model = scanned.model
     ledgers = sim.findings(spark, scanned.analysis.out_dir, "ledgers", "ledger_id")
     objects = sim.findings(spark, scanned.analysis.out_dir, "objects", "key")
     planted_ledgers = {

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from devstack.ports import free_port
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
+from services.core.metadata_stores import parse_bookkeeper_url
 from services.metadata import ZkMetadataStore
 from services.scan.cli.reconcile import reconcile
 from services.scan.extract.s3 import S3Settings
@@ -511,4 +512,38 @@ async def test_a_cluster_unknown_to_the_configuration_store(
     assert problems(refusal(await invoke(["extract", *args]), out)) == [
         f"pre-flight: --cluster {CLUSTER}: not a cluster of this configuration store (known: "
         "west); give the brokers' clusterName with --cluster"
+    ]
+
+
+async def test_bookkeeper_metadata_in_a_store_of_its_own(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """BookKeeper's ledgers root under /bk, Pulsar's metadata under /pulsar: without
+    --bookkeeper-metadata the ledgers root is missing from Pulsar's store; with it (the
+    metadataServiceUri form) both stores pass, /managed-ledgers looked for only in Pulsar's."""
+    async with ZkMetadataStore.connect(zk.address) as store:
+        for path in ("/pulsar/managed-ledgers", f"/pulsar/admin/clusters/{CLUSTER}", "/bk/ledgers"):
+            await store.create(path, make_parents=True)
+    out = tmp_path / "out"
+    args = source_args(zk.address, None, out, "--chroot", "/pulsar")
+    alone = problems(refusal(await invoke(["extract", *args]), out))
+    assert [line.split(";")[0] for line in alone] == [
+        f"pre-flight: --ledgers-root /ledgers missing in ZooKeeper {zk.address} (chroot /pulsar)"
+    ]
+    settings = ExtractSettings(zookeeper=zk.address, cluster=CLUSTER, chroot="/pulsar")
+    split = replace(settings, bookkeeper_store=parse_bookkeeper_url(f"zk:{zk.address}/bk"))
+    assert await source_problems(split, [out]) == []
+
+
+async def test_a_bookkeeper_store_without_the_ledgers_root_names_its_option(
+    zk: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """A --bookkeeper-metadata store without the ledgers root: one line naming that option."""
+    await pulsar_roots(zk)
+    out = tmp_path / "out"
+    args = source_args(zk.address, None, out, "--bookkeeper-metadata", f"zk:{zk.address}/bk")
+    assert problems(refusal(await invoke(["extract", *args]), out)) == [
+        f"pre-flight: --ledgers-root /ledgers missing in ZooKeeper {zk.address} (chroot /bk); "
+        "give the BookKeeper ledgers root (the path of the brokers' "
+        "bookkeeperMetadataServiceUri, default /ledgers) or fix --bookkeeper-metadata"
     ]

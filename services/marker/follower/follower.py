@@ -42,9 +42,9 @@ from services.marker.planning import MarkRequest, Stamp, own_fields, shared_fiel
 from services.metadata import (
     CorruptMetadata,
     MetadataError,
+    MetadataStore,
     VersionConflict,
     WatchEvent,
-    ZkMetadataStore,
 )
 from services.systopic import IntentEncoder, IntentPublisher, OutgoingMessage
 from services.systopic.subscription_watch import SubscriptionWatch
@@ -85,7 +85,7 @@ class Follower:
     def __init__(
         self,
         *,
-        store: ZkMetadataStore,
+        store: MetadataStore,
         publisher: IntentPublisher,
         settings: FollowerSettings,
         metrics: FollowerMetrics | None = None,

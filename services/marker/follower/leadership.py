@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-from services.metadata import NodeExists, NoNode, WatchEvent, ZkMetadataStore
+from services.metadata import MetadataStore, NodeExists, NoNode, WatchEvent
 
 LEADER_PATH = "/tombstone/follower/leader"
 
 
 class Leadership:
-    def __init__(self, store: ZkMetadataStore, identity: str, path: str = LEADER_PATH) -> None:
+    def __init__(self, store: MetadataStore, identity: str, path: str = LEADER_PATH) -> None:
         self._store = store
         self._identity = identity.encode()
         self._path = path

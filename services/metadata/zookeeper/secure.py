@@ -12,10 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 
+import structlog
+
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata.acl import AclEntry, ZnodeAcl, digest_id, foreign_changes, tombstone_acl
 from services.metadata.errors import NoNode, VersionConflict
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
+
+_log = structlog.get_logger(__name__)
 
 TOMBSTONE_ROOT = "/tombstone"
 """Where Tombstone's znodes live (peer settings, follower, believed set by default)."""
@@ -99,6 +104,25 @@ async def refuse_unsecured(
     raise ZooKeeperRefused(
         f"{path}{more} may be changed by {shown}, not only by {DIGEST_USER.name}="
         f"{security.digest_user}: run `{FIX_COMMAND}` with the same settings"
+    )
+
+
+async def refuse_unsecured_if_zookeeper(
+    store: MetadataStore,
+    security: ZooKeeperSecurity,
+    roots: Iterable[str] = (TOMBSTONE_ROOT,),
+) -> None:
+    """`refuse_unsecured` on a ZooKeeper store. ACLs are ZooKeeper's: on another store there is
+    nothing of this kind to check (Tombstone does not configure that store's own
+    authentication yet), which is logged once so the skip is never silent."""
+    if isinstance(store, ZkMetadataStore):
+        await refuse_unsecured(store, security, roots)
+        return
+    _log.warning(
+        "acl_check_skipped",
+        store=type(store).__name__,
+        reason="ZooKeeper ACLs do not apply to this metadata store; its own authentication "
+        "is not configured by Tombstone",
     )
 
 

@@ -12,6 +12,7 @@ import click
 
 from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
+from services.core.shared_clusters import ZOOKEEPER, StoreUrl
 from services.core.zk_security import ZooKeeperSecurity
 from services.scan.analysis.config import parse_duration
 from services.scan.cli.options import (
@@ -22,7 +23,12 @@ from services.scan.cli.options import (
     submit_request,
 )
 from services.scan.cli.run_guard import interruptible, versioned_run
-from services.scan.cli.sharing import configuration_store, shared_cluster_option, shared_clusters
+from services.scan.cli.sharing import (
+    bookkeeper_store,
+    configuration_store,
+    shared_cluster_option,
+    shared_clusters,
+)
 from services.scan.preflight.checks import require_source
 
 F = Callable[..., Any]
@@ -43,6 +49,16 @@ def extract_options(func: F) -> F:
             "for /admin/clusters/<--cluster> there and the extract reads the namespace "
             "policies (/admin/policies) there (default: TOMBSTONE_CONFIGURATION_STORE, else "
             "--zookeeper under --chroot).",
+        ),
+        click.option(
+            "--bookkeeper-metadata",
+            default=None,
+            metavar="URL",
+            help="Where BookKeeper keeps its ledger metadata when it is not --zookeeper under "
+            "--chroot, as bookkeeper.conf's metadataServiceUri: "
+            "[metadata-store:]zk:host:port[,host:port...][/chroot] (Oxia is not supported). "
+            "The ledgers root (--ledgers-root) is read there (default: "
+            "TOMBSTONE_BOOKKEEPER_METADATA_URL, else --zookeeper under --chroot).",
         ),
         shared_cluster_option,
         click.option(
@@ -184,12 +200,14 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         access_key_id=env.access_key_id,
         secret_access_key=env.secret_access_key,
     )
+    ours = StoreUrl(ZOOKEEPER, kw["zookeeper"], kw["chroot"] or "")
     return ExtractSettings(
         zookeeper=kw["zookeeper"],
         cluster=cluster,
         chroot=kw["chroot"],
         ledgers_root=kw["ledgers_root"],
         configuration_store=configuration_store(kw["configuration_store"]),
+        bookkeeper_store=bookkeeper_store(kw.get("bookkeeper_metadata"), ours),
         shared_clusters=shared_clusters(kw["shared_cluster"], cluster),
         zk_timeout_s=parse_duration(kw["zk_timeout"], "zk_timeout").total_seconds(),
         zk_security=ZooKeeperSecurity.from_env(),

@@ -11,6 +11,7 @@ import click
 
 from services.core.config import CONFIGURATION_STORE, SHARED_CLUSTERS
 from services.core.errors import TombstoneError
+from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, parse_bookkeeper_url
 from services.core.shared_clusters import OXIA, SharedCluster, StoreUrl, parse_shared_clusters
 from services.core.shared_clusters import parse_store_url as _parse_store_url
 from services.metadata.pulsar_names import check_named_entity
@@ -88,6 +89,24 @@ def configuration_store(raw: str | None) -> str | None:
         raise UsageProblem(f"--configuration-store: {exc}") from None
     _refuse_oxia(store, "--configuration-store")
     return f"{store.servers}{store.root}"
+
+
+def bookkeeper_store(raw: str | None, ours: StoreUrl) -> StoreUrl | None:
+    """`--bookkeeper-metadata` (else TOMBSTONE_BOOKKEEPER_METADATA_URL) checked; None when
+    BookKeeper's metadata is in `ours` (the metadata store `--zookeeper --chroot` names)."""
+    try:
+        if raw is None:
+            store = BOOKKEEPER_METADATA_URL.read(os.environ)
+        else:
+            store = parse_bookkeeper_url(raw)
+    except TombstoneError as exc:  # the environment's value (ConfigError names the variable)
+        raise UsageProblem(str(exc)) from None
+    except ValueError as exc:
+        raise UsageProblem(f"--bookkeeper-metadata: {exc}") from None
+    if store is None or store == ours:
+        return None
+    _refuse_oxia(store, "--bookkeeper-metadata")
+    return store
 
 
 def deleted_namespaces(values: Sequence[str]) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from services.metadata import (
     BookKeeperLedgers,
     LedgerLayout,
     LedgerPaths,
+    MetadataStore,
     NoNode,
     ZkMetadataStore,
 )
@@ -63,6 +64,10 @@ class ExtractSettings:
     """Pulsar's configuration store (`host:port[,...][/chroot]`) when it is a ZooKeeper of
     its own: the cluster's registration (pre-flight) and the namespace policies are read
     there; else in `zookeeper` under `chroot`."""
+    bookkeeper_store: StoreUrl | None = None
+    """Where BookKeeper keeps its ledger metadata (the ledgers root) when it is not the
+    metadata store (`--bookkeeper-metadata`, a ZooKeeper store); the BookKeeper units are
+    read there."""
     shared_clusters: tuple[SharedCluster, ...] = ()
     """Other clusters sharing the ledgers root (ZooKeeper stores only): their managed
     ledgers, cursors and schema locators are read too."""
@@ -143,6 +148,11 @@ def store_of(settings: ExtractSettings, cluster: str | None) -> StoreUrl:
     raise KeyError(cluster)
 
 
+def bookkeeper_of(settings: ExtractSettings) -> StoreUrl:
+    """Where the ledgers root is: BookKeeper's own store, else our metadata store."""
+    return settings.bookkeeper_store or store_of(settings, None)
+
+
 def policies_store(settings: ExtractSettings) -> StoreUrl:
     """Where namespace policies live: the configuration store, else our metadata store."""
     if settings.configuration_store is None:
@@ -169,7 +179,7 @@ async def zk_session(
         yield store
 
 
-async def _layout(store: ZkMetadataStore, root: str) -> LedgerLayout:
+async def _layout(store: MetadataStore, root: str) -> LedgerLayout:
     """The layout `<root>/LAYOUT` names; Pulsar's default (hybrid) when there is none."""
     try:
         return await BookKeeperLedgers(store, paths=LedgerPaths(root)).read_layout()
@@ -183,7 +193,7 @@ def unit_paths(root: str, subtree: str) -> LedgerPaths:
     return LedgerPaths(root, LedgerLayout.FLAT if subtree == "" else LedgerLayout.HIERARCHICAL)
 
 
-async def _bk_units(store: ZkMetadataStore, settings: ExtractSettings) -> list[Unit]:
+async def _bk_units(store: MetadataStore, settings: ExtractSettings) -> list[Unit]:
     """Every place a ledger znode can be under the layouts in play (reference §1.1): the
     2-digit and 3-digit hierarchical trees whatever LAYOUT names (Pulsar >= 2.10's driver
     writes hybrid paths; BookKeeper's long manager writes 3-digit ones), plus the root's flat
@@ -196,7 +206,7 @@ async def _bk_units(store: ZkMetadataStore, settings: ExtractSettings) -> list[U
     return units
 
 
-async def _children(store: ZkMetadataStore, path: str) -> list[str]:
+async def _children(store: MetadataStore, path: str) -> list[str]:
     try:
         return sorted(await store.get_children(path))
     except NoNode:
@@ -205,33 +215,25 @@ async def _children(store: ZkMetadataStore, path: str) -> list[str]:
 
 async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], int | None]:
     """The units and the driver's own manifest rows (one per listing, failed ones included),
-    and the zxid the driver saw."""
+    and the zxid the driver saw in the metadata store."""
     units: list[Unit] = []
     rows: list[Row] = []
-    started = now_ms()
-    listings = ((BK, settings.ledgers_root), (ML, MANAGED_LEDGERS_ROOT), (SCHEMAS, SCHEMAS_ROOT))
+    ours = ((ML, MANAGED_LEDGERS_ROOT), (SCHEMAS, SCHEMAS_ROOT))
+    bookkeeper = bookkeeper_of(settings)
+    plans: list[tuple[StoreUrl, tuple[tuple[str, str], ...]]]
+    if bookkeeper == store_of(settings, None):  # one store, one session
+        plans = [(bookkeeper, ((BK, settings.ledgers_root), *ours))]
+    else:
+        plans = [(bookkeeper, ((BK, settings.ledgers_root),)), (store_of(settings, None), ours)]
     zxid = None
-    try:
-        async with zk_session(settings) as store:
-            for kind, root in listings:
-                found = await _list_units(store, settings, kind)
-                units.extend(found)
-                rows.append(
-                    manifest_row(
-                        f"list:{kind}", kind, root, len(found), "ok", None, started, store.last_zxid
-                    )
-                )
-            zxid = store.last_zxid
-    except Exception as e:  # every failure becomes a failed manifest row
-        done = {row["kind"] for row in rows}
-        for kind, root in listings:
-            if kind not in done:
-                error = f"{type(e).__name__}: {e}"
-                rows.append(
-                    manifest_row(f"list:{kind}", kind, root, 0, "failed", error, started, None)
-                )
+    for url, listings in plans:
+        found_units, found_rows, zxid = await _plan_store(settings, url, listings, None)
+        units.extend(found_units)
+        rows.extend(found_rows)
     for shared in settings.shared_clusters:
-        found_units, found_rows = await _plan_neighbour(settings, shared.name)
+        found_units, found_rows, _ = await _plan_store(
+            settings, store_of(settings, shared.name), ours, shared.name
+        )
         units.extend(found_units)
         rows.extend(found_rows)
     units.append(Unit(NAMESPACES, POLICIES_ROOT))
@@ -240,6 +242,7 @@ async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], 
     else:
         units.extend(Unit(BUCKET, bucket) for bucket in settings.buckets)
     scope = ",".join(settings.buckets) or "(no bucket allowed)"
+    started = now_ms()
     rows.append(
         manifest_row(
             f"list:{OBJECTS}", OBJECTS, scope, len(settings.buckets), "ok", None, started, None
@@ -248,34 +251,43 @@ async def plan_units(settings: ExtractSettings) -> tuple[list[Unit], list[Row], 
     return units, rows, zxid
 
 
-async def _plan_neighbour(settings: ExtractSettings, cluster: str) -> tuple[list[Unit], list[Row]]:
-    """The managed-ledger and schema units of a declared neighbour, and its listings' manifest
-    rows: a store that cannot be listed is a failed row (the analysis then refuses)."""
+async def _plan_store(
+    settings: ExtractSettings,
+    url: StoreUrl,
+    listings: tuple[tuple[str, str], ...],
+    cluster: str | None,
+) -> tuple[list[Unit], list[Row], int | None]:
+    """The units of `listings` in one store (ours, BookKeeper's or a declared neighbour's),
+    their manifest rows and the zxid seen: a store that cannot be listed is a failed row
+    (the analysis then refuses)."""
     units: list[Unit] = []
     rows: list[Row] = []
     started = now_ms()
-    listings = ((ML, MANAGED_LEDGERS_ROOT), (SCHEMAS, SCHEMAS_ROOT))
+    zxid = None
     try:
-        async with zk_session(settings, store_of(settings, cluster)) as store:
+        async with zk_session(settings, url) as store:
             for kind, root in listings:
                 found = [
                     Unit(u.kind, u.scope, cluster) for u in await _list_units(store, settings, kind)
                 ]
                 units.extend(found)
-                task = f"list:{kind}@{cluster}"
                 zxid = store.last_zxid
+                task = f"list:{kind}{_at(cluster)}"
                 rows.append(manifest_row(task, kind, root, len(found), "ok", None, started, zxid))
     except Exception as e:  # every failure becomes a failed manifest row
         done = {row["kind"] for row in rows}
-        error = f"{cluster}: {type(e).__name__}: {e}"
+        error = f"{type(e).__name__}: {e}"
+        if cluster is not None:
+            error = f"{cluster}: {error}"
         for kind, root in listings:
             if kind not in done:
-                task = f"list:{kind}@{cluster}"
+                task = f"list:{kind}{_at(cluster)}"
                 rows.append(manifest_row(task, kind, root, 0, "failed", error, started, None))
-    return units, rows
+        zxid = None
+    return units, rows, zxid
 
 
-async def _list_units(store: ZkMetadataStore, settings: ExtractSettings, kind: str) -> list[Unit]:
+async def _list_units(store: MetadataStore, settings: ExtractSettings, kind: str) -> list[Unit]:
     if kind == BK:
         return await _bk_units(store, settings)
     if kind == ML:
@@ -329,7 +341,8 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
         async with zk_session(settings, policies_store(settings)) as store:
             await read_namespaces(store, out, limits)
             return store.last_zxid
-    async with zk_session(settings, store_of(settings, unit.cluster)) as store:
+    where = bookkeeper_of(settings) if unit.kind == BK else store_of(settings, unit.cluster)
+    async with zk_session(settings, where) as store:
         before = len(out)
         if unit.kind == BK:
             paths = unit_paths(settings.ledgers_root, unit.scope)

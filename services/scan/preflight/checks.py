@@ -89,6 +89,7 @@ async def source_problems(
             settings.ledgers_root,
             settings.cluster,
             configuration_store=settings.configuration_store,
+            bookkeeper_store=settings.bookkeeper_store,
             security=settings.zk_security,
             timeout_s=settings.zk_timeout_s,
         )

@@ -15,6 +15,7 @@ import logging
 import socket
 from collections.abc import Iterator
 
+from services.core.shared_clusters import StoreUrl
 from services.core.zk_security import ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata import (
     MANAGED_LEDGERS_ROOT,
@@ -38,6 +39,7 @@ MIN_SESSION_TIMEOUT_S = 4.0
 """ZooKeeper's session timeout is at least twice its tick (2 s by default)."""
 
 FIX_ADDRESS = "start ZooKeeper there or fix --zookeeper"
+BOOKKEEPER_OPTION = "--bookkeeper-metadata"
 
 
 def servers(connect_string: str) -> list[tuple[str, int]]:
@@ -107,28 +109,55 @@ async def check_metadata(
     cluster: str,
     *,
     configuration_store: str | None = None,
+    bookkeeper_store: StoreUrl | None = None,
     security: ZooKeeperSecurity | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[Problem]:
-    """Every problem found with the metadata store (and, when it is a ZooKeeper of its own,
-    the configuration store); [] when the extract can read it and the cluster is known.
-    `security`: the sessions' authentication and TLS (`TOMBSTONE_ZOOKEEPER_*`); `timeout_s`:
-    each step's time (connect, session, reads), the run's `--zk-timeout`."""
+    """Every problem found with the metadata store (and, when they are stores of their own,
+    BookKeeper's store and the configuration store); [] when the extract can read them and
+    the cluster is known. `bookkeeper_store`: where the ledgers root is when it is not the
+    metadata store. `security`: the sessions' authentication and TLS
+    (`TOMBSTONE_ZOOKEEPER_*`); `timeout_s`: each step's time (connect, session, reads), the
+    run's `--zk-timeout`."""
     secured = security or ZooKeeperSecurity()
-    if configuration_store is None:
-        return await _check_store(connect_string, chroot, ledgers_root, cluster, secured, timeout_s)
-    config_hosts, _, config_chroot = configuration_store.partition("/")
-    local, config = await asyncio.gather(
-        _check_store(connect_string, chroot, ledgers_root, None, secured, timeout_s),
-        _check_configuration_store(
-            config_hosts,
-            f"/{config_chroot}" if config_chroot else None,
-            cluster,
-            secured,
-            timeout_s,
-        ),
+    local_cluster = cluster if configuration_store is None else None
+    if bookkeeper_store is None:
+        checks = [
+            _check_store(connect_string, chroot, ledgers_root, local_cluster, secured, timeout_s)
+        ]
+    else:
+        checks = [
+            _check_store(connect_string, chroot, None, local_cluster, secured, timeout_s),
+            _check_bookkeeper_store(bookkeeper_store, ledgers_root, secured, timeout_s),
+        ]
+    if configuration_store is not None:
+        config_hosts, _, config_chroot = configuration_store.partition("/")
+        checks.append(
+            _check_configuration_store(
+                config_hosts,
+                f"/{config_chroot}" if config_chroot else None,
+                cluster,
+                secured,
+                timeout_s,
+            )
+        )
+    found = await asyncio.gather(*checks)
+    return [problem for problems in found for problem in problems]
+
+
+async def _check_bookkeeper_store(
+    store: StoreUrl, ledgers_root: str, security: ZooKeeperSecurity, timeout_s: float
+) -> list[Problem]:
+    return await _reach_then_check(
+        BOOKKEEPER_OPTION,
+        store.servers,
+        store.root or None,
+        ledgers_root,
+        None,
+        security,
+        timeout_s,
+        managed_ledgers=False,
     )
-    return local + config
 
 
 async def _check_configuration_store(
@@ -146,7 +175,7 @@ async def _check_configuration_store(
 async def _check_store(
     connect_string: str,
     chroot: str | None,
-    ledgers_root: str,
+    ledgers_root: str | None,
     cluster: str | None,
     security: ZooKeeperSecurity,
     timeout_s: float,
@@ -172,9 +201,13 @@ async def _reach_then_check(
     cluster: str | None,
     security: ZooKeeperSecurity,
     timeout_s: float,
+    *,
+    managed_ledgers: bool | None = None,
 ) -> list[Problem]:
     """A TCP connect to every server (so each cause gets its own line), then the tree of the
-    servers that answered, in one quiet session."""
+    servers that answered, in one quiet session. `managed_ledgers`: whether Pulsar's
+    `/managed-ledgers` must be there (default: in the store of the ledgers root, and in the
+    metadata store; never in the configuration store alone)."""
     pairs = servers(connect_string)
     if not pairs:
         return [Problem(f"{option} {connect_string!r} names no server", "give host:port")]
@@ -183,7 +216,11 @@ async def _reach_then_check(
     if not up:
         return [problem for problem in reached if problem is not None]
     with _quiet("aiozk"):
-        found = await _check_tree(",".join(up), chroot, ledgers_root, cluster, security, timeout_s)
+        if managed_ledgers is None:
+            managed_ledgers = option == "--zookeeper"
+        found = await _check_tree(
+            ",".join(up), chroot, ledgers_root, cluster, security, timeout_s, managed_ledgers
+        )
         await asyncio.sleep(0)  # the closed session's cancelled tasks end while still quiet
     return found
 
@@ -195,10 +232,12 @@ async def _check_tree(
     cluster: str | None,
     security: ZooKeeperSecurity,
     timeout_s: float,
+    managed_ledgers: bool,
 ) -> list[Problem]:
-    """The Pulsar roots in the store at `address`: `/managed-ledgers` and the ledgers root
-    when `ledgers_root` is given (the metadata store), the cluster's registration when
-    `cluster` is (the configuration store; both in one store by default)."""
+    """The Pulsar roots in the store at `address`: `/managed-ledgers` when `managed_ledgers`
+    (the metadata store), the ledgers root when `ledgers_root` is given (BookKeeper's store),
+    the cluster's registration when `cluster` is (the configuration store; all in one store
+    by default)."""
     where = f"ZooKeeper {address}" + (f" (chroot {chroot})" if chroot else "")
     try:
         # The store's own connect timeout, not a cancellation from outside: on a timeout it
@@ -213,7 +252,7 @@ async def _check_tree(
         ) as store:
             async with asyncio.timeout(timeout_s):
                 ml, ledgers, clusters = await asyncio.gather(
-                    _exists(store, MANAGED_LEDGERS_ROOT if ledgers_root else None),
+                    _exists(store, MANAGED_LEDGERS_ROOT if managed_ledgers else None),
                     _exists(store, ledgers_root),
                     _children(store, CLUSTERS_ROOT if cluster is not None else None),
                 )
@@ -232,8 +271,11 @@ async def _check_tree(
         ]
     problems = []
     fix_tree = "check --zookeeper and --chroot: this is not the Pulsar metadata store"
+    fix_root = "fix --chroot"
     store_kind = "metadata store"
-    if ledgers_root is None:  # the configuration store alone
+    if not managed_ledgers and ledgers_root is not None:  # BookKeeper's store alone
+        fix_root = f"fix {BOOKKEEPER_OPTION}"
+    elif not managed_ledgers:  # the configuration store alone
         store_kind = "configuration store"
         fix_tree = "check --configuration-store: this is not Pulsar's configuration store"
     elif ml is None:
@@ -243,7 +285,7 @@ async def _check_tree(
             Problem(
                 f"--ledgers-root {ledgers_root} missing in {where}",
                 "give the BookKeeper ledgers root (the path of the brokers' "
-                "bookkeeperMetadataServiceUri, default /ledgers) or fix --chroot",
+                f"bookkeeperMetadataServiceUri, default /ledgers) or {fix_root}",
             )
         )
     if cluster is None:

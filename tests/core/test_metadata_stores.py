@@ -1,0 +1,155 @@
+"""Where Pulsar's and BookKeeper's metadata are: `TOMBSTONE_METADATA_STORE_URL` and
+`TOMBSTONE_BOOKKEEPER_METADATA_URL`, their defaults, forms and conflicts, and the sessions
+`connect_store` / `open_stores` open from them (real ZooKeeper)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from devstack.zookeeper import ZooKeeperServer
+from services.core.config import MetadataStores, ZooKeeperConfig
+from services.core.errors import ConfigError
+from services.core.metadata_stores import parse_bookkeeper_url
+from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
+from services.metadata.connect import connect_store, open_stores
+
+URL = "TOMBSTONE_METADATA_STORE_URL"
+BK_URL = "TOMBSTONE_BOOKKEEPER_METADATA_URL"
+SERVERS = "TOMBSTONE_ZOOKEEPER_SERVERS"
+CHROOT = "TOMBSTONE_ZOOKEEPER_CHROOT"
+
+
+def stores(environ: dict[str, str]) -> MetadataStores:
+    return ZooKeeperConfig.from_env(environ).stores
+
+
+def test_unset_both_stores_are_the_zookeeper_settings() -> None:
+    """With neither URL set, Pulsar's and BookKeeper's metadata are both in the ZooKeeper
+    that the ZooKeeper settings name, as before the URLs existed."""
+    expected = MetadataStores.on_zookeeper("zk1:2181,zk2:2181", "/pulsar")
+    actual = stores({SERVERS: "zk1:2181,zk2:2181", CHROOT: "/pulsar"})
+    assert expected == actual
+    assert not actual.split
+    assert ZooKeeperConfig.from_env({}).urls is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("zk:zk1:2181,zk2:2181/pulsar", StoreUrl(ZOOKEEPER, "zk1:2181,zk2:2181", "/pulsar")),
+        ("metadata-store:zk:zk1:2181", StoreUrl(ZOOKEEPER, "zk1:2181", "")),
+        ("zk1:2181/pulsar", StoreUrl(ZOOKEEPER, "zk1:2181", "/pulsar")),
+        ("oxia://oxia:6648/broker", StoreUrl(OXIA, "oxia:6648", "broker")),
+    ],
+)
+def test_pulsar_url_forms(raw: str, expected: StoreUrl) -> None:
+    """broker.conf's metadataStoreUrl forms name Pulsar's store; BookKeeper's follows it."""
+    assert MetadataStores(expected, expected) == stores({URL: raw})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("metadata-store:zk:zk1:2181/bk", StoreUrl(ZOOKEEPER, "zk1:2181", "/bk")),
+        ("zk:zk1:2181,zk2:2181", StoreUrl(ZOOKEEPER, "zk1:2181,zk2:2181", "")),
+        ("metadata-store:oxia://oxia:6648/bookkeeper", StoreUrl(OXIA, "oxia:6648", "bookkeeper")),
+        ("oxia://oxia:6648/bookkeeper", StoreUrl(OXIA, "oxia:6648", "bookkeeper")),
+    ],
+)
+def test_bookkeeper_url_forms(raw: str, expected: StoreUrl) -> None:
+    """bookkeeper.conf's metadataServiceUri in Pulsar's driver form, prefix optional."""
+    assert expected == parse_bookkeeper_url(raw)
+
+
+def test_bookkeeper_store_of_its_own_beside_the_zookeeper_settings() -> None:
+    """Only BookKeeper's URL set: Pulsar's store stays the ZooKeeper settings'."""
+    actual = stores({SERVERS: "zk1:2181", CHROOT: "/pulsar", BK_URL: "zk:zk1:2181/bk"})
+    expected = MetadataStores(
+        StoreUrl(ZOOKEEPER, "zk1:2181", "/pulsar"), StoreUrl(ZOOKEEPER, "zk1:2181", "/bk")
+    )
+    assert expected == actual
+    assert actual.split
+
+
+def test_oxia_namespaces_of_one_service() -> None:
+    """Oxia's usual layout: one service, a namespace each for brokers and bookies."""
+    actual = stores(
+        {URL: "oxia://oxia:6648/broker", BK_URL: "metadata-store:oxia://oxia:6648/bookkeeper"}
+    )
+    expected = MetadataStores(
+        StoreUrl(OXIA, "oxia:6648", "broker"), StoreUrl(OXIA, "oxia:6648", "bookkeeper")
+    )
+    assert expected == actual
+
+
+@pytest.mark.parametrize("clash", [{SERVERS: "zk9:2181"}, {CHROOT: "/pulsar"}])
+def test_url_and_zookeeper_settings_conflict(clash: dict[str, str]) -> None:
+    """The URL and a non-default ZooKeeper server or chroot setting would both name Pulsar's
+    store: refused, naming both settings."""
+    with pytest.raises(ConfigError) as caught:
+        ZooKeeperConfig.from_env({URL: "zk:zk1:2181/pulsar", **clash})
+    (other,) = clash
+    assert caught.value.variable == URL
+    assert other in str(caught.value)
+
+
+def test_url_beside_the_default_servers_value_is_accepted() -> None:
+    """Spelling out the default connect string is no conflict."""
+    assert stores({URL: "zk:zk1:2181", SERVERS: "127.0.0.1:2181"}).pulsar.servers == "zk1:2181"
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [
+        (URL, "http://zk:2181"),
+        (URL, "oxia://oxia/broker"),
+        (BK_URL, "zk+hierarchical://zk1:2181;zk2:2181/pulsar/ledgers"),
+        (BK_URL, "zk://zk1:2181/ledgers"),
+        (BK_URL, "metadata-store:zk:"),
+    ],
+)
+def test_malformed_urls_name_their_setting(variable: str, raw: str) -> None:
+    """A URL that cannot be read is a `ConfigError` naming the variable."""
+    with pytest.raises(ConfigError) as caught:
+        ZooKeeperConfig.from_env({variable: raw})
+    assert variable == caught.value.variable
+
+
+def test_bookkeeper_driver_url_says_what_to_write_instead() -> None:
+    """BookKeeper's own `zk+hierarchical://` form is refused with the spelling to use."""
+    with pytest.raises(ValueError, match="zk:h1:2181,h2:2181/pulsar"):
+        parse_bookkeeper_url("zk+hierarchical://h1:2181;h2:2181/pulsar/ledgers")
+
+
+def test_oxia_store_is_refused_naming_the_setting() -> None:
+    """This build has no Oxia adapter: connecting names the setting that asked for one."""
+    zk = ZooKeeperConfig.from_env({BK_URL: "oxia://oxia:6648/bookkeeper"})
+    with pytest.raises(ConfigError, match="Oxia adapter") as caught:
+        connect_store(zk, zk.stores.bookkeeper, setting=BK_URL)
+    assert caught.value.variable == BK_URL
+
+
+async def test_one_session_when_both_are_one_store(zk: ZooKeeperServer) -> None:
+    """Both kinds of metadata in one store: one session, given for both."""
+    config = ZooKeeperConfig.from_env({SERVERS: zk.address})
+    async with contextlib.AsyncExitStack() as stack:
+        pulsar, bookkeeper = await open_stores(stack, config)
+        assert pulsar is bookkeeper
+
+
+async def test_split_stores_read_their_own_chroots(zk: ZooKeeperServer) -> None:
+    """Pulsar at /pulsar and BookKeeper at /bk of one ensemble: two sessions, each under its
+    own chroot."""
+    config = ZooKeeperConfig.from_env(
+        {URL: f"zk:{zk.address}/pulsar", BK_URL: f"metadata-store:zk:{zk.address}/bk"}
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        root = await stack.enter_async_context(connect_store(ZooKeeperConfig(servers=zk.address)))
+        await root.create("/pulsar/managed-ledgers", make_parents=True)
+        await root.create("/bk/ledgers", make_parents=True)
+        pulsar, bookkeeper = await open_stores(stack, config)
+        assert pulsar is not bookkeeper
+        assert await pulsar.get_children("/") == ["managed-ledgers"]
+        assert await bookkeeper.get_children("/") == ["ledgers"]
