@@ -223,8 +223,8 @@ init {
     exists[0] = true; exists[1] = true;
     open[0] = true;
     if
-    :: ver = ctr                          /* the ML was written on Oxia */
     :: ver = COPIED                       /* the ML was copied by PIP-454's migration */
+    :: ver = ctr                          /* the ML was written on Oxia */
     fi;
     started = true;
     run Marker(); run Broker(); run Follower();
