@@ -9,7 +9,7 @@
  * PIP-454's migration copies each ZooKeeper znode into Oxia with its ZooKeeper version as the
  * version id (MigrationCoordinator.copy, OptionOverrideVersionId), and such a copy does not
  * advance the shard's counter (Oxia's db.go applyPut). So a copied key can hold a version above
- * the counter, and its first write after the migration makes its version go DOWN. The init
+ * the counter, and its first write after the migration can make its version go down. The init
  * step chooses either start: a key written on Oxia, or one copied by the migration.
  *
  * One managed ledger (ML) owns two ledgers:
