@@ -33,6 +33,7 @@ SLOWEST_FIRST = (
     "tests/chaos/test_short_campaign.py",
     "tests/fuzz/test_fuzz.py",
     "tests/model/test_model.py",
+    "tests/model/test_oxia_model.py",
     "tests/scan/test_shared_bucket.py",
     "tests/scan/test_cli_extract.py",
     "tests/scan/test_submit_props_e2e.py",
