@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SHELL := /bin/bash
 
-.PHONY: sim sim-mutants sim-long fuzz model run test setup gen-protos check-protos lint typecheck format unit bench bench-smoke compose-up compose-down compose-smoke dist-spark
+.PHONY: sim sim-mutants sim-long fuzz model run test setup gen-protos check-protos lint typecheck format unit bench bench-smoke compose-up compose-down compose-smoke compose-up-oxia compose-down-oxia compose-smoke-oxia dist-spark
 
 setup:
 	@scripts/bootstrap.sh
@@ -72,6 +72,20 @@ compose-down:
 # checked in ZooKeeper, MinIO and `tombstone deleter status` (see docs/compose.md).
 compose-smoke:
 	compose/smoke.sh
+
+# The same stack with Oxia instead of ZooKeeper as the metadata store (compose/compose.oxia.yaml
+# merged onto compose.yaml; docs/compose.md, "The Oxia variant").
+COMPOSE_OXIA = docker compose -f compose/compose.yaml -f compose/compose.oxia.yaml
+
+compose-up-oxia:
+	@test -f compose/.env || cp compose/.env.example compose/.env
+	$(COMPOSE_OXIA) up -d --build
+
+compose-down-oxia:
+	$(COMPOSE_OXIA) down
+
+compose-smoke-oxia:
+	SMOKE_METADATA=oxia compose/smoke.sh
 
 # The reconciler for spark-submit: dist/tombstone-spark.zip (--py-files) and the driver script.
 dist-spark: setup

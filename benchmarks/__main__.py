@@ -28,6 +28,7 @@ SMOKE: dict[str, tuple[str, ...]] = {
     "load": ("--smoke",),
     "marker": ("--smoke",),
     "metadata_read": ("--smoke",),
+    "oxia_store": ("--smoke",),
     "pulsar_broker": ("--smoke",),
     "reconcile_analyze": ("--smoke",),
     "reconcile_extract": ("--smoke",),

@@ -13,7 +13,8 @@
 #   trim        the subscription moves into the middle ledger; `trim-topic`
 #               (and the broker's own retention check) drops the ledgers before it from the
 #               topic's list
-#   bookkeeper  ZooKeeper's /ledgers: every trimmed ledger is gone, every listed one is there
+#   bookkeeper  BookKeeper's /ledgers: every trimmed ledger is gone, every listed one is there
+#               (ZooKeeper's own shell; on the Oxia variant, `bookkeeper shell listledgers`)
 #   objects     MinIO: no object of a trimmed ledger is left, every offloaded listed ledger
 #               still has both objects
 #   tombstone   `tombstone deleter status`: the deleter answers, nothing is in flight, no
@@ -28,7 +29,9 @@
 # Needs: bash, docker with the compose plugin, python3 (parses pulsar-admin's JSON).
 # Settings (environment): SMOKE_WAIT, SMOKE_POLL (seconds between polls, default 3),
 # SMOKE_LEDGERS (closed ledgers to make, default 4),
-# SMOKE_MESSAGES (per ledger, default 5), SMOKE_NAMESPACE, COMPOSE_FILE, DOCKER.
+# SMOKE_MESSAGES (per ledger, default 5), SMOKE_NAMESPACE, COMPOSE_FILE, DOCKER,
+# SMOKE_METADATA (`zookeeper`, the default, or `oxia` for the stack started with
+# COMPOSE_OXIA_FILE, compose.oxia.yaml, merged onto COMPOSE_FILE).
 #
 # Sourcing this file (`source compose/smoke.sh`) defines the functions without running them:
 # the helpers below are pure (text in, text out) and tested on their own.
@@ -37,6 +40,8 @@ set -uo pipefail
 
 SMOKE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 COMPOSE_FILE="${COMPOSE_FILE:-$SMOKE_DIR/compose.yaml}"
+COMPOSE_OXIA_FILE="${COMPOSE_OXIA_FILE:-$SMOKE_DIR/compose.oxia.yaml}"
+SMOKE_METADATA="${SMOKE_METADATA:-zookeeper}"
 DOCKER="${DOCKER:-docker}"
 SMOKE_WAIT="${SMOKE_WAIT:-180}"
 SMOKE_POLL="${SMOKE_POLL:-3}"
@@ -47,6 +52,9 @@ SMOKE_SUBSCRIPTION="smoke"
 LEDGERS_ROOT="/ledgers"
 # Long-running containers (the one-shot jobs have exited by now).
 SMOKE_SERVICES="zookeeper bookie broker minio verifier marker deleter prometheus grafana"
+if [[ "$SMOKE_METADATA" == oxia ]]; then
+    SMOKE_SERVICES="oxia-coordinator oxia ${SMOKE_SERVICES#zookeeper }"
+fi
 # Tools run inside the containers get small heaps of their own.
 TOOL_MEM="-Xmx128m -XX:MaxDirectMemorySize=64m"
 FAILURES=0
@@ -132,6 +140,13 @@ zk_ledger_ids() {
         sed -E 's/^0+([0-9])/\1/' | sort -n -u
 }
 
+# bk_ledger_ids: `bookkeeper shell listledgers` output -> the ledger ids it lists. Each ledger
+# is a `ledgerID: <id>` line (ListLedgersCommand, decimal ids); log lines around them are not.
+bk_ledger_ids() {
+    { grep -E 'ledgerID: [0-9]+[[:space:]]*$' || true; } |
+        sed -E 's/.*ledgerID: ([0-9]+)[[:space:]]*$/\1/' | sort -n -u
+}
+
 # object_ledger_ids: object listing (the key is the last field of each line, as in
 # `mc ls --recursive` or a plain key list) -> ledger ids of the offload objects present.
 object_ledger_ids() {
@@ -207,7 +222,11 @@ ledgers_before_cut() {
 # --- Talking to the stack (through the user's docker) ------------------------------------------
 
 compose() {
-    "$DOCKER" compose -f "$COMPOSE_FILE" "$@"
+    if [[ "$SMOKE_METADATA" == oxia ]]; then
+        "$DOCKER" compose -f "$COMPOSE_FILE" -f "$COMPOSE_OXIA_FILE" "$@"
+    else
+        "$DOCKER" compose -f "$COMPOSE_FILE" "$@"
+    fi
 }
 
 compose_exec() {
@@ -227,6 +246,24 @@ produce() {
 zk_listing() {
     compose_exec -e PULSAR_MEM="$TOOL_MEM" zookeeper \
         bin/pulsar zookeeper-shell -server localhost:2181 ls -R "$LEDGERS_ROOT"
+}
+
+# bk_listing: every ledger BookKeeper's metadata lists, read through the bookie's own
+# configuration (its metadataServiceUri): the Oxia variant has no shell of its own here.
+bk_listing() {
+    compose_exec -e BOOKIE_MEM="$TOOL_MEM" bookie bin/bookkeeper shell listledgers 2>&1
+}
+
+# listed_ledger_ids: the ledger ids in BookKeeper's metadata store, however it is kept.
+listed_ledger_ids() {
+    local listing
+    if [[ "$SMOKE_METADATA" == oxia ]]; then
+        listing="$(bk_listing)" || return 1
+        printf '%s\n' "$listing" | bk_ledger_ids
+    else
+        listing="$(zk_listing)" || return 1
+        printf '%s\n' "$listing" | zk_ledger_ids "$LEDGERS_ROOT"
+    fi
 }
 
 # object_listing: the offload bucket's keys, listed by mc in the minio-init container (which
@@ -391,18 +428,16 @@ step_trim() {
 }
 
 bookkeeper_settled() {
-    local listing
-    listing="$(zk_listing)" || return 1
-    ZK_PRESENT="$(printf '%s\n' "$listing" | zk_ledger_ids "$LEDGERS_ROOT")"
-    [[ -n "$ZK_PRESENT" && -z "$(ids_common "$TRIMMED" "$ZK_PRESENT")" ]]
+    BK_PRESENT="$(listed_ledger_ids)" || return 1
+    [[ -n "$BK_PRESENT" && -z "$(ids_common "$TRIMMED" "$BK_PRESENT")" ]]
 }
 
-# check_bookkeeper TRIMMED KEPT: the ZooKeeper side of the check, shared with the devstack test.
+# check_bookkeeper TRIMMED KEPT: the BookKeeper side of the check, shared with the devstack test.
 check_bookkeeper() {
     TRIMMED="$1"
     wait_until "$SMOKE_WAIT" bookkeeper_settled || true
-    check_gone bookkeeper "trimmed ledgers in $LEDGERS_ROOT" "$1" "$ZK_PRESENT"
-    check_kept bookkeeper "listed ledgers in $LEDGERS_ROOT" "$2" "$ZK_PRESENT"
+    check_gone bookkeeper "trimmed ledgers in $LEDGERS_ROOT" "$1" "$BK_PRESENT"
+    check_kept bookkeeper "listed ledgers in $LEDGERS_ROOT" "$2" "$BK_PRESENT"
 }
 
 objects_settled() {
@@ -475,7 +510,7 @@ step_follower() {
 
 main() {
     TOPIC="persistent://$SMOKE_NAMESPACE/smoke-$(date +%s)"
-    SEEN="" LISTED="" TRIMMED="" OFFLOADED="" ZK_PRESENT="" OBJECTS_PRESENT="" COMPLETE_PRESENT=""
+    SEEN="" LISTED="" TRIMMED="" OFFLOADED="" BK_PRESENT="" OBJECTS_PRESENT="" COMPLETE_PRESENT=""
     if ! step_stack || ! step_namespace || ! step_topic || ! step_rollover ||
         ! step_offload || ! step_trim; then
         printf 'FAIL: %d step(s) failed; later steps not run\n' "$FAILURES"

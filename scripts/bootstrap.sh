@@ -46,3 +46,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/pip install -q -e '.[dev,spark]'
     echo "$want" > "$stamp"
 fi
+
+# The `oxia` client, without its declared dependencies: its wheel requires an unpinned
+# `betterproto2-compiler`, whose releases conflict with our ruff pin (see pyproject.toml,
+# which lists what the client needs at run time: grpcio, betterproto2==0.9.1, xxhash<4).
+if ! .venv/bin/python -c 'import importlib.metadata as m; assert m.version("oxia") == "0.2.1"' 2>/dev/null; then
+    echo "bootstrap: installing the oxia client (without its build-time dependencies)"
+    .venv/bin/pip install -q --no-deps oxia==0.2.1
+fi

@@ -68,6 +68,25 @@ class OxiaServer:
         for shard in self.service.shards.values():
             self._loop.call_soon_threadsafe(shard.notifications.drop_followers)
 
+    def expire_sessions(self, timeout: float = 30.0) -> None:
+        """Expire every live session of every shard, as Oxia does when a session's timeout
+        passes without a heartbeat: its ephemeral records are deleted and its id is unknown
+        from then on. Called from a thread other than the server's; returns once done, so
+        a session opened afterwards is not expired."""
+        assert self._loop is not None, "the server is not started"
+
+        async def expire() -> None:
+            for shard in self.service.shards.values():
+                shard.expire_sessions()
+
+        asyncio.run_coroutine_threadsafe(expire(), self._loop).result(timeout)
+
+    def stop_from_thread(self, timeout: float = 30.0) -> None:
+        """Stop a server started in another thread's loop now, without grace (as a crash
+        would end it): open streams end, new calls find no server."""
+        assert self._loop is not None, "the server is not started"
+        asyncio.run_coroutine_threadsafe(self.stop(grace=0), self._loop).result(timeout)
+
     async def stop(self, grace: float = 1.0) -> None:
         self.service.stopping.set()
         for shard in self.service.shards.values():
@@ -126,12 +145,15 @@ def _streaming(
 
 
 @contextlib.contextmanager
-def running_in_thread(*, shards: int = 1, host: str = "127.0.0.1") -> Iterator[OxiaServer]:
-    """A server on a free port, served by an event loop in a daemon thread until exit."""
+def running_in_thread(
+    *, shards: int = 1, host: str = "127.0.0.1", advertised_host: str | None = None
+) -> Iterator[OxiaServer]:
+    """A server on a free port, served by an event loop in a daemon thread until exit.
+    `advertised_host`: the host named as every shard's leader (a proxy's, in fault tests)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="oxia-devstack", daemon=True)
     thread.start()
-    server = OxiaServer(host=host, shards=shards)
+    server = OxiaServer(host=host, shards=shards, advertised_host=advertised_host)
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
         yield server

@@ -56,6 +56,10 @@ class Sessions:
             session.expiry.cancel()
         return session
 
+    def ids(self) -> list[int]:
+        """The ids of the live sessions."""
+        return list(self._live)
+
     def live(self, session_id: int | None) -> Session | None:
         """The live session with this id, if any (None for a record without a session)."""
         return self._live.get(session_id) if session_id is not None else None

@@ -226,6 +226,11 @@ class Shard:
         with contextlib.suppress(LookupError):
             self.close_session(session_id)
 
+    def expire_sessions(self) -> None:
+        """Expire every live session now, as its timeout would."""
+        for session_id in self.sessions.ids():
+            self._expire(session_id)
+
     def close(self) -> None:
         self.sessions.close_all()
 

@@ -3,7 +3,8 @@
 The only package that knows znode paths and encodings. Its stores talk to the metadata store
 through the `MetadataStore` port (`store`). The adapters live in rooms beside it:
 `zookeeper/` (`ZkMetadataStore`, the only aiozk importer: the requests aiozk lacks in `wire`,
-its session care in `_session`, authentication, TLS and ACLs in `_security`).
+its session care in `_session`, authentication, TLS and ACLs in `_security`) and `oxia/`
+(`OxiaMetadataStore`, the only importer of the `oxia` client).
 """
 
 from services.metadata.errors import (

@@ -10,10 +10,15 @@ from __future__ import annotations
 import dataclasses
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
-from services.core.config import ZooKeeperConfig
+from services.core.config import ZK_SESSION, ZooKeeperConfig
 from services.core.errors import ConfigError
 from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
+from services.metadata.oxia.store import (
+    MAX_SESSION_TIMEOUT,
+    MIN_SESSION_TIMEOUT,
+    OxiaMetadataStore,
+)
 from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 
@@ -27,8 +32,28 @@ def connect_store(
     if where.kind == ZOOKEEPER:
         return _connect_zookeeper(_at(zk, where))
     if where.kind == OXIA:
-        raise ConfigError(setting, f"{where}: the Oxia adapter is not in this build")
+        return _connect_oxia(zk, where)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
+
+
+def _connect_oxia(
+    zk: ZooKeeperConfig, where: StoreUrl
+) -> AbstractAsyncContextManager[OxiaMetadataStore]:
+    """A client of the Oxia service at `where` for its namespace (Pulsar's `oxia://` URLs name
+    it; none means Oxia's `default`). ZooKeeper's security settings do not apply."""
+    session = zk.session_timeout.total_seconds()
+    if not MIN_SESSION_TIMEOUT <= session <= MAX_SESSION_TIMEOUT:
+        raise ConfigError(
+            ZK_SESSION.name,
+            f"{where}: Oxia accepts session timeouts from {MIN_SESSION_TIMEOUT:g} s to "
+            f"{MAX_SESSION_TIMEOUT:g} s, not {session:g} s",
+        )
+    return OxiaMetadataStore.connect(
+        where.servers,
+        namespace=where.root or "default",
+        session_timeout=session,
+        request_timeout=zk.operation_timeout.total_seconds(),
+    )
 
 
 def _connect_zookeeper(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:

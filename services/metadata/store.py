@@ -1,6 +1,7 @@
 """The metadata store port: what the typed stores need from ZooKeeper, and nothing more.
 
-`ZkMetadataStore` (in `zookeeper/`) is the adapter for ZooKeeper. Errors are the typed ones of
+`ZkMetadataStore` (in `zookeeper/`) is the adapter for ZooKeeper, `OxiaMetadataStore` (in
+`oxia/`) the one for Oxia. Errors are the typed ones of
 `services.metadata.errors`: `NoNode` only when the server said so; anything uncertain is
 `StoreUnavailable`.
 """

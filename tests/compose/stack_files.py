@@ -12,6 +12,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = ROOT / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "compose.yaml"
+OXIA_FILE = COMPOSE_DIR / "compose.oxia.yaml"
+OXIA_CLUSTER = COMPOSE_DIR / "oxia" / "cluster.yaml"
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 DOCKERFILE = COMPOSE_DIR / "Dockerfile"
 PROMETHEUS = COMPOSE_DIR / "prometheus.yml"
@@ -27,6 +29,14 @@ def compose() -> dict[str, Any]:
     """The Compose file as plain data, merge keys (`<<:`) applied."""
     data: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
     return data
+
+
+def oxia_compose() -> dict[str, Any]:
+    """compose.yaml with compose.oxia.yaml merged onto it, as `docker compose -f compose.yaml
+    -f compose.oxia.yaml` builds the model (tests/compose/compose_merge.py)."""
+    from tests.compose.compose_merge import load_tagged, merge
+
+    return merge(compose(), load_tagged(OXIA_FILE))
 
 
 def env_example() -> dict[str, str]:
@@ -67,9 +77,13 @@ def interpolate(text: str, values: dict[str, str]) -> str:
     return _VARIABLE.sub(replace, text)
 
 
-def service_environment(service: str, values: dict[str, str]) -> dict[str, str]:
-    """The environment a service's container gets, interpolated with `values`."""
-    environment = compose()["services"][service].get("environment", {})
+def service_environment(
+    service: str, values: dict[str, str], model: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The environment a service's container gets, interpolated with `values`, from `model`
+    (compose.yaml when None)."""
+    model = compose() if model is None else model
+    environment = model["services"][service].get("environment", {})
     assert isinstance(environment, dict), f"{service}: environment must be a mapping"
     return {name: interpolate(str(raw), values) for name, raw in environment.items()}
 

@@ -50,6 +50,18 @@ def test_image_installs_no_development_dependencies() -> None:
     assert re.search(r"pip install (--no-compile )?\.(\s|$)", installs[0]), installs[0]
 
 
+def test_image_has_the_oxia_client_the_bootstrap_pins() -> None:
+    """The services open `oxia://` stores with the `oxia` client, which is installed without
+    its declared dependencies (scripts/bootstrap.sh says why): the image installs the same
+    release the same way."""
+    build, _ = dockerfile_stages()
+    installs = " ".join(args for kind, args in build if kind == "RUN" and "pip install" in args)
+    pinned = re.search(r"--no-deps oxia==([0-9.]+)", installs)
+    bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    assert pinned is not None, installs
+    assert f"--no-deps oxia=={pinned.group(1)}" in bootstrap
+
+
 def _tombstone(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "services.cli", *args],

@@ -6,8 +6,9 @@ print; the script's own parsing, set comparisons, waits and exit status are what
 The recorded outputs follow the real tools' formats: `pulsar-admin topics stats-internal`
 prints `ManagedLedgerInternalStats` (ledgers with `ledgerId`/`offloaded`, cursors with
 `cursorLedger`) through Jackson's pretty printer; `zookeeper-shell ls -R` is ZooKeeperMain's
-one path per line (the devstack test feeds it real output); `mc ls --recursive` ends each
-line with the key; `tombstone deleter status --json` is GetStatusResponse with every field.
+one path per line (the devstack test feeds it real output); `bookkeeper shell listledgers`
+is ListLedgersCommand's `ledgerID: <id>` lines; `mc ls --recursive` ends each line with the
+key; `tombstone deleter status --json` is GetStatusResponse with every field.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose.stack_files import ROOT
+from tests.compose.stack_files import ROOT, oxia_compose
 
 SMOKE = ROOT / "compose" / "smoke.sh"
 HERE = Path(__file__).parent / "smoke"
@@ -69,7 +70,13 @@ SERVICES = [
     "zookeeper", "bookie", "broker", "minio", "verifier", "marker", "deleter", "prometheus",
     "grafana",
 ]  # fmt: skip
+OXIA_SERVICES = ["oxia-coordinator", "oxia", *SERVICES[1:]]
 CURSOR_LEDGER = 20
+ZK_LISTING = (
+    r"exec -T -e PULSAR_MEM=.* zookeeper bin/pulsar zookeeper-shell -server localhost:2181 "
+    r"ls -R /ledgers$"
+)
+BK_LISTING = r"exec -T -e BOOKIE_MEM=.* bookie bin/bookkeeper shell listledgers$"
 
 
 def stats_internal(ledgers: list[tuple[int, bool]]) -> str:
@@ -90,6 +97,14 @@ def zk_listing(ids: list[int]) -> str:
     """ZooKeeperMain's `ls -R /ledgers`: connection lines, then one path per line."""
     lines = ["Connecting to localhost:2181", "", "WATCHER::", "", "/ledgers", "/ledgers/LAYOUT"]
     lines += [f"/ledgers/00/0000/L{i:04d}" for i in ids]
+    return "\n".join(lines) + "\n"
+
+
+def bk_listing(ids: list[int]) -> str:
+    """`bookkeeper shell listledgers` (ListLedgersCommand): one `ledgerID: <id>` per ledger,
+    after a log line of the shell's start-up."""
+    lines = ["INFO  org.apache.bookkeeper.meta.MetadataDrivers - initialized"]
+    lines += [f"ledgerID: {i}" for i in ids]
     return "\n".join(lines) + "\n"
 
 
@@ -124,9 +139,10 @@ class FakeDocker:
     def calls(self) -> list[str]:
         return (self.root / "calls.log").read_text().splitlines()
 
-    def run(self) -> subprocess.CompletedProcess[str]:
+    def run(self, **settings: str) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
+            **settings,
             "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
             "FAKE_DOCKER_DIR": str(self.root),
             "SMOKE_WAIT": "2",
@@ -155,10 +171,13 @@ def _stack(
     zk_after_trim: list[int],
     objects_after_trim: list[int],
     dashboards: tuple[str, ...] = ("tombstone",),
+    oxia: bool = False,
 ) -> None:
     """A stack whose topic gets ledgers 10..14; the first four are offloaded; the subscription
-    moves to 12:0 and the broker trims 10 and 11."""
-    fake.rule(r" ps --format ", "".join(f"{s} running healthy\n" for s in SERVICES))
+    moves to 12:0 and the broker trims 10 and 11. With `oxia`, the Oxia variant's containers,
+    and its ledgers listed by `bookkeeper shell listledgers` instead of ZooKeeper's shell."""
+    services = OXIA_SERVICES if oxia else SERVICES
+    fake.rule(r" ps --format ", "".join(f"{s} running healthy\n" for s in services))
     fake.rule(r"namespaces list public$", "public/default\n")
     fake.rule(r"namespaces (create|set-retention) ")
     fake.rule(rf"topics create {TOPIC_RE}$")
@@ -176,11 +195,10 @@ def _stack(
     )
     fake.rule(rf"topics reset-cursor -s smoke -m 12:0 -e {TOPIC_RE}$")
     fake.rule(r"topics trim-topic ")
-    fake.rule(
-        r"exec -T -e PULSAR_MEM=.* zookeeper bin/pulsar zookeeper-shell -server localhost:2181 "
-        r"ls -R /ledgers$",
-        zk_listing([1, 2, *zk_after_trim]),
-    )
+    if oxia:
+        fake.rule(BK_LISTING, bk_listing([1, 2, *zk_after_trim]))
+    else:
+        fake.rule(ZK_LISTING, zk_listing([1, 2, *zk_after_trim]))
     fake.rule(
         r"run --rm --no-deps -T minio-init ",
         mc_listing([10, 11, 12, 13]),
@@ -265,3 +283,41 @@ def test_run_fails_when_the_dashboard_is_not_provisioned(tmp_path: Path) -> None
     assert "FAIL grafana: the Tombstone dashboard (uid tombstone) is not provisioned" in (
         result.stdout
     )
+
+
+# --- The Oxia variant ---------------------------------------------------------------------------
+
+
+def test_oxia_run_passes_with_ledgers_listed_by_bookkeeper(tmp_path: Path) -> None:
+    """SMOKE_METADATA=oxia: every compose call names both files, the stack step expects the
+    Oxia containers instead of ZooKeeper, the bookkeeper step reads `listledgers` in the bookie
+    container, and ZooKeeper's shell is never called."""
+    fake = FakeDocker(tmp_path)
+    _stack(fake, zk_after_trim=[12, 13, 14, CURSOR_LEDGER], objects_after_trim=[12, 13], oxia=True)
+    result = fake.run(SMOKE_METADATA="oxia")
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout
+    assert "PASS bookkeeper: 2 trimmed ledgers in /ledgers gone (10 11)" in result.stdout
+    assert "PASS stack: all healthy: " + " ".join(OXIA_SERVICES) in result.stdout
+    both = re.compile(r"^compose -f \S+/compose\.yaml -f \S+/compose\.oxia\.yaml ")
+    assert [call for call in fake.calls() if not both.match(call)] == []
+    assert not any("zookeeper" in call for call in fake.calls())
+
+
+def test_oxia_run_fails_on_a_trimmed_ledger_bookkeeper_still_lists(tmp_path: Path) -> None:
+    """On the Oxia variant, ledger 11 still listed by BookKeeper fails the bookkeeper step
+    with its id, exit 1."""
+    fake = FakeDocker(tmp_path)
+    _stack(
+        fake, zk_after_trim=[11, 12, 13, 14, CURSOR_LEDGER], objects_after_trim=[12, 13], oxia=True
+    )
+    result = fake.run(SMOKE_METADATA="oxia")
+    assert result.returncode == 1
+    assert "FAIL bookkeeper: trimmed ledgers in /ledgers still present: 11" in result.stdout
+
+
+def test_oxia_services_checked_are_the_variant_s_long_running_ones() -> None:
+    """The containers the stack step expects healthy on the Oxia variant are exactly the
+    merged model's services that keep running (not the one-shot jobs)."""
+    services = oxia_compose()["services"]
+    running = {name for name, spec in services.items() if spec.get("restart") != "no"}
+    assert running == set(OXIA_SERVICES)

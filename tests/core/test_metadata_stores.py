@@ -5,15 +5,18 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import pytest
 
+from devstack.oxia import OxiaServer, running_in_thread
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import MetadataStores, ZooKeeperConfig
 from services.core.errors import ConfigError
 from services.core.metadata_stores import parse_bookkeeper_url
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata.connect import connect_store, open_stores
+from services.metadata.oxia.store import OxiaMetadataStore
 
 URL = "TOMBSTONE_METADATA_STORE_URL"
 BK_URL = "TOMBSTONE_BOOKKEEPER_METADATA_URL"
@@ -123,12 +126,32 @@ def test_bookkeeper_driver_url_says_what_to_write_instead() -> None:
         parse_bookkeeper_url("zk+hierarchical://h1:2181;h2:2181/pulsar/ledgers")
 
 
-def test_oxia_store_is_refused_naming_the_setting() -> None:
-    """This build has no Oxia adapter: connecting names the setting that asked for one."""
-    zk = ZooKeeperConfig.from_env({BK_URL: "oxia://oxia:6648/bookkeeper"})
-    with pytest.raises(ConfigError, match="Oxia adapter") as caught:
+@pytest.fixture
+def oxia() -> Iterator[OxiaServer]:
+    with running_in_thread(shards=2) as server:
+        yield server
+
+
+async def test_an_oxia_url_opens_the_oxia_adapter(oxia: OxiaServer) -> None:
+    """`oxia://host:port/namespace` opens a client of that Oxia service and namespace (the
+    devstack server), and what is written there reads back."""
+    zk = ZooKeeperConfig.from_env({URL: f"oxia://{oxia.address}/default"})
+    async with connect_store(zk, zk.stores.pulsar) as store:
+        assert isinstance(store, OxiaMetadataStore)
+        await store.create("/managed-ledgers/t/ns/persistent/a", b"x", make_parents=True)
+        assert (await store.get("/managed-ledgers/t/ns/persistent/a")).data == b"x"
+        assert await store.get_children("/managed-ledgers/t/ns/persistent") == ["a"]
+
+
+def test_a_session_timeout_oxia_refuses_names_the_setting() -> None:
+    """Oxia takes session timeouts of 2 s to 5 min: another is a configuration error naming
+    the session-timeout setting, before any connection."""
+    zk = ZooKeeperConfig.from_env(
+        {BK_URL: "oxia://oxia:6648/bookkeeper", "TOMBSTONE_ZOOKEEPER_SESSION_TIMEOUT": "1s"}
+    )
+    with pytest.raises(ConfigError, match="session timeouts") as caught:
         connect_store(zk, zk.stores.bookkeeper, setting=BK_URL)
-    assert caught.value.variable == BK_URL
+    assert caught.value.variable == "TOMBSTONE_ZOOKEEPER_SESSION_TIMEOUT"
 
 
 async def test_one_session_when_both_are_one_store(zk: ZooKeeperServer) -> None:

@@ -33,6 +33,7 @@ from services.metadata.errors import (
     Unsupported,
     VersionConflict,
 )
+from services.metadata.migration import guarded_write_refusal
 from services.metadata.paths import LedgerLocations, LedgerPaths
 from services.metadata.store import ANY_VERSION, MetadataStore
 
@@ -95,8 +96,14 @@ class ZooKeeperLedgerDeleter:
         raise DeleteFailed(Tier.BOOKKEEPER, str(outcome), outage=outage) from outcome
 
     async def probe(self) -> None:
-        """One read of the ledgers root: returns once ZooKeeper answers (outage probe)."""
+        """One read of the ledgers root: returns once ZooKeeper answers (outage probe). A
+        store that answers reads but pauses writes (a PIP-454 migration copying the data)
+        is not back: the probe fails while it refuses writes, else every delete would meet
+        the refusal again and the message be retried, then dead-lettered."""
         await self._store.exists(self._locations().root)
+        refusal = guarded_write_refusal(self._store)
+        if refusal is not None:
+            raise refusal
 
     async def _delete(self, path: str, version: int) -> MetadataError | None:
         """None when deleted now, else why not: in a multi with concurrent deletes, or alone

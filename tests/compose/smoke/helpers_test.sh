@@ -42,6 +42,15 @@ test_zk_ledger_ids_of_another_root_only() {
     assert_eq "" "$(fixture zk-ls-R.txt | zk_ledger_ids /other)"
 }
 
+test_bk_ledger_ids_from_listledgers() {
+    # Every `ledgerID: <id>` line, sorted; log lines (one mentioning a ledgerID mid-line) are not.
+    assert_eq $'1\n2\n12\n14\n20\n2147483648' "$(fixture bk-listledgers.txt | bk_ledger_ids)"
+}
+
+test_bk_ledger_ids_of_an_empty_listing() {
+    assert_eq "" "$(printf 'log line\n' | bk_ledger_ids)"
+}
+
 test_object_ledger_ids_from_mc_ls() {
     assert_eq $'12\n13' "$(fixture mc-ls.txt | object_ledger_ids)"
 }
