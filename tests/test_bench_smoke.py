@@ -1,9 +1,9 @@
 """`make bench-smoke`: every benchmark runs at its tiny size and its work happens.
 
-CI runs this module inside the suite (first, being the slowest file: `tests/conftest.py`), so
-it overlaps the other worker's files instead of adding its whole time after the suite. A
-benchmark fails its smoke run when it no longer starts, or when the work it measures did not
-happen (`benchmarks._truth.UndoneWork`), the reason on its last line.
+CI runs this module inside the suite (second, being one of the two slowest files:
+`tests/conftest.py`), so it overlaps the other worker's files instead of adding its whole
+time after the suite. A benchmark fails its smoke run when it no longer starts, or when the
+work it measures did not happen (`benchmarks._truth.UndoneWork`), the reason on its last line.
 """
 
 from __future__ import annotations
