@@ -57,7 +57,8 @@ fuzz: setup
 bench: setup
 	$(PY) -m benchmarks list
 
-# Every benchmark at a tiny size, one at a time, each failing on work that did not happen.
+# Every benchmark at a tiny size, one at a time (the two Spark ones in one process, sharing
+# its driver JVM), each failing on work that did not happen.
 # CI runs the same through the suite (tests/test_bench_smoke.py).
 bench-smoke: setup
 	$(PY) -m benchmarks smoke

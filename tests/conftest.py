@@ -23,8 +23,8 @@ from devstack.zookeeper import ZooKeeperServer
 #: these are collected first: started last, a three-minute file would leave one worker
 #: running it alone at the end of the run. Order only; nothing here is skipped or run twice.
 SLOWEST_FIRST = (
-    "tests/test_bench_smoke.py",
     "tests/devstack_sim/test_cli.py",
+    "tests/test_bench_smoke.py",
     "tests/scan/test_run_cli.py",
     "tests/devstack_sim/test_simulate_reconcile.py",
     "tests/deleter_e2e/test_outage.py",
