@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from services.core.config import PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
 from services.core.errors import ConfigError, ExposedWithoutAuth, StartupRefused, Unavailable
+from services.core.shared_clusters import OXIA
 from services.core.zk_security import ZooKeeperRefused
 
 EXIT_CONFIG = 1
@@ -71,10 +72,24 @@ async def check_reachable(
     refuses the connection or has no address), so that the start fails in seconds instead of
     after the clients' timeouts. A slow or filtered endpoint passes: the client decides."""
     if zookeeper is not None:
-        await _probe("ZooKeeper", "TOMBSTONE_ZOOKEEPER_SERVERS", _zk_endpoints(zookeeper.servers))
+        stores = zookeeper.stores
+        # The stores the settings name, each once: with a metadata store URL set, the
+        # ZooKeeper servers setting keeps its default and names no store to probe.
+        named = {stores.pulsar: _variable(zookeeper, "TOMBSTONE_METADATA_STORE_URL")}
+        named.setdefault(
+            stores.bookkeeper, _variable(zookeeper, "TOMBSTONE_BOOKKEEPER_METADATA_URL")
+        )
+        for store, variable in named.items():
+            what = "Oxia" if store.kind == OXIA else "ZooKeeper"
+            await _probe(what, variable, _zk_endpoints(store.servers))
     if pulsar is not None:
         endpoints = _pulsar_endpoints(pulsar.service_url)
         await _probe("the Pulsar broker", "TOMBSTONE_PULSAR_SERVICE_URL", endpoints)
+
+
+def _variable(zookeeper: ZooKeeperConfig, url_setting: str) -> str:
+    """The setting that named a store: a URL's, or the ZooKeeper servers' when none is set."""
+    return url_setting if zookeeper.urls is not None else "TOMBSTONE_ZOOKEEPER_SERVERS"
 
 
 def _zk_endpoints(servers: str) -> list[tuple[str, int]]:
