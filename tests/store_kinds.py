@@ -81,17 +81,21 @@ def _oxia_config(address: str) -> ZooKeeperConfig:
     )
 
 
-@pytest.fixture(params=STORE_KINDS)
-def store_kind(request: pytest.FixtureRequest) -> Iterator[StoreKind]:
-    """The store under test: the session's ZooKeeper (wiped) or a fresh Oxia server."""
-    if request.param == "zookeeper":
-        zk: ZooKeeperServer = request.getfixturevalue("zk")
-        config = ZooKeeperConfig(
-            servers=zk.address,
-            session_timeout=SESSION_TIMEOUT,
-            operation_timeout=REQUEST_TIMEOUT,
-        )
-        yield StoreKind("zookeeper", config, None, zk)
-        return
+@pytest.fixture
+def oxia_store_kind() -> Iterator[StoreKind]:
+    """A fresh devstack Oxia server (one shard) for one test."""
     with running_in_thread(shards=1) as server:
         yield StoreKind("oxia", _oxia_config(server.address), server, None)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> StoreKind:
+    """The store under test: the session's ZooKeeper (wiped) or a fresh Oxia server."""
+    if request.param == "oxia":
+        oxia: StoreKind = request.getfixturevalue("oxia_store_kind")
+        return oxia
+    zk: ZooKeeperServer = request.getfixturevalue("zk")
+    config = ZooKeeperConfig(
+        servers=zk.address, session_timeout=SESSION_TIMEOUT, operation_timeout=REQUEST_TIMEOUT
+    )
+    return StoreKind("zookeeper", config, None, zk)

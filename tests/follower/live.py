@@ -32,6 +32,8 @@ class Running:
     metrics: FollowerMetrics
     task: asyncio.Task[None]
     stop: asyncio.Event
+    store: MetadataStore
+    """The follower's own session."""
 
     async def ready(self) -> None:
         """Wait until it leads and has read everything it was told about."""
@@ -91,7 +93,7 @@ async def running_follower(
         )
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
-        running = Running(follower, metrics, task, stop)
+        running = Running(follower, metrics, task, stop, store)
         try:
             yield running
         finally:
