@@ -74,11 +74,22 @@ class StoreKind:
 def _oxia_config(address: str) -> ZooKeeperConfig:
     # The ZooKeeper servers setting keeps its default: two settings must not name the store.
     store = StoreUrl(OXIA, address, "default")
-    return ZooKeeperConfig(
-        session_timeout=SESSION_TIMEOUT,
-        operation_timeout=REQUEST_TIMEOUT,
-        urls=MetadataStores(store, store),
-    )
+    return ZooKeeperConfig(urls=MetadataStores(store, store))
+
+
+def store_config(where: ZooKeeperServer | StoreKind) -> ZooKeeperConfig:
+    """The services' store settings for a test's store: the session's ZooKeeper server (the
+    tests that run on it alone), or either kind."""
+    if isinstance(where, StoreKind):
+        return where.zookeeper
+    return ZooKeeperConfig(servers=where.address)
+
+
+def open_store(where: ZooKeeperServer | StoreKind) -> AbstractAsyncContextManager[MetadataStore]:
+    """A writer's or checker's session on a test's store (as `store_config`)."""
+    if isinstance(where, StoreKind):
+        return where.open()
+    return connect_pulsar_store(store_config(where))
 
 
 @pytest.fixture
@@ -95,7 +106,4 @@ def store_kind(request: pytest.FixtureRequest) -> StoreKind:
         oxia: StoreKind = request.getfixturevalue("oxia_store_kind")
         return oxia
     zk: ZooKeeperServer = request.getfixturevalue("zk")
-    config = ZooKeeperConfig(
-        servers=zk.address, session_timeout=SESSION_TIMEOUT, operation_timeout=REQUEST_TIMEOUT
-    )
-    return StoreKind("zookeeper", config, None, zk)
+    return StoreKind("zookeeper", ZooKeeperConfig(servers=zk.address), None, zk)
