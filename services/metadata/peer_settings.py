@@ -39,7 +39,7 @@ import structlog
 
 from services.core.errors import ConfigError
 from services.core.metrics import Metrics
-from services.metadata.errors import NoNode
+from services.metadata.errors import NoNode, StoreUnavailable
 
 _log = structlog.get_logger(__name__)
 
@@ -261,9 +261,14 @@ class PeerSettings:
         _log.info("settings_published", path=self.path)
 
     async def leave(self) -> None:
-        """Remove this instance's entry (its session's end would, a little later)."""
+        """Remove this instance's entry (its session's end would, a little later). A store
+        that does not answer leaves it to that session's end: a service stopping during a
+        metadata outage must still stop."""
         with contextlib.suppress(NoNode):
-            await self._store.delete(self.path, version=-1)
+            try:
+                await self._store.delete(self.path, version=-1)
+            except StoreUnavailable as e:
+                _log.warning("settings_leave_unavailable", path=self.path, error=str(e))
 
     async def check(self) -> list[str]:
         """Re-publish if the session lost the node, then the current conflicts (logged)."""
