@@ -34,16 +34,16 @@ def connect_store(
     setting: str = METADATA_STORE_URL.name,
     migration: MigrationFollower | None = None,
 ) -> AbstractAsyncContextManager[MetadataStore]:
-    """A session to `store` (default: the ZooKeeper of `zk`'s servers and chroot). `setting`
+    """A session to `store` (default: Pulsar's metadata store, `zk.stores.pulsar`). `setting`
     is the one that named the store, for the error when this build cannot open it.
 
     A ZooKeeper session comes guarded against PIP-454's migration to Oxia
     (`services.metadata.migration`): writes pause while the copy runs, and a migrated store is
     not read. The record is read from the store itself, or followed by `migration` (another
     guard's) when it lives elsewhere. Pulsar keeps no record on Oxia: Oxia is never guarded."""
-    where = store or _zookeeper_of(zk)
+    where = store or zk.stores.pulsar
     if where.kind == ZOOKEEPER:
-        return _guarded(_connect_zookeeper(at(zk, where)), migration)
+        return _guarded(_connect_zookeeper(_at(zk, where)), migration)
     if where.kind == OXIA:
         return _connect_oxia(zk, where)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
@@ -83,10 +83,6 @@ def zookeeper_session(store: MetadataStore) -> ZkMetadataStore | None:
     if isinstance(store, MigrationGuardedStore):
         store = store.inner
     return store if isinstance(store, ZkMetadataStore) else None
-
-
-def _zookeeper_of(zk: ZooKeeperConfig) -> StoreUrl:
-    return StoreUrl(ZOOKEEPER, zk.servers, zk.chroot)
 
 
 def _connect_zookeeper(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
@@ -131,7 +127,7 @@ def connect_bookkeeper_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager
     return connect_store(zk, zk.stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name)
 
 
-def at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
-    """Our session settings (timeouts, security) for another ZooKeeper store: a neighbour cluster's
-    metadata store, or Pulsar's configuration store."""
+def _at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
+    """Our session settings (timeouts, security) for a ZooKeeper store: Pulsar's,
+    BookKeeper's, a neighbour cluster's, or Pulsar's configuration store."""
     return dataclasses.replace(zk, servers=store.servers, chroot=store.root, urls=None)

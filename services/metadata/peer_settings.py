@@ -262,13 +262,10 @@ class PeerSettings:
 
     async def leave(self) -> None:
         """Remove this instance's entry (its session's end would, a little later). A store
-        that does not answer leaves it to that session's end: a service stopping during a
-        metadata outage must still stop."""
-        with contextlib.suppress(NoNode):
-            try:
-                await self._store.delete(self.path, version=-1)
-            except StoreUnavailable as e:
-                _log.warning("settings_leave_unavailable", path=self.path, error=str(e))
+        that cannot take the delete now (down, or paused by a metadata migration) leaves the
+        entry to the session's end: it is ephemeral."""
+        with contextlib.suppress(NoNode, StoreUnavailable):
+            await self._store.delete(self.path, version=-1)
 
     async def check(self) -> list[str]:
         """Re-publish if the session lost the node, then the current conflicts (logged)."""

@@ -216,3 +216,13 @@ async def test_zookeeper_sessions_pause_writes_in_a_migration_window(zk: ZooKeep
             await asyncio.sleep(0.05)
         await bookkeeper.delete("/ledgers/00/0000/L0001", version=ledger.version)
         assert await root.exists("/bk/ledgers/00/0000/L0001") is None
+
+
+async def test_the_default_session_is_pulsar_s_store(zk: ZooKeeperServer) -> None:
+    """`connect_store(zk)` with only the URL set opens the URL's store, not the ZooKeeper
+    settings' default servers."""
+    config = ZooKeeperConfig.from_env({URL: f"zk:{zk.address}/pulsar"})
+    async with connect_store(ZooKeeperConfig(servers=zk.address)) as root:
+        await root.create("/pulsar/managed-ledgers", make_parents=True)
+    async with connect_store(config) as pulsar:
+        assert await pulsar.get_children("/") == ["managed-ledgers"]
