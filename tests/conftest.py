@@ -18,6 +18,9 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 
+#: `store_kind`: the tests chosen to run on both metadata stores take it.
+pytest_plugins = ["tests.store_kinds"]
+
 #: The files that take longest (CI, seconds of wall time each), longest first. `make test`
 #: runs the suite on two pytest-xdist workers that take whole files in collection order, so
 #: these are collected first: started last, a three-minute file would leave one worker
