@@ -72,7 +72,7 @@ from devstack.s3 import S3Server
 from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
-from services.metadata.oxia.store import DEFAULT_MAX_THREADS
+from services.metadata.oxia.limits import DEFAULT_MAX_THREADS
 
 
 async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING
 
 from services.core.config import ZK_SESSION, ZooKeeperConfig
 from services.core.errors import ConfigError
@@ -18,13 +19,12 @@ from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STOR
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata.migration.guard import MigrationGuardedStore
 from services.metadata.migration.state import MigrationFollower
-from services.metadata.oxia.store import (
-    MAX_SESSION_TIMEOUT,
-    MIN_SESSION_TIMEOUT,
-    OxiaMetadataStore,
-)
+from services.metadata.oxia.limits import CLIENT_RELEASE, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT
 from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
+
+if TYPE_CHECKING:
+    from services.metadata.oxia.store import OxiaMetadataStore
 
 
 def connect_store(
@@ -45,12 +45,12 @@ def connect_store(
     if where.kind == ZOOKEEPER:
         return _guarded(_connect_zookeeper(_at(zk, where)), migration)
     if where.kind == OXIA:
-        return _connect_oxia(zk, where)
+        return _connect_oxia(zk, where, setting)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
 
 
 def _connect_oxia(
-    zk: ZooKeeperConfig, where: StoreUrl
+    zk: ZooKeeperConfig, where: StoreUrl, setting: str
 ) -> AbstractAsyncContextManager[OxiaMetadataStore]:
     """A client of the Oxia service at `where` for its namespace (Pulsar's `oxia://` URLs name
     it; none means Oxia's `default`). ZooKeeper's security settings do not apply."""
@@ -61,6 +61,15 @@ def _connect_oxia(
             f"{where}: Oxia accepts session timeouts from {MIN_SESSION_TIMEOUT:g} s to "
             f"{MAX_SESSION_TIMEOUT:g} s, not {session:g} s",
         )
+    try:
+        # Only a deployment on Oxia needs the client (installed on its own: docs/oxia-adapter.md).
+        from services.metadata.oxia.store import OxiaMetadataStore
+    except ImportError as e:
+        raise ConfigError(
+            setting,
+            f"{where}: the oxia client is not installed "
+            f"(pip install --no-deps oxia=={CLIENT_RELEASE}): {e}",
+        ) from e
     return OxiaMetadataStore.connect(
         where.servers,
         namespace=where.root or "default",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -226,3 +228,29 @@ async def test_the_default_session_is_pulsar_s_store(zk: ZooKeeperServer) -> Non
         await root.create("/pulsar/managed-ledgers", make_parents=True)
     async with connect_store(config) as pulsar:
         assert await pulsar.get_children("/") == ["managed-ledgers"]
+
+
+def test_a_deployment_on_zookeeper_runs_without_the_oxia_client() -> None:
+    """The `oxia` client is installed on its own (its wheel's declared dependencies cannot be
+    installed beside ours): the services import it only for an `oxia://` store, and without it
+    such a store is a configuration error naming the setting and the install command."""
+    script = """
+import sys
+sys.modules["oxia"] = None  # as if not installed: importing it raises ImportError
+import services.deleter.app, services.marker.app, services.verifier.app
+import services.scan.extract.stores
+from services.core.config import ZooKeeperConfig
+from services.core.errors import ConfigError
+from services.metadata.connect import connect_store
+zk = ZooKeeperConfig.from_env({"TOMBSTONE_METADATA_STORE_URL": "oxia://oxia:6648/broker"})
+try:
+    connect_store(zk, zk.stores.pulsar)
+except ConfigError as e:
+    print(e.variable, "|", e)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("TOMBSTONE_METADATA_STORE_URL |"), done.stdout
+    assert "pip install --no-deps oxia==" in done.stdout

@@ -56,13 +56,13 @@ from services.metadata.oxia import _client
 from services.metadata.oxia._calls import Caller, Conflict
 from services.metadata.oxia._notifications import ShardStreams
 from services.metadata.oxia._watches import Watches, parent_of
+from services.metadata.oxia.limits import (
+    DEFAULT_MAX_THREADS,
+    MAX_SESSION_TIMEOUT,
+    MIN_SESSION_TIMEOUT,
+)
 from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned, WatchEvent
 
-DEFAULT_MAX_THREADS = 16
-MIN_SESSION_TIMEOUT = 2.0
-MAX_SESSION_TIMEOUT = 300.0
-"""The session timeouts Oxia accepts (`common/constant/constants.go`); any other makes every
-ephemeral create fail."""
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
 

@@ -14,11 +14,7 @@ from collections.abc import AsyncIterator
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.core.zk_security import ZooKeeperSecurity
 from services.metadata import MetadataStore, ZkMetadataStore
-from services.metadata.oxia.store import (
-    MAX_SESSION_TIMEOUT,
-    MIN_SESSION_TIMEOUT,
-    OxiaMetadataStore,
-)
+from services.metadata.oxia.limits import MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT
 
 ZK_MIN_SESSION_TIMEOUT_S = 4.0
 """ZooKeeper's session timeout is at least twice its tick (2 s by default)."""
@@ -58,6 +54,9 @@ async def open_store(
             security=security,
         )
     elif url.kind == OXIA:
+        # Only a scan of Oxia needs the client (installed on its own: docs/oxia-adapter.md).
+        from services.metadata.oxia.store import OxiaMetadataStore
+
         # The Oxia client waits `request_timeout` for its shard assignments at connect: the
         # longer of the two, so a short request bound does not refuse a slow first answer.
         store = OxiaMetadataStore.connect(
