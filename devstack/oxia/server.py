@@ -169,9 +169,10 @@ def running_in_thread(
         yield server
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(grace=0.2), loop).result(timeout=30)
+        # Streams the server cut off leave their generators to be closed, in the server's
+        # own loop: the caller may be running a loop of its own (the demo's).
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         if not thread.is_alive():
-            # Streams the server cut off leave their generators to be closed here.
-            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
