@@ -426,6 +426,10 @@ class Session:
     async def exists(self, path: str) -> Stat | None:
         return await self._request("exists", path, lambda: self._server.stat(path))
 
+    async def sync(self, path: str) -> None:
+        # One in-memory server: a session's view is always current; only faults remain.
+        await self._request("sync", path, lambda: None)
+
     async def create(
         self,
         path: str,

@@ -26,11 +26,11 @@ from services.metadata.zookeeper.store import ZkMetadataStore
 def connect_store(
     zk: ZooKeeperConfig, store: StoreUrl | None = None, *, setting: str = METADATA_STORE_URL.name
 ) -> AbstractAsyncContextManager[MetadataStore]:
-    """A session to `store` (default: the ZooKeeper of `zk`'s servers and chroot). `setting`
+    """A session to `store` (default: Pulsar's metadata store, `zk.stores.pulsar`). `setting`
     is the one that named the store, for the error when this build cannot open it."""
-    where = store or _zookeeper_of(zk)
+    where = store or zk.stores.pulsar
     if where.kind == ZOOKEEPER:
-        return _connect_zookeeper(at(zk, where))
+        return _connect_zookeeper(_at(zk, where))
     if where.kind == OXIA:
         return _connect_oxia(zk, where)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
@@ -54,10 +54,6 @@ def _connect_oxia(
         session_timeout=session,
         request_timeout=zk.operation_timeout.total_seconds(),
     )
-
-
-def _zookeeper_of(zk: ZooKeeperConfig) -> StoreUrl:
-    return StoreUrl(ZOOKEEPER, zk.servers, zk.chroot)
 
 
 def _connect_zookeeper(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
@@ -97,7 +93,7 @@ def connect_bookkeeper_store(zk: ZooKeeperConfig) -> AbstractAsyncContextManager
     return connect_store(zk, zk.stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name)
 
 
-def at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
-    """Our session settings (timeouts, security) for another ZooKeeper store: a neighbour cluster's
-    metadata store, or Pulsar's configuration store."""
+def _at(zk: ZooKeeperConfig, store: StoreUrl) -> ZooKeeperConfig:
+    """Our session settings (timeouts, security) for a ZooKeeper store: Pulsar's,
+    BookKeeper's, a neighbour cluster's, or Pulsar's configuration store."""
     return dataclasses.replace(zk, servers=store.servers, chroot=store.root, urls=None)

@@ -99,6 +99,12 @@ class MetadataStore(Protocol):
         """Data and stat; `NoNode` when absent."""
         ...
 
+    async def sync(self, path: str) -> None:
+        """Return once this session's view includes every change committed before the call,
+        and the watch events of those changes were delivered (ZooKeeper's `sync`; a store
+        whose reads are linearizable returns at once). Orders reads across two sessions."""
+        ...
+
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
         """Per path, in order: data and stat, None when absent, or the typed error that left
         it unknown (never None for a failure). Store failures are reported per path, not

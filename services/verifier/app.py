@@ -193,8 +193,12 @@ async def _open_stores(stack: contextlib.AsyncExitStack, config: VerifierConfig)
 
 
 def _ledger_znodes(stores: _Stores) -> ZnodeStore | None:
-    """BookKeeper's store as the verifier reads it; None when it is Pulsar's (one session)."""
-    return None if stores.bookkeeper is stores.pulsar else MetadataZnodeStore(stores.bookkeeper)
+    """BookKeeper's store as the verifier reads it; None when it is Pulsar's (one session).
+    Pulsar's session is synced after each ledger read, so that the owner looked up next is
+    at least as new as the ledger read, as on one session (docs/verifier.md)."""
+    if stores.bookkeeper is stores.pulsar:
+        return None
+    return MetadataZnodeStore(stores.bookkeeper, sync_after_reads=stores.pulsar)
 
 
 def published_settings(config: VerifierConfig) -> Published:

@@ -42,8 +42,15 @@ def _outage() -> Iterator[None]:
 class MetadataZnodeStore:
     """The verifier's reads and writes on one metadata-store session."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(
+        self, store: MetadataStore, *, sync_after_reads: MetadataStore | None = None
+    ) -> None:
+        """`sync_after_reads`: another session whose reads must come after this store's in
+        time (BookKeeper's store apart from Pulsar's: the owner a verdict uses must be at
+        least as new as its ledger read, which one session gives by itself). Each read here
+        returns only once that session was synced after it; a failed sync fails the read."""
         self._store = store
+        self._then_sync = sync_after_reads
         self._epoch = 0
         self._watches: dict[tuple[str, WatchCallback], asyncio.Future[WatchEvent]] = {}
 
@@ -59,13 +66,22 @@ class MetadataZnodeStore:
                     node, fired = await self._store.get_and_watch(path)
                     self._arm(path, watch, fired)
         except NoNode:
+            await self._synced()
             return None
+        await self._synced()
         return Znode(node.data, node.version, node.ctime_ms, node.cversion, node.mtime_ms)
+
+    async def _synced(self) -> None:
+        if self._then_sync is not None:
+            with _outage():
+                await self._then_sync.sync("/")
 
     async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
         """One `get_many` (multiRead) for all paths; absence and errors stay per path."""
         with _outage():
             results = await self._store.get_many(paths)
+        if paths:
+            await self._synced()
         return [
             Znode(got.data, got.version, got.ctime_ms, got.cversion, got.mtime_ms)
             if isinstance(got, Versioned)

@@ -176,3 +176,13 @@ async def test_split_stores_read_their_own_chroots(zk: ZooKeeperServer) -> None:
         assert pulsar is not bookkeeper
         assert await pulsar.get_children("/") == ["managed-ledgers"]
         assert await bookkeeper.get_children("/") == ["ledgers"]
+
+
+async def test_the_default_session_is_pulsar_s_store(zk: ZooKeeperServer) -> None:
+    """`connect_store(zk)` with only the URL set opens the URL's store, not the ZooKeeper
+    settings' default servers."""
+    config = ZooKeeperConfig.from_env({URL: f"zk:{zk.address}/pulsar"})
+    async with connect_store(ZooKeeperConfig(servers=zk.address)) as root:
+        await root.create("/pulsar/managed-ledgers", make_parents=True)
+    async with connect_store(config) as pulsar:
+        assert await pulsar.get_children("/") == ["managed-ledgers"]

@@ -160,6 +160,17 @@ async def test_watch_fires_on_change(store: ZkMetadataStore) -> None:
     assert await asyncio.wait_for(fired, 10) == WatchEvent.CHANGED
 
 
+async def test_sync_sees_what_another_session_committed(zk: ZooKeeperServer) -> None:
+    """After `sync`, a session reads what another session committed before the call."""
+    async with (
+        ZkMetadataStore.connect(zk.address) as reader,
+        ZkMetadataStore.connect(zk.address) as writer,
+    ):
+        await writer.create("/synced", b"1")
+        await reader.sync("/")
+        assert (await reader.get("/synced")).data == b"1"
+
+
 async def test_watch_fires_on_delete(store: ZkMetadataStore) -> None:
     """get_and_watch's future fires DELETED when the znode is removed."""
     await store.create("/w", b"1")
@@ -224,6 +235,7 @@ async def test_stopped_server_is_unavailable_then_recovers(zk: ZooKeeperServer) 
             store.get("/kept"),
             store.get("/absent"),
             store.exists("/absent"),
+            store.sync("/"),
             store.set("/kept", b"w", version=0),
             store.delete("/kept", version=0),
         ):

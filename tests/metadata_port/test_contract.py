@@ -246,3 +246,13 @@ async def test_ephemerals_belong_to_their_session_and_go_with_it(
     persistent = await store.exists("/eph")
     assert persistent is not None
     assert persistent.ephemeral_owner == 0
+
+
+async def test_sync_then_read_sees_another_session_s_write(
+    store: MetadataStore, open_store: Opener
+):
+    """After `sync`, this session reads what another session committed before the call."""
+    async with open_store() as other:
+        await other.create("/synced", b"1")
+    await asyncio.wait_for(store.sync("/"), WAIT)
+    assert (await store.get("/synced")).data == b"1"

@@ -192,6 +192,10 @@ class MigrationGuardedStore(Generic[S]):
         self._check_read(path)
         return await self._store.exists(path)
 
+    async def sync(self, path: str) -> None:
+        self._check_read(path)
+        await self._store.sync(path)
+
     # --- writes: refused in the window, when unknown and once migrated ------------------------
 
     async def create(

@@ -229,6 +229,14 @@ class OxiaMetadataStore:
         _key, value, version = await self._call(path, self._client.get, path)
         return _client.to_versioned(version, value)
 
+    async def sync(self, path: str) -> None:
+        # Oxia serves every read from the shard's leader: a read after this call already sees
+        # what was committed before it. What can be checked is that the notification streams
+        # are up (a watch set now would miss nothing); their delivery is not ordered with
+        # read replies.
+        _check_path(path)
+        await self._streams_ready(path)
+
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
         """One get per path, concurrently through the pool (the client has no multi-get)."""
         return list(await asyncio.gather(*(self._get_or_error(path) for path in paths)))

@@ -361,6 +361,11 @@ class ZkMetadataStore:
     async def exists(self, path: str) -> Stat | None:
         return await self._exists(self._abs(path), path, watch=False)
 
+    async def sync(self, path: str) -> None:
+        # The server answers a sync only once it has caught up with the leader as of the
+        # request, and a session's replies and watch events come in order on one connection.
+        await self._send(zk_protocol.SyncRequest(path=self._abs(path)), path)
+
     async def create(
         self,
         path: str,
