@@ -28,9 +28,11 @@ import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-from services.core.config import PulsarConfig, ZooKeeperConfig
+from services.core.config import ZK_SERVERS, PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
 from services.core.errors import ConfigError, ExposedWithoutAuth, StartupRefused, Unavailable
+from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
+from services.core.shared_clusters import ZOOKEEPER
 from services.core.zk_security import ZooKeeperRefused
 
 EXIT_CONFIG = 1
@@ -71,10 +73,27 @@ async def check_reachable(
     refuses the connection or has no address), so that the start fails in seconds instead of
     after the clients' timeouts. A slow or filtered endpoint passes: the client decides."""
     if zookeeper is not None:
-        await _probe("ZooKeeper", "TOMBSTONE_ZOOKEEPER_SERVERS", _zk_endpoints(zookeeper.servers))
+        for servers, variable in _zookeeper_stores(zookeeper):
+            await _probe("ZooKeeper", variable, _zk_endpoints(servers))
     if pulsar is not None:
         endpoints = _pulsar_endpoints(pulsar.service_url)
         await _probe("the Pulsar broker", "TOMBSTONE_PULSAR_SERVICE_URL", endpoints)
+
+
+def _zookeeper_stores(zookeeper: ZooKeeperConfig) -> list[tuple[str, str]]:
+    """The servers of each ZooKeeper among the metadata stores, with the setting naming it:
+    a store on Oxia has no ZooKeeper to probe (its client reports an unreachable service)."""
+    if zookeeper.urls is None:
+        return [(zookeeper.servers, ZK_SERVERS.name)]
+    named = [
+        (zookeeper.urls.pulsar, METADATA_STORE_URL.name),
+        (zookeeper.urls.bookkeeper, BOOKKEEPER_METADATA_URL.name),
+    ]
+    found: dict[str, str] = {}
+    for store, variable in named:
+        if store.kind == ZOOKEEPER:
+            found.setdefault(store.servers, variable)
+    return list(found.items())
 
 
 def _zk_endpoints(servers: str) -> list[tuple[str, int]]:

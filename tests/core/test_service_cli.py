@@ -143,6 +143,19 @@ async def test_an_unreachable_broker_is_unavailable_and_a_listening_one_passes()
         )
 
 
+async def test_no_zookeeper_is_probed_when_both_stores_are_on_oxia() -> None:
+    """Pulsar's and BookKeeper's metadata on Oxia: the ZooKeeper servers setting's default
+    (nobody listening there in the tests) names no store in use, so it cannot stop the
+    start."""
+    config = ZooKeeperConfig.from_env(
+        {
+            "TOMBSTONE_METADATA_STORE_URL": "oxia://127.0.0.1:6648/broker",
+            "TOMBSTONE_BOOKKEEPER_METADATA_URL": "oxia://127.0.0.1:6648/bookkeeper",
+        }
+    )
+    await check_reachable(config)
+
+
 async def test_an_unreachable_broker_stops_the_marker_with_one_line_and_exit_3(
     zk: ZooKeeperServer,
 ) -> None:
