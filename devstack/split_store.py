@@ -60,6 +60,9 @@ class SplitStore:
     async def get(self, path: str) -> Versioned:
         return await self.store_of(path).get(path)
 
+    async def sync(self, path: str) -> None:
+        await self.store_of(path).sync(path)
+
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | MetadataError | None]:
         answers: list[Versioned | MetadataError | None] = [None] * len(paths)
         for store, where in self._partition(paths):
