@@ -119,6 +119,8 @@ class Demo:
                 f"{demo_stores.PULSAR_NAMESPACE}, BookKeeper's in "
                 f"{demo_stores.BOOKKEEPER_NAMESPACE}"
             )
+            settings = ", ".join(f"{k}={v}" for k, v in self.metadata.service_env().items())
+            self.echo(f"  the services' stores: {settings}")
         assert self.metadata is not None
         return self.metadata
 
