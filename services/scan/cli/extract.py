@@ -12,7 +12,7 @@ import click
 
 from services.core.config import S3Config, canonical_endpoint, check_region
 from services.core.errors import TombstoneError
-from services.core.shared_clusters import ZOOKEEPER, StoreUrl
+from services.core.shared_clusters import ZOOKEEPER
 from services.core.zk_security import ZooKeeperSecurity
 from services.scan.analysis.config import parse_duration
 from services.scan.cli.options import (
@@ -26,6 +26,7 @@ from services.scan.cli.run_guard import interruptible, versioned_run
 from services.scan.cli.sharing import (
     bookkeeper_store,
     configuration_store,
+    metadata_store,
     shared_cluster_option,
     shared_clusters,
 )
@@ -39,8 +40,21 @@ ACCEPT_UNATTRIBUTED = "--accept-unattributed-objects"
 def extract_options(func: F) -> F:
     """Where to read from: ZooKeeper, the ledgers root, the buckets or inventory files."""
     options: list[Callable[[F], F]] = [
-        click.option("--zookeeper", required=True, help="host:port[,host:port...] of ZooKeeper."),
+        click.option(
+            "--zookeeper",
+            default=None,
+            help="host:port[,host:port...] of the ZooKeeper holding Pulsar's metadata (or "
+            "--metadata-store).",
+        ),
         click.option("--chroot", default=None, help="ZooKeeper chroot of the Pulsar metadata."),
+        click.option(
+            "--metadata-store",
+            default=None,
+            metavar="URL",
+            help="Pulsar's metadata store as broker.conf's metadataStoreUrl, instead of "
+            "--zookeeper/--chroot: zk:host:port[,host:port...][/chroot] or "
+            "oxia://host:port/namespace (default: TOMBSTONE_METADATA_STORE_URL).",
+        ),
         click.option(
             "--configuration-store",
             default=None,
@@ -54,11 +68,11 @@ def extract_options(func: F) -> F:
             "--bookkeeper-metadata",
             default=None,
             metavar="URL",
-            help="Where BookKeeper keeps its ledger metadata when it is not --zookeeper under "
-            "--chroot, as bookkeeper.conf's metadataServiceUri: "
-            "[metadata-store:]zk:host:port[,host:port...][/chroot] (Oxia is not supported). "
-            "The ledgers root (--ledgers-root) is read there (default: "
-            "TOMBSTONE_BOOKKEEPER_METADATA_URL, else --zookeeper under --chroot).",
+            help="Where BookKeeper keeps its ledger metadata when it is not Pulsar's metadata "
+            "store, as bookkeeper.conf's metadataServiceUri: "
+            "[metadata-store:]zk:host:port[,host:port...][/chroot] or "
+            "[metadata-store:]oxia://host:port/namespace. The ledgers root (--ledgers-root) "
+            "is read there (default: TOMBSTONE_BOOKKEEPER_METADATA_URL, else Pulsar's store).",
         ),
         shared_cluster_option,
         click.option(
@@ -200,11 +214,15 @@ def extract_settings(cluster: str, **kw: Any) -> Any:
         access_key_id=env.access_key_id,
         secret_access_key=env.secret_access_key,
     )
-    ours = StoreUrl(ZOOKEEPER, kw["zookeeper"], kw["chroot"] or "")
+    ours = metadata_store(kw.get("metadata_store"), kw["zookeeper"], kw["chroot"])
+    on_zookeeper = ours.kind == ZOOKEEPER
     return ExtractSettings(
-        zookeeper=kw["zookeeper"],
+        # A ZooKeeper store keeps the fields it always had (what the tasks and the pre-flight
+        # read); any other is named by its URL.
+        zookeeper=ours.servers if on_zookeeper else "",
         cluster=cluster,
-        chroot=kw["chroot"],
+        chroot=(ours.root or None) if on_zookeeper else None,
+        metadata_store=None if on_zookeeper else ours,
         ledgers_root=kw["ledgers_root"],
         configuration_store=configuration_store(kw["configuration_store"]),
         bookkeeper_store=bookkeeper_store(kw.get("bookkeeper_metadata"), ours),
@@ -228,7 +246,9 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
     outcome = run_extract(spark, settings, out, progress=True)
     counts = manifest_counts(outcome.manifest)
     rows = ", ".join(f"{kind} {n}" for kind, n in sorted(counts["rows"].items()))
-    click.echo(f"extract {outcome.scan_id} in {out}: {rows} (zxid {outcome.zxid})")
+    # None on Oxia (no global transaction id) and when the listing failed.
+    point = "no zxid recorded" if outcome.zxid is None else f"zxid {outcome.zxid}"
+    click.echo(f"extract {outcome.scan_id} in {out}: {rows} ({point})")
     for problem in outcome.problems:
         click.echo(f"  task {problem['task_id']} {problem['status']}: {problem['error']}", err=True)
     return outcome
@@ -251,8 +271,8 @@ def _extract(spark: Any, settings: Any, out: Path) -> Any:
     help="Spark master; 'submit' takes the one spark-submit was given.",
 )
 def extract(cluster: str, out_dir: str, master: str, **kw: Any) -> None:
-    """Read ZooKeeper and the allowed buckets into an extract run directory (exit 3 when a task
-    failed or was truncated: the analysis of such a run proposes nothing)."""
+    """Read the metadata store and the allowed buckets into an extract run directory (exit 3
+    when a task failed or was truncated: the analysis of such a run proposes nothing)."""
     check_head_objects(kw["head_objects"], kw["accept_unattributed_objects"])
     try:
         settings = extract_settings(cluster, **kw)

@@ -11,8 +11,18 @@ import click
 
 from services.core.config import CONFIGURATION_STORE, SHARED_CLUSTERS
 from services.core.errors import TombstoneError
-from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, parse_bookkeeper_url
-from services.core.shared_clusters import OXIA, SharedCluster, StoreUrl, parse_shared_clusters
+from services.core.metadata_stores import (
+    BOOKKEEPER_METADATA_URL,
+    METADATA_STORE_URL,
+    parse_bookkeeper_url,
+)
+from services.core.shared_clusters import (
+    OXIA,
+    ZOOKEEPER,
+    SharedCluster,
+    StoreUrl,
+    parse_shared_clusters,
+)
 from services.core.shared_clusters import parse_store_url as _parse_store_url
 from services.metadata.pulsar_names import check_named_entity
 from services.scan.cli.errors import UsageProblem
@@ -91,9 +101,31 @@ def configuration_store(raw: str | None) -> str | None:
     return f"{store.servers}{store.root}"
 
 
+def metadata_store(raw: str | None, zookeeper: str | None, chroot: str | None) -> StoreUrl:
+    """Pulsar's metadata store: `--zookeeper` under `--chroot`, or `--metadata-store` (else
+    TOMBSTONE_METADATA_STORE_URL) in Pulsar's URL forms; exactly one of them."""
+    try:
+        url = METADATA_STORE_URL.read(os.environ) if raw is None else _parse_store_url(raw)
+    except TombstoneError as exc:  # the environment's value (ConfigError names the variable)
+        raise UsageProblem(str(exc)) from None
+    except ValueError as exc:
+        raise UsageProblem(f"--metadata-store: {exc}") from None
+    named = "--metadata-store" if raw is not None else METADATA_STORE_URL.name
+    if url is None:
+        if not zookeeper:
+            raise UsageProblem(f"give --zookeeper (with --chroot) or --metadata-store (or {named})")
+        return StoreUrl(ZOOKEEPER, zookeeper, chroot or "")
+    if zookeeper or chroot:
+        # Two options naming Pulsar's store: which one the operator meant is unknown.
+        raise UsageProblem(
+            f"{named} names Pulsar's metadata store, and so does --zookeeper/--chroot: give one"
+        )
+    return url
+
+
 def bookkeeper_store(raw: str | None, ours: StoreUrl) -> StoreUrl | None:
     """`--bookkeeper-metadata` (else TOMBSTONE_BOOKKEEPER_METADATA_URL) checked; None when
-    BookKeeper's metadata is in `ours` (the metadata store `--zookeeper --chroot` names)."""
+    BookKeeper's metadata is in `ours` (Pulsar's metadata store)."""
     try:
         if raw is None:
             store = BOOKKEEPER_METADATA_URL.read(os.environ)
@@ -105,7 +137,6 @@ def bookkeeper_store(raw: str | None, ours: StoreUrl) -> StoreUrl | None:
         raise UsageProblem(f"--bookkeeper-metadata: {exc}") from None
     if store is None or store == ours:
         return None
-    _refuse_oxia(store, "--bookkeeper-metadata")
     return store
 
 

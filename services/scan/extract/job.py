@@ -1,9 +1,10 @@
-"""The extract job: ZooKeeper and the allowed buckets → an extract run directory (Parquet).
+"""The extract job: the metadata stores and the allowed buckets → an extract run directory.
 
 The driver records the scan's start (before any listing), lists the work units, and runs
-them as one Spark job with one partition per unit: each task opens its own ZooKeeper session
-or S3 client in its own asyncio loop and yields rows of the contract (`services.scan.schema`)
-plus its manifest row. Rows are cached once and written table by table.
+them as one Spark job with one partition per unit: each task opens its own metadata-store
+session (ZooKeeper or Oxia) or S3 client in its own asyncio loop and yields rows of the
+contract (`services.scan.schema`) plus its manifest row. Rows are cached once and written
+table by table.
 """
 
 from __future__ import annotations

@@ -44,7 +44,18 @@ def as_tuple(row: Row, schema: StructType) -> tuple[Any, ...]:
     return tuple(row.get(name) for name in schema.fieldNames())
 
 
+#: The contract's `znode_version` columns are 32-bit, as ZooKeeper's versions are. Oxia's
+#: version ids count a shard's writes (64-bit): one beyond this cannot be recorded, and a
+#: wrong version would make a candidate's compare-and-delete name another record's state.
+MAX_RECORDED_VERSION = 2**31 - 1
+
+
 def _znode(node: Versioned) -> Row:
+    if not 0 <= node.version <= MAX_RECORDED_VERSION:
+        # Fails the task (the analysis of a run with a failed task proposes nothing).
+        raise ValueError(
+            f"version {node.version} does not fit the extract's 32-bit znode_version column"
+        )
     return {
         "znode_ctime_ms": node.ctime_ms,
         "znode_mtime_ms": node.mtime_ms,
@@ -157,11 +168,12 @@ def cursor_row(
 
 
 def schema_row(schema_id: str, node: Versioned, locator: _schema.SchemaLocator | None) -> Row:
+    znode = _znode(node)
     row: Row = {
         "schema_id": schema_id,
-        "locator_version": node.version,
-        "znode_ctime_ms": node.ctime_ms,
-        "znode_mtime_ms": node.mtime_ms,
+        "locator_version": znode["znode_version"],
+        "znode_ctime_ms": znode["znode_ctime_ms"],
+        "znode_mtime_ms": znode["znode_mtime_ms"],
     }
     if locator is not None:
         row["index"] = [(e.version, e.position.ledgerId, e.position.entryId) for e in locator.index]

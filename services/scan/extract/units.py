@@ -2,8 +2,11 @@
 
 The driver lists the units (`plan_units`): BookKeeper subtrees, `tenant/x` prefixes of the
 managed-ledger tree, schema tenants, and buckets or inventory files. Each unit becomes one
-Spark task; the task runs its own asyncio loop with its own ZooKeeper session or S3 client
-(`run_unit`) and always returns its manifest row(s), also when it failed.
+Spark task; the task runs its own asyncio loop with its own metadata-store session
+(ZooKeeper or Oxia, `stores.open_store`) or S3 client (`run_unit`) and always returns its
+manifest row(s), also when it failed. On Oxia a unit is a key range: Oxia orders keys
+hierarchically, so a BookKeeper subtree or a `tenant/x` prefix is one contiguous range
+that the unit's listings walk.
 
 Clusters declared as sharing the ledgers root (`shared_clusters`) get the same managed-ledger
 and schema units, read from their own metadata store; their rows carry the cluster's name
@@ -16,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
 from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
@@ -29,7 +31,6 @@ from services.metadata import (
     LedgerPaths,
     MetadataStore,
     NoNode,
-    ZkMetadataStore,
 )
 from services.metadata.namespaces import POLICIES_ROOT
 from services.scan.extract import tasks as T
@@ -37,6 +38,7 @@ from services.scan.extract.inventory import DEFAULT_CSV_SCHEMA
 from services.scan.extract.namespaces import read_namespaces
 from services.scan.extract.rows import Row
 from services.scan.extract.s3 import S3Settings, open_lister
+from services.scan.extract.stores import open_store
 
 #: Unit kinds. `managed_ledgers` units also yield the `ml_ledgers` and `cursors` tables.
 BK, ML, SCHEMAS, BUCKET, INVENTORY, NAMESPACES = (
@@ -57,6 +59,8 @@ class ExtractSettings:
     """Everything an executor needs (pickled into every task)."""
 
     zookeeper: str
+    """Pulsar's metadata store as a ZooKeeper connect string; "" when `metadata_store` names
+    it instead."""
     cluster: str
     chroot: str | None = None
     ledgers_root: str = "/ledgers"
@@ -68,11 +72,14 @@ class ExtractSettings:
     """Where BookKeeper keeps its ledger metadata (the ledgers root) when it is not the
     metadata store (`--bookkeeper-metadata`, a ZooKeeper store); the BookKeeper units are
     read there."""
+    metadata_store: StoreUrl | None = None
+    """Pulsar's metadata store when it is not a ZooKeeper named by `zookeeper` and `chroot`
+    (an Oxia namespace, `--metadata-store oxia://...`)."""
     shared_clusters: tuple[SharedCluster, ...] = ()
     """Other clusters sharing the ledgers root (ZooKeeper stores only): their managed
     ledgers, cursors and schema locators are read too."""
     zk_timeout_s: float = 10.0
-    """Connect and request timeout of every ZooKeeper session."""
+    """Connect and request timeout of every metadata-store session (ZooKeeper or Oxia)."""
     zk_security: ZooKeeperSecurity = field(default_factory=ZooKeeperSecurity)
     """Authentication and TLS of every ZooKeeper session (`TOMBSTONE_ZOOKEEPER_*`)."""
     s3: S3Settings = field(default_factory=S3Settings)
@@ -141,6 +148,8 @@ def manifest_row(
 def store_of(settings: ExtractSettings, cluster: str | None) -> StoreUrl:
     """The metadata store of `cluster` (None: ours)."""
     if cluster is None:
+        if settings.metadata_store is not None:
+            return settings.metadata_store
         return StoreUrl(ZOOKEEPER, settings.zookeeper, settings.chroot or "")
     for shared in settings.shared_clusters:
         if shared.name == cluster:
@@ -161,22 +170,15 @@ def policies_store(settings: ExtractSettings) -> StoreUrl:
     return StoreUrl(ZOOKEEPER, servers, f"/{chroot}" if slash and chroot else "")
 
 
-@contextlib.asynccontextmanager
-async def zk_session(
+def store_session(
     settings: ExtractSettings, url: StoreUrl | None = None
-) -> AsyncIterator[ZkMetadataStore]:
-    where = url or store_of(settings, None)
-    if where.kind != ZOOKEEPER:  # refused by the CLI; a guard for other callers
-        raise ValueError(f"{where}: only ZooKeeper metadata stores can be read")
-    async with ZkMetadataStore.connect(
-        where.servers,
-        chroot=where.root or None,
-        session_timeout=max(settings.zk_timeout_s, 4.0),
-        request_timeout=settings.zk_timeout_s,
-        connect_timeout=settings.zk_timeout_s,
+) -> contextlib.AbstractAsyncContextManager[MetadataStore]:
+    """A session to `url` (default: our metadata store) with the run's timeouts."""
+    return open_store(
+        url or store_of(settings, None),
+        timeout_s=settings.zk_timeout_s,
         security=settings.zk_security,
-    ) as store:
-        yield store
+    )
 
 
 async def _layout(store: MetadataStore, root: str) -> LedgerLayout:
@@ -265,7 +267,7 @@ async def _plan_store(
     started = now_ms()
     zxid = None
     try:
-        async with zk_session(settings, url) as store:
+        async with store_session(settings, url) as store:
             for kind, root in listings:
                 found = [
                     Unit(u.kind, u.scope, cluster) for u in await _list_units(store, settings, kind)
@@ -338,11 +340,11 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
         await _objects(unit, settings, out, limits)
         return None
     if unit.kind == NAMESPACES:
-        async with zk_session(settings, policies_store(settings)) as store:
+        async with store_session(settings, policies_store(settings)) as store:
             await read_namespaces(store, out, limits)
             return store.last_zxid
     where = bookkeeper_of(settings) if unit.kind == BK else store_of(settings, unit.cluster)
-    async with zk_session(settings, where) as store:
+    async with store_session(settings, where) as store:
         before = len(out)
         if unit.kind == BK:
             paths = unit_paths(settings.ledgers_root, unit.scope)

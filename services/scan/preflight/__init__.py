@@ -3,5 +3,6 @@
 In: the extract's settings (`extract`, `run`) or an extract folder and `--cluster`
 (`analyze`), and the `--out` folder. Out: one `problems.Problem` per problem (a line each
 on stderr, exit 5, nothing written) and warnings (undeclared replication, no offload tier).
-`checks` runs them; `zk`, `s3` and `sharing` check one source each.
+`checks` runs them; `zk`, `oxia`, `s3` and `sharing` check one source each (`tree`: what
+ZooKeeper and Oxia are both checked for).
 """

@@ -1,8 +1,9 @@
 """The reconciler's pre-flight: what would make a run fail or lie, found in seconds, before
 any Spark work and before anything is written.
 
-`extract` and `run` check the metadata store (ZooKeeper reachable, the Pulsar roots present,
-`--cluster` registered), each allowed bucket (HeadBucket with the run's credentials) and the
+`extract` and `run` check the metadata stores (ZooKeeper or Oxia reachable, the Pulsar roots
+present, `--cluster` registered; on Oxia the ZooKeeper-only checks are skipped, each with
+its reason on stderr), each allowed bucket (HeadBucket with the run's credentials) and the
 output folder; `analyze` checks the extract folder (an extract, of `--cluster`) and the output
 folder. The remote checks run concurrently, each with its own timeout (ZooKeeper's is the
 run's `--zk-timeout`). Every problem is one line `pre-flight: <problem>; <fix>` on stderr and
@@ -31,6 +32,7 @@ EXIT_PREFLIGHT = 5
 def require_source(settings: ExtractSettings, *out_dirs: str | Path) -> None:
     """Pre-flight of `extract` and `run`: exit 5 on any problem."""
     _warn_offload_tier(settings)
+    _say_skipped(settings)
     _exit_on(asyncio.run(source_problems(settings, out_dirs)))
     _warn_replication(settings)
 
@@ -53,6 +55,29 @@ def _warn_replication(settings: ExtractSettings) -> None:
     warning = asyncio.run(check_replication(settings))
     if warning is not None:
         click.echo(f"pre-flight: warning: {warning}", err=True)
+
+
+def _on_oxia(settings: ExtractSettings) -> tuple[bool, bool]:
+    """(any store read is on Oxia, every store read is): the ZooKeeper-only checks are
+    skipped where they mean nothing."""
+    from services.core.shared_clusters import OXIA
+    from services.scan.extract.units import bookkeeper_of, policies_store, store_of
+
+    kinds = {
+        url.kind
+        for url in (store_of(settings, None), bookkeeper_of(settings), policies_store(settings))
+    }
+    kinds |= {shared.store.kind for shared in settings.shared_clusters}
+    return OXIA in kinds, kinds == {OXIA}
+
+
+def _say_skipped(settings: ExtractSettings) -> None:
+    if not _on_oxia(settings)[0]:
+        return
+    from services.scan.preflight.oxia import OXIA_SKIPPED
+
+    for skipped in OXIA_SKIPPED:
+        click.echo(f"pre-flight: skipped on Oxia: {skipped}", err=True)
 
 
 def _warn_offload_tier(settings: ExtractSettings) -> None:
@@ -79,7 +104,8 @@ async def source_problems(
     from services.scan.preflight.s3 import check_buckets
     from services.scan.preflight.zk import check_metadata
 
-    refusal = settings.zk_security.refusal()
+    # ZooKeeper's security settings mean nothing when no store read is a ZooKeeper.
+    refusal = None if _on_oxia(settings)[1] else settings.zk_security.refusal()
     if refusal is not None:  # before any connection: it would be made without the security
         return [Problem(refusal, "unset it; see docs/operations.md, ZooKeeper security")]
     checks = [
@@ -90,6 +116,7 @@ async def source_problems(
             settings.cluster,
             configuration_store=settings.configuration_store,
             bookkeeper_store=settings.bookkeeper_store,
+            metadata_store=settings.metadata_store,
             security=settings.zk_security,
             timeout_s=settings.zk_timeout_s,
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from services.metadata import ZkMetadataStore
-from services.scan.preflight.zk import MIN_SESSION_TIMEOUT_S, _quiet
+from services.scan.extract.stores import open_store
+from services.scan.preflight.zk import quiet
 
 if TYPE_CHECKING:
     from services.scan.extract.units import ExtractSettings
@@ -29,13 +29,11 @@ async def check_replication(settings: ExtractSettings) -> str | None:
     store_url = policies_store(settings)
     out: Out = []
     try:
-        with _quiet("aiozk"):
-            async with ZkMetadataStore.connect(
-                store_url.servers,
-                chroot=store_url.root or None,
-                session_timeout=max(settings.zk_timeout_s, MIN_SESSION_TIMEOUT_S),
-                request_timeout=POLICIES_TIMEOUT_S,
-                connect_timeout=settings.zk_timeout_s,
+        with quiet("aiozk"):
+            async with open_store(
+                store_url,
+                timeout_s=settings.zk_timeout_s,
+                request_timeout_s=POLICIES_TIMEOUT_S,
                 security=settings.zk_security,
             ) as store:
                 async with asyncio.timeout(POLICIES_TIMEOUT_S):

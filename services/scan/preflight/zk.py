@@ -12,24 +12,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Iterator
 
-from services.core.shared_clusters import StoreUrl
+from services.core.shared_clusters import OXIA, StoreUrl
 from services.core.zk_security import ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata import (
     MANAGED_LEDGERS_ROOT,
     MetadataError,
-    NoNode,
     StoreUnavailable,
     ZkMetadataStore,
 )
+from services.scan.preflight.oxia import check_oxia_store
 from services.scan.preflight.problems import Problem
+from services.scan.preflight.tree import (
+    BOOKKEEPER_OPTION,
+    CLUSTERS_ROOT,
+    address_of,
+    children_or_none,
+    exists_or_true,
+    reach,
+    servers,
+    tree_problems,
+)
 
-#: Where Pulsar registers its clusters (`ClusterResources`, configuration store): one child
-#: per cluster, holding its `ClusterData` JSON.
-CLUSTERS_ROOT = "/admin/clusters"
-DEFAULT_PORT = 2181
+__all__ = ["check_metadata", "quiet", "servers"]
+
 DEFAULT_TIMEOUT_S = 10.0
 """Each step of the check when the caller gives no timeout: the TCP connect to each server,
 opening the session, the few reads together. The extract's own `--zk-timeout` default, so
@@ -38,56 +45,9 @@ loaded host running the check, can take seconds to answer)."""
 MIN_SESSION_TIMEOUT_S = 4.0
 """ZooKeeper's session timeout is at least twice its tick (2 s by default)."""
 
-FIX_ADDRESS = "start ZooKeeper there or fix --zookeeper"
-BOOKKEEPER_OPTION = "--bookkeeper-metadata"
-
-
-def servers(connect_string: str) -> list[tuple[str, int]]:
-    """`host:port[,host:port...]` (a `/chroot` suffix ignored) as (host, port) pairs."""
-    pairs = []
-    for item in connect_string.split("/", 1)[0].split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or host.endswith(":"):  # no port, or bare IPv6
-            host, port = item, str(DEFAULT_PORT)
-        pairs.append((host.strip("[]"), int(port)))
-    return pairs
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-async def _reach(host: str, port: int, timeout_s: float) -> Problem | None:
-    """None when a TCP connection opens within `timeout_s`; else why not."""
-    address = _address(host, port)
-    try:
-        async with asyncio.timeout(timeout_s):
-            _, writer = await asyncio.open_connection(host, port)
-    except ConnectionRefusedError:
-        return Problem(
-            f"ZooKeeper {address}: connection refused (nothing listens there)", FIX_ADDRESS
-        )
-    except TimeoutError:
-        return Problem(
-            f"ZooKeeper {address}: no answer within {timeout_s:g} s (host down, "
-            "unreachable or filtered)",
-            "check the host, the network and firewalls, or fix --zookeeper",
-        )
-    except socket.gaierror as e:
-        return Problem(f"ZooKeeper {address}: unknown host ({e.strerror})", "fix --zookeeper")
-    except OSError as e:
-        return Problem(f"ZooKeeper {address}: cannot connect ({e.strerror or e})", FIX_ADDRESS)
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return None
-
 
 @contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
+def quiet(name: str) -> Iterator[None]:
     """Drop the records of logger `name` and its children (`aiozk.session`, ...): they stop
     at a handler that discards them instead of reaching the root's or Python's last resort."""
     logger = logging.getLogger(name)
@@ -110,6 +70,7 @@ async def check_metadata(
     *,
     configuration_store: str | None = None,
     bookkeeper_store: StoreUrl | None = None,
+    metadata_store: StoreUrl | None = None,
     security: ZooKeeperSecurity | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[Problem]:
@@ -118,18 +79,25 @@ async def check_metadata(
     the cluster is known. `bookkeeper_store`: where the ledgers root is when it is not the
     metadata store. `security`: the sessions' authentication and TLS
     (`TOMBSTONE_ZOOKEEPER_*`); `timeout_s`: each step's time (connect, session, reads), the
-    run's `--zk-timeout`."""
+    run's `--zk-timeout`. `metadata_store`: Pulsar's store when it is not the ZooKeeper of
+    `connect_string` and `chroot` (an Oxia namespace)."""
     secured = security or ZooKeeperSecurity()
     local_cluster = cluster if configuration_store is None else None
-    if bookkeeper_store is None:
-        checks = [
-            _check_store(connect_string, chroot, ledgers_root, local_cluster, secured, timeout_s)
-        ]
+    ours_root = ledgers_root if bookkeeper_store is None else None
+    if metadata_store is not None and metadata_store.kind == OXIA:
+        ours = check_oxia_store(
+            metadata_store,
+            option="--metadata-store",
+            ledgers_root=ours_root,
+            cluster=local_cluster,
+            managed_ledgers=True,
+            timeout_s=timeout_s,
+        )
     else:
-        checks = [
-            _check_store(connect_string, chroot, None, local_cluster, secured, timeout_s),
-            _check_bookkeeper_store(bookkeeper_store, ledgers_root, secured, timeout_s),
-        ]
+        ours = _check_store(connect_string, chroot, ours_root, local_cluster, secured, timeout_s)
+    checks = [ours]
+    if bookkeeper_store is not None:
+        checks.append(_check_bookkeeper_store(bookkeeper_store, ledgers_root, secured, timeout_s))
     if configuration_store is not None:
         config_hosts, _, config_chroot = configuration_store.partition("/")
         checks.append(
@@ -148,6 +116,15 @@ async def check_metadata(
 async def _check_bookkeeper_store(
     store: StoreUrl, ledgers_root: str, security: ZooKeeperSecurity, timeout_s: float
 ) -> list[Problem]:
+    if store.kind == OXIA:
+        return await check_oxia_store(
+            store,
+            option=BOOKKEEPER_OPTION,
+            ledgers_root=ledgers_root,
+            cluster=None,
+            managed_ledgers=False,
+            timeout_s=timeout_s,
+        )
     return await _reach_then_check(
         BOOKKEEPER_OPTION,
         store.servers,
@@ -211,11 +188,11 @@ async def _reach_then_check(
     pairs = servers(connect_string)
     if not pairs:
         return [Problem(f"{option} {connect_string!r} names no server", "give host:port")]
-    reached = await asyncio.gather(*(_reach(host, port, timeout_s) for host, port in pairs))
-    up = [_address(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
+    reached = await asyncio.gather(*(reach(host, port, timeout_s) for host, port in pairs))
+    up = [address_of(h, p) for (h, p), problem in zip(pairs, reached, strict=True) if not problem]
     if not up:
         return [problem for problem in reached if problem is not None]
-    with _quiet("aiozk"):
+    with quiet("aiozk"):
         if managed_ledgers is None:
             managed_ledgers = option == "--zookeeper"
         found = await _check_tree(
@@ -252,9 +229,9 @@ async def _check_tree(
         ) as store:
             async with asyncio.timeout(timeout_s):
                 ml, ledgers, clusters = await asyncio.gather(
-                    _exists(store, MANAGED_LEDGERS_ROOT if managed_ledgers else None),
-                    _exists(store, ledgers_root),
-                    _children(store, CLUSTERS_ROOT if cluster is not None else None),
+                    exists_or_true(store, MANAGED_LEDGERS_ROOT if managed_ledgers else None),
+                    exists_or_true(store, ledgers_root),
+                    children_or_none(store, CLUSTERS_ROOT if cluster is not None else None),
                 )
     except ZooKeeperRefused as e:  # authentication refused, or no permission to read
         return [Problem(f"{where}: {e}", "fix the TOMBSTONE_ZOOKEEPER_AUTH_* settings")]
@@ -269,56 +246,11 @@ async def _check_tree(
                 "(it may have lost its quorum)",
             )
         ]
-    problems = []
-    fix_tree = "check --zookeeper and --chroot: this is not the Pulsar metadata store"
-    fix_root = "fix --chroot"
-    store_kind = "metadata store"
-    if not managed_ledgers and ledgers_root is not None:  # BookKeeper's store alone
-        fix_root = f"fix {BOOKKEEPER_OPTION}"
-    elif not managed_ledgers:  # the configuration store alone
-        store_kind = "configuration store"
-        fix_tree = "check --configuration-store: this is not Pulsar's configuration store"
-    elif ml is None:
-        problems.append(Problem(f"{MANAGED_LEDGERS_ROOT} missing in {where}", fix_tree))
-    if ledgers_root is not None and ledgers is None:
-        problems.append(
-            Problem(
-                f"--ledgers-root {ledgers_root} missing in {where}",
-                "give the BookKeeper ledgers root (the path of the brokers' "
-                f"bookkeeperMetadataServiceUri, default /ledgers) or {fix_root}",
-            )
-        )
-    if cluster is None:
-        pass
-    elif clusters is None:
-        problems.append(
-            Problem(
-                f"{CLUSTERS_ROOT} missing in {where}: no Pulsar cluster is registered there",
-                fix_tree,
-            )
-        )
-    elif cluster not in clusters:
-        known = ", ".join(sorted(clusters)) or "none"
-        problems.append(
-            Problem(
-                f"--cluster {cluster}: not a cluster of this {store_kind} (known: {known})",
-                "give the brokers' clusterName with --cluster",
-            )
-        )
-    return problems
-
-
-async def _exists(store: ZkMetadataStore, path: str | None) -> object:
-    """The znode's stat (None: absent); `True` when there is nothing to check."""
-    if path is None:
-        return True
-    return await store.exists(path)
-
-
-async def _children(store: ZkMetadataStore, path: str | None) -> list[str] | None:
-    if path is None:
-        return []
-    try:
-        return await store.get_children(path)
-    except NoNode:
-        return None
+    return tree_problems(
+        where,
+        "--zookeeper",
+        (ml, ledgers, clusters),
+        ledgers_root=ledgers_root,
+        cluster=cluster,
+        managed_ledgers=managed_ledgers,
+    )

@@ -59,10 +59,7 @@ def coverage(summary: Summary) -> str:
     failed, truncated = (_flag(by_status[s], s) for s in ("failed", "truncated"))
     head = para(
         f"{human_count(cov['tasks'])} extract tasks: {by_status['ok']} ok, {failed}, "
-        f"{truncated}. ZooKeeper read up to zxid "
-        f"{text(zxid_text(cov.get('zxid_max')))} (the listing saw "
-        f"{text(zxid_text(cov.get('zxid_listing')))}); the extract took "
-        f"{text(human_duration(took))}."
+        f"{truncated}. {_store_point(cov)}; the extract took {text(human_duration(took))}."
     )
     kinds = table(
         ("table", "tasks ok", "failed", "truncated", "rows read"),
@@ -95,6 +92,20 @@ def coverage(summary: Summary) -> str:
         bullets(_skipped(summary, cov)),
         _problems(cov),
         _all_tasks(cov),
+    )
+
+
+def _store_point(cov: Mapping[str, Any]) -> str:
+    """How far the metadata store was read: its zxid, or on a store without one (Oxia) that
+    only each record's own version and time were recorded."""
+    if cov.get("zxid_max") is None and cov.get("zxid_listing") is None:
+        return (
+            "No transaction id was recorded (Oxia has none; on ZooKeeper, no read finished): "
+            "each record's version and modification time were"
+        )
+    return (
+        f"ZooKeeper read up to zxid {text(zxid_text(cov.get('zxid_max')))} (the listing saw "
+        f"{text(zxid_text(cov.get('zxid_listing')))})"
     )
 
 
