@@ -51,9 +51,6 @@ from devstack.zookeeper import ZooKeeperServer
 
 SECOND_BUCKET = "pulsar-offload-west"
 SECOND_REGION = "us-west-2"
-RECONCILER_NEEDS_ZOOKEEPER = (
-    "reconciler stage: not run on Oxia (the reconciler's extract reads ZooKeeper only)"
-)
 
 
 class Demo:
@@ -303,8 +300,7 @@ async def run_demo(
     default=demo_stores.ZOOKEEPER,
     show_default=True,
     help="where the cluster's metadata is: ZooKeeper, or the devstack Oxia server with "
-    "Pulsar's in namespace broker and BookKeeper's in bookkeeper (the reconciler stage "
-    "needs ZooKeeper)",
+    "Pulsar's in namespace broker and BookKeeper's in bookkeeper",
 )
 def demo(
     seed_only: bool,
@@ -332,12 +328,8 @@ def demo(
     logging.getLogger("aiozk").setLevel(logging.ERROR)
     # SIGTERM unwinds like Ctrl-C does, so the exit stack stops every server.
     signal.signal(signal.SIGTERM, _terminate)
-    if metadata == demo_stores.OXIA:
-        if zookeeper_auth:
-            raise click.UsageError("--zookeeper-auth secures ZooKeeper; --metadata oxia has none")
-        if reconcile and not seed_only:
-            click.echo(RECONCILER_NEEDS_ZOOKEEPER)
-            reconcile = False
+    if metadata == demo_stores.OXIA and zookeeper_auth:
+        raise click.UsageError("--zookeeper-auth secures ZooKeeper; --metadata oxia has none")
     if reconcile and not seed_only and reconcile_out is None:
         reconcile_out = Path(tempfile.mkdtemp(prefix="tombstone-demo-reconcile-"))
     run = run_demo(

@@ -32,11 +32,11 @@ from grpc import aio
 
 from devstack import demo_brokers, demo_outcome, demo_props, demo_reconcile
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
-from devstack.demo_stores import DemoMetadata, ZooKeeperMetadata
+from devstack.demo_stores import DemoMetadata, ZooKeeperMetadata, reconcile_target
 from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
-from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT, ReconcileTarget
+from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT
 from devstack.s3 import S3Locations, S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.broker import DeleteFaults
@@ -438,8 +438,7 @@ async def trim_and_delete(
     and the checks cover its ledgers too.
 
     The cluster's metadata is in `metadata` (`devstack.demo_stores`: ZooKeeper, or Oxia's
-    `broker` and `bookkeeper` namespaces), or in `zookeeper` alone; the reconciler stage
-    needs it in ZooKeeper."""
+    `broker` and `bookkeeper` namespaces), or in `zookeeper` alone."""
     if metadata is None:
         assert zookeeper is not None, "trim_and_delete needs a zookeeper or a metadata store"
         metadata = ZooKeeperMetadata(zookeeper)
@@ -512,17 +511,16 @@ async def trim_and_delete(
             summary.seconds = time.monotonic() - started
             echo(summary.render())
             if reconcile_out is not None:
-                assert isinstance(metadata, ZooKeeperMetadata), "the reconciler reads ZooKeeper"
-                on_zookeeper = metadata
+                on_store = metadata
                 stage = demo_reconcile.Services(
                     marker_address=f"127.0.0.1:{marker.port}",
                     env={**merged_system_env(model)["deleter"], **metadata.service_env()},
                     settle=lambda: follow(deleter.port, metrics_port, echo, timeout),
-                    read_back=lambda: read_back(model, on_zookeeper, s3),
+                    read_back=lambda: read_back(model, on_store, s3),
                 )
                 summary.reconciler = await demo_reconcile.reconcile_stage(
                     model,
-                    ReconcileTarget.of(model.spec, metadata.zookeeper.address, s3),
+                    reconcile_target(metadata, model.spec, s3),
                     reconcile_out,
                     stage,
                     echo,

@@ -12,14 +12,17 @@ metadata.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from devstack.neighbour import PlantedNeighbour, plant, plant_next_to
 from devstack.oxia import OxiaServer
+from devstack.reconcile_command import ReconcileTarget
+from devstack.s3 import S3Locations
 from devstack.simulator.model import ClusterModel
-from devstack.simulator.spec import FIRST_LONG_LEDGER_ID
+from devstack.simulator.spec import FIRST_LONG_LEDGER_ID, ClusterSpec
 from devstack.split_store import SplitStore
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import MetadataStore, ZkMetadataStore
@@ -133,3 +136,15 @@ async def plant_neighbour(model: ClusterModel, metadata: DemoMetadata) -> Plante
             chroot="",
             oxia_namespace=NEIGHBOUR_NAMESPACE,
         )
+
+
+def reconcile_target(metadata: DemoMetadata, spec: ClusterSpec, s3: S3Locations) -> ReconcileTarget:
+    """What `tombstone reconcile run` reads: the ZooKeeper, or Oxia's two namespaces by URL."""
+    if isinstance(metadata, ZooKeeperMetadata):
+        return ReconcileTarget.of(spec, metadata.zookeeper.address, s3)
+    assert isinstance(metadata, OxiaMetadata), metadata
+    return dataclasses.replace(
+        ReconcileTarget.of(spec, "", s3),
+        metadata_store=metadata.url(PULSAR_NAMESPACE),
+        bookkeeper_metadata=metadata.url(BOOKKEEPER_NAMESPACE),
+    )
