@@ -147,7 +147,7 @@ class Demo:
         started = time.monotonic()
         self.model = await simulate_into(
             self.spec,
-            metadata=self.metadata,
+            metadata=self.metadata.cluster(self.spec.ledgers_root),
             s3_config=self.s3.client_config(),
             s3_routes=self.s3.routes(),
             progress=echo_progress(self.echo),
