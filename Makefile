@@ -44,9 +44,11 @@ format: setup
 typecheck: setup
 	.venv/bin/mypy
 
-# The protocol model, checked with spin: ours verifies, PIP-186's rule fails (docs/model.md).
+# The protocol model, checked with spin: ours verifies, PIP-186's rule fails (docs/model.md);
+# then the fence rule on Oxia's versions (model/oxia.pml).
 model: setup
 	$(PY) model/check.py
+	$(PY) model/check.py --model oxia
 
 # gRPC fuzzing of the three services' surfaces, 10,000 generated calls each (docs/fuzz.md).
 fuzz: setup
@@ -55,7 +57,8 @@ fuzz: setup
 bench: setup
 	$(PY) -m benchmarks list
 
-# Every benchmark at a tiny size, one at a time, each failing on work that did not happen.
+# Every benchmark at a tiny size, one at a time (the two Spark ones in one process, sharing
+# its driver JVM), each failing on work that did not happen.
 # CI runs the same through the suite (tests/test_bench_smoke.py).
 bench-smoke: setup
 	$(PY) -m benchmarks smoke

@@ -8,12 +8,15 @@ import base64
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from benchmarks._oxia import store_url
 from benchmarks._truth import UndoneWork
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
@@ -35,6 +38,8 @@ from services.metadata import (
     uuid_to_bits,
 )
 from services.metadata.layout import format_ledgers_root
+from services.metadata.oxia import OxiaMetadataStore
+from services.metadata.store import MetadataStore
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
 from services.systopic.ports import OutgoingMessage
 from services.systopic.setup import SetupPlan, prepare_topics
@@ -76,6 +81,33 @@ async def bounded(items: Iterable[T], work: Callable[[T], Awaitable[Any]], limit
     await asyncio.gather(*(one(item) for item in items))
 
 
+@dataclass(frozen=True)
+class OxiaMetadata:
+    """The run's metadata on a devstack Oxia server (`--metadata oxia`) instead of ZooKeeper."""
+
+    address: str
+
+
+Metadata = ZooKeeperServer | OxiaMetadata
+"""Where the run's ledger metadata is: the children are told by their settings."""
+
+
+def metadata_env(metadata: Metadata) -> dict[str, str]:
+    """The services' settings naming the run's metadata store."""
+    if isinstance(metadata, OxiaMetadata):
+        return {"TOMBSTONE_METADATA_STORE_URL": store_url(metadata.address)}
+    return {"TOMBSTONE_ZOOKEEPER_SERVERS": metadata.address}
+
+
+def connect(metadata: Metadata) -> AbstractAsyncContextManager[MetadataStore]:
+    """A session of the benchmark's own to the run's metadata store."""
+    if isinstance(metadata, OxiaMetadata):
+        return OxiaMetadataStore.connect(
+            metadata.address, session_timeout=30.0, request_timeout=30.0
+        )
+    return ZkMetadataStore.connect(metadata.address)
+
+
 def pulsar_config(broker: PulsarBrokerProcess) -> PulsarConfig:
     return PulsarConfig(service_url=broker.service_url, topic=TOPIC, partitions=PARTITIONS)
 
@@ -98,9 +130,9 @@ def ledger(ledger_id: int) -> LedgerMetadata:
     )
 
 
-async def write_ledgers(zk: ZooKeeperServer, ids: range) -> None:
+async def write_ledgers(zk: Metadata, ids: range) -> None:
     """An ML znode listing none of `ids`, and a closed Pulsar ledger znode for each id."""
-    async with ZkMetadataStore.connect(zk.address) as store:
+    async with connect(zk) as store:
         await format_ledgers_root(store)
         ledgers = BookKeeperLedgers(store)
         mls = ManagedLedgers(store)
@@ -150,11 +182,9 @@ def offload_keys(uuid: str, ledger_id: int) -> list[str]:
     return [data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)]
 
 
-async def start_verifier(
-    zk: ZooKeeperServer, s3: S3Server, workdir: Path
-) -> tuple[ServiceProcess, str]:
+async def start_verifier(zk: Metadata, s3: S3Server, workdir: Path) -> tuple[ServiceProcess, str]:
     env = {
-        "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+        **metadata_env(zk),
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
         "TOMBSTONE_VERIFIER_CLUSTER_NAME": CLUSTER,
         "TOMBSTONE_VERIFIER_TRUSTED_KEYS": trusted_keys_env(),
@@ -166,7 +196,7 @@ async def start_verifier(
 
 
 def deleter_child(
-    zk: ZooKeeperServer,
+    zk: Metadata,
     s3: S3Server,
     broker: PulsarBrokerProcess,
     verifier: str,
@@ -176,7 +206,7 @@ def deleter_child(
     metrics_port = free_port()
     env = {
         "TOMBSTONE_METRICS_PORT": str(metrics_port),
-        "TOMBSTONE_ZOOKEEPER_SERVERS": zk.address,
+        **metadata_env(zk),
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
         "TOMBSTONE_VERIFIER_ADDRESS": verifier,

@@ -16,6 +16,12 @@ processes (as deployed). Figures:
   signature checked before the decision).
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
 
+With `--metadata oxia`, only the BookKeeper figure, on a devstack Oxia server (`--shards`, a
+child process: `benchmarks/_oxia.py`) that the verifier and the deleter reach through
+TOMBSTONE_METADATA_STORE_URL, beside the raw `oxia` client's get + conditional delete
+(`expected_version_id`) of as many other ledger keys from as many plain threads as the
+adapter has (16). Offload and memory do not touch the metadata store and are not run.
+
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
 limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 import uuid as _uuid
@@ -42,7 +49,10 @@ from benchmarks._deleter_stack import (
     CLUSTER,
     CONCURRENCY,
     ML,
+    Metadata,
+    OxiaMetadata,
     bounded,
+    connect,
     create_topics,
     deleter_child,
     encode,
@@ -55,12 +65,14 @@ from benchmarks._deleter_stack import (
     start_verifier,
     write_ledgers,
 )
-from benchmarks._truth import UndoneWork, parse, run
+from benchmarks._oxia import in_threads, oxia_server, raw_client
+from benchmarks._truth import UndoneWork, parse, require, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
+from services.metadata.oxia.store import DEFAULT_MAX_THREADS
 
 
 async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
@@ -81,6 +93,20 @@ async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
         return len(ids) / (time.perf_counter() - started)
     finally:
         await client.close()
+
+
+async def raw_oxia(address: str, ids: range) -> float:
+    """The raw oxia client: get each ledger key (value + version), delete it at that version
+    (`expected_version_id`), from as many threads as the adapter's pool."""
+    paths = LedgerPaths()
+
+    def get_and_delete(ledger_id: int) -> None:
+        path = paths.ledger_path(ledger_id)
+        _key, _value, version = raw.get(path)
+        require(raw.delete(path, expected_version_id=version.version_id()), f"raw delete {path}")
+
+    with raw_client(address) as raw:
+        return await in_threads(list(ids), DEFAULT_MAX_THREADS, get_and_delete)
 
 
 def put_objects(s3: S3Server, keys: list[str]) -> None:
@@ -122,7 +148,7 @@ async def raw_heads(s3: S3Server, keys: list[str]) -> float:
 
 @dataclass
 class Parts:
-    zk: ZooKeeperServer
+    zk: Metadata
     s3: S3Server
     broker: PulsarBrokerProcess
     verifier: str
@@ -151,7 +177,11 @@ async def run_deleter(p: Parts, name: str, target: int) -> float:
 async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
     print(f"writing {2 * n} ledger znodes...")
     await write_ledgers(p.zk, range(1, 2 * n + 1))
-    raw = await raw_zookeeper(p.zk, range(n + 1, 2 * n + 1))
+    others = range(n + 1, 2 * n + 1)
+    if isinstance(p.zk, OxiaMetadata):
+        raw = await raw_oxia(p.zk.address, others)
+    else:
+        raw = await raw_zookeeper(p.zk, others)
     await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
     e2e = await run_deleter(p, "bookkeeper", n)
     left = await ledgers_left(p.zk, range(1, n + 1))
@@ -160,22 +190,18 @@ async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
     return e2e, raw
 
 
-async def ledgers_left(zk: ZooKeeperServer, ids: range) -> int:
+async def ledgers_left(zk: Metadata, ids: range) -> int:
     """How many of these ledger znodes still exist."""
     paths = LedgerPaths()
-    client = aiozk.ZKClient(zk.address)
-    await client.start()
-    try:
+    async with connect(zk) as store:
         found = 0
 
         async def check(ledger_id: int) -> None:
             nonlocal found
-            found += bool(await client.exists(paths.ledger_path(ledger_id)))
+            found += await store.exists(paths.ledger_path(ledger_id)) is not None
 
         await bounded(ids, check, CONCURRENCY)
         return found
-    finally:
-        await client.close()
 
 
 async def offload(p: Parts, n: int, *, sign: bool) -> tuple[float, float, float]:
@@ -228,18 +254,25 @@ async def memory(p: Parts, backlog: int, seconds: float) -> tuple[float, float]:
 
 
 async def main(args: argparse.Namespace) -> None:
+    oxia = args.metadata == "oxia"
     with (
         tempfile.TemporaryDirectory() as tmp,
-        ZooKeeperServer() as zk,
+        contextlib.ExitStack() as servers,
         S3Server() as s3,
         PulsarBrokerProcess() as broker,
     ):
+        zk: Metadata = (
+            OxiaMetadata(servers.enter_context(oxia_server(args.shards)))
+            if oxia
+            else servers.enter_context(ZooKeeperServer())
+        )
         workdir = Path(tmp)
         create_topics(broker)
         await write_ledgers(zk, range(0))  # the ledgers root: the verifier checks it at start
         verifier_child, verifier = await start_verifier(zk, s3, workdir)
         parts = Parts(zk, s3, broker, verifier, workdir)
         if args.adaptive:
+            assert isinstance(zk, ZooKeeperServer)  # refused with --metadata oxia
             try:
                 levels = [int(level) for level in args.levels.split(",")]
                 runs = await sweep((zk, s3, broker, verifier), args.ledgers, levels, tmp)
@@ -249,6 +282,9 @@ async def main(args: argparse.Namespace) -> None:
             return
         try:
             bk = await bookkeeper(parts, args.ledgers)
+            if oxia:
+                report_oxia(args, bk)
+                return
             nan = float("nan")
             none = (nan, nan, nan)
             off = await offload(parts, args.offloaded, sign=False) if args.offloaded else none
@@ -257,6 +293,17 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await verifier_child.stop()
     report(args, bk, off, off_signed, mem)
+
+
+def report_oxia(args: argparse.Namespace, bk: tuple[float, float]) -> None:
+    """The ratio first: absolute rates are those of the devstack server (Python)."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print()
+    print(
+        f"deleter / raw oxia get + versioned delete: {bk[0] / bk[1]:.0%}; "
+        f"deleter {bk[0]:.0f} ledgers/s, raw {bk[1]:.0f} ledgers/s "
+        f"({args.ledgers} ledgers each, {args.shards} shards); load average {load}"
+    )
 
 
 def report(
@@ -304,7 +351,16 @@ if __name__ == "__main__":
         help="only the adaptive ZooKeeper limit against a sweep of static ones",
     )
     parser.add_argument(
+        "--metadata",
+        choices=("zookeeper", "oxia"),
+        default="zookeeper",
+        help="where the ledger metadata is (oxia: the BookKeeper figure only)",
+    )
+    parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
+    parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
     )
     args = parse(parser, {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0})
+    if args.adaptive and args.metadata == "oxia":
+        parser.error("--adaptive compares ZooKeeper concurrency limits: not with --metadata oxia")
     run(lambda: asyncio.run(main(args)))

@@ -16,18 +16,27 @@ Prints, from one run on one machine:
 - the index's memory: an index of `--index-mls` MLs with 10 ledgers each (a fifth of the
   MLs with offloaded ledgers) and one cursor each, measured (tracemalloc and RSS), then
   extrapolated linearly to 1M MLs / 10M ledgers; and its checkpoint's compressed size.
+
+With `--metadata oxia` the MLs are on a devstack Oxia server (`--shards`, a child process:
+`benchmarks/_oxia.py`) and the follower watches them through the Oxia adapter; the writers
+write through the adapter too (one trim a write: Oxia has no multi). The yardstick is then
+the raw `oxia` client's notification stream, with a get of each modified key (an Oxia
+notification carries no value; a follower needs it), during as many writes at the highest
+rate: CPU per change of this process, the follower's ratio to it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
 import resource
 import signal
 import sys
+import threading
 import time
 import tracemalloc
 from array import array
@@ -36,7 +45,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import aiozk
+from oxia.defs import NotificationType
 
+from benchmarks._oxia import oxia_server, raw_client
 from benchmarks._truth import UndoneWork, parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
@@ -46,7 +57,14 @@ from services.marker.follower.checkpoint import compress
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.index import OFFLOAD_RECORD, OwnerIndex
 from services.marker.follower.metrics import FollowerMetrics
-from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
+from services.metadata import (
+    LedgerInfo,
+    ManagedLedgerInfo,
+    decode_managed_ledger_info,
+    encode_managed_ledger_info,
+)
+from services.metadata.oxia import OxiaMetadataStore
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import (
     PROP_LEDGER_ID,
@@ -64,6 +82,13 @@ LISTED = 10
 SPAN = 10_000_000  # ledger ids of ML i start at i * SPAN
 
 
+def connect(kind: str, address: str) -> contextlib.AbstractAsyncContextManager[MetadataStore]:
+    """A session to the run's metadata store: `kind` is --metadata's value."""
+    if kind == "oxia":
+        return OxiaMetadataStore.connect(address, session_timeout=30.0, request_timeout=30.0)
+    return ZkMetadataStore.connect(address)
+
+
 def ml_path(index: int) -> str:
     return f"/managed-ledgers/public/default/persistent/bench-{index}"
 
@@ -75,8 +100,8 @@ def ml_data(first: int, count: int) -> bytes:
     return encode_managed_ledger_info(info)
 
 
-async def populate(address: str, owners: int) -> None:
-    async with ZkMetadataStore.connect(address) as store:
+async def populate(kind: str, address: str, owners: int) -> None:
+    async with connect(kind, address) as store:
         slots = asyncio.Semaphore(64)
 
         async def one(i: int) -> None:
@@ -132,7 +157,9 @@ async def write_batched(
     await asyncio.to_thread(out.write_text, json.dumps({"elapsed": elapsed, "written": written}))
 
 
-async def write_load(address: str, mine: range, rate: float, seconds: float, out: Path) -> None:
+async def write_load(
+    kind: str, address: str, mine: range, rate: float, seconds: float, out: Path
+) -> None:
     """Trim the MLs of `mine` round robin at `rate` writes/s; record the unlinked ledgers."""
     owners = len(mine)
     firsts = dict.fromkeys(range(owners), 0)
@@ -142,10 +169,13 @@ async def write_load(address: str, mine: range, rate: float, seconds: float, out
     def path(i: int) -> str:
         return ml_path(mine[i])
 
-    async with ZkMetadataStore.connect(address) as store:
-        for i in range(owners):  # the versions left by earlier phases
-            versions[i] = (await store.get(path(i))).version
-            firsts[i] = mine[i] * SPAN + versions[i]
+    async with connect(kind, address) as store:
+        for i in range(owners):  # where earlier phases left each ML
+            current = await store.get(path(i))
+            versions[i] = current.version
+            # The ML's oldest listed ledger, read: Oxia's versions are not a count of writes.
+            info = decode_managed_ledger_info(current.data, path=path(i))
+            firsts[i] = info.ledgerInfo[0].ledgerId
         busy = dict.fromkeys(range(owners), False)
         start = time.monotonic()
         total = int(rate * seconds)
@@ -230,25 +260,22 @@ WRITER_RATE = 1000
 """Writes per second one writer process is asked for (more rate: more processes)."""
 
 
-async def phase(
-    zookeeper: ZooKeeperServer,
-    timed: TimedPublisher,
-    lags: LagSamples,
-    args: argparse.Namespace,
-    rate: int,
-) -> dict[str, float]:
+async def run_writers(
+    address: str, args: argparse.Namespace, rate: int
+) -> tuple[int, dict[int, float], float]:
+    """Writer processes changing the MLs at `rate` for `--seconds`: how many writers, the
+    ledger each change unlinked with when it was written, and the longest writer's time."""
     writers = max(1, -(-rate // (WRITER_RATE * args.write_batch)))
     share = args.owners // writers
     outs = [Path(f"/tmp/follower-bench-{os.getpid()}-{rate}-{k}.json") for k in range(writers)]
-    lags.samples.clear()
-    cpu_before, wall_before = cpu(), time.monotonic()
     processes = [
         await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "benchmarks.follower",
             "--writer",
-            zookeeper.address,
+            args.metadata,
+            address,
             str(k * share),
             str((k + 1) * share),
             str(rate / writers),
@@ -268,6 +295,19 @@ async def phase(
         await asyncio.to_thread(out.unlink)
         written.update(dict(report["written"]))
         elapsed = max(elapsed, report["elapsed"])
+    return writers, written, elapsed
+
+
+async def phase(
+    address: str,
+    timed: TimedPublisher,
+    lags: LagSamples,
+    args: argparse.Namespace,
+    rate: int,
+) -> dict[str, float]:
+    lags.samples.clear()
+    cpu_before, wall_before = cpu(), time.monotonic()
+    writers, written, elapsed = await run_writers(address, args, rate)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not all(i in timed.accepted for i in written):  # noqa: ASYNC110 - polls another task's dict
         await asyncio.sleep(0.05)
@@ -310,6 +350,45 @@ async def raw_reads(address: str, owners: int, count: int) -> dict[str, float]:
     finally:
         await client.close()
     return {"rate": count / wall, "cpu_per_read_ms": 1000 * spent / count}
+
+
+async def raw_notifications(address: str, args: argparse.Namespace, rate: int) -> dict[str, float]:
+    """The raw oxia client's notification stream, and a get of each modified ML key, while
+    writers change the MLs at `rate`: CPU of this process per change."""
+    with raw_client(address) as raw:
+        notifications = raw.get_notifications()
+        seen = 0
+        wanted = threading.Event()  # set once the writers' count is known and reached
+        target = [0]
+
+        def follow() -> None:
+            nonlocal seen
+            for notification in notifications:
+                if notification.notification_type() is not NotificationType.KEY_MODIFIED:
+                    continue
+                key = notification.key()
+                if key.startswith("/managed-ledgers/"):
+                    _key, value, _version = raw.get(key)
+                    seen += bool(value)
+                    if target[0] and seen >= target[0]:
+                        wanted.set()
+                        return
+
+        thread = threading.Thread(target=follow, name="raw-notifications", daemon=True)
+        thread.start()
+        await asyncio.sleep(1.0)  # the per-shard streams open before the first write
+        cpu_before, start = cpu(), time.monotonic()
+        _writers, written, _elapsed = await run_writers(address, args, rate)
+        target[0] = len(written)
+        if seen >= target[0]:
+            wanted.set()
+        await asyncio.to_thread(wanted.wait, 60)
+        spent, wall = cpu() - cpu_before, time.monotonic() - start
+        await asyncio.to_thread(notifications.close)
+    require_count(
+        "raw notifications of the changes, with a get", min(seen, len(written)), len(written)
+    )
+    return {"rate": len(written) / wall, "cpu_per_read_ms": 1000 * spent / len(written)}
 
 
 def rss_bytes() -> int:
@@ -369,12 +448,18 @@ def index_memory(mls: int) -> dict[str, float]:
 
 async def run(args: argparse.Namespace) -> None:
     rates = [int(r) for r in args.rates.split(",")]
-    with ZooKeeperServer() as zookeeper, PulsarBrokerProcess() as broker:
+    oxia = args.metadata == "oxia"
+    with contextlib.ExitStack() as servers, PulsarBrokerProcess() as broker:
+        address = (
+            servers.enter_context(oxia_server(args.shards))
+            if oxia
+            else servers.enter_context(ZooKeeperServer()).address
+        )
         prepare_topics(SetupPlan.for_topic(broker.admin_url, SYSTEM_TOPIC, PARTITIONS))
-        await populate(zookeeper.address, args.owners)
+        await populate(args.metadata, address, args.owners)
         config = PulsarConfig(service_url=broker.service_url, topic=SYSTEM_TOPIC, partitions=4)
         async with (
-            ZkMetadataStore.connect(zookeeper.address) as store,
+            connect(args.metadata, address) as store,
             open_intent_publisher(config, ProducerSettings(producer_name="bench")) as inner,
         ):
             timed = TimedPublisher(inner)
@@ -390,12 +475,16 @@ async def run(args: argparse.Namespace) -> None:
             while not follower.active:  # noqa: ASYNC110 - no event for leadership
                 await asyncio.sleep(0.05)
             await follower.idle.wait()
-            phases = [await phase(zookeeper, timed, lags, args, rate) for rate in rates]
-            stop.set()
-            await task
-        raw = await raw_reads(
-            zookeeper.address, args.owners, int(max(p["changes"] for p in phases))
-        )
+            try:
+                phases = [await phase(address, timed, lags, args, rate) for rate in rates]
+            finally:
+                # Stopped before its store closes, even when a phase failed.
+                stop.set()
+                await asyncio.wait_for(task, 60)
+        if oxia:
+            raw = await raw_notifications(address, args, max(rates))
+        else:
+            raw = await raw_reads(address, args.owners, int(max(p["changes"] for p in phases)))
     memory = index_memory(args.index_mls)
     report(args, phases, raw, memory)
 
@@ -406,13 +495,25 @@ def report(
     raw: dict[str, float],
     memory: dict[str, float],
 ) -> None:
-    shared = "ZooKeeper, the broker, the writer and the follower"
+    store = f"Oxia ({args.shards} shards)" if args.metadata == "oxia" else "ZooKeeper"
+    shared = f"{store}, the broker, the writer and the follower"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    if args.metadata == "oxia":
+        # The ratio first: absolute figures are those of the devstack server (Python).
+        top = phases[-1]
+        print(
+            f"follower / raw oxia notifications + get (CPU per change): "
+            f"{raw['cpu_per_read_ms'] / top['cpu_per_change_ms']:.0%} at {top['target']:.0f}/s; "
+            f"follower {top['cpu_per_change_ms']:.3f} ms, raw {raw['cpu_per_read_ms']:.3f} ms "
+            f"CPU per change; load average {load}"
+        )
     print(f"machine: {os.cpu_count()} cores shared by {shared}")
-    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"load average at the end: {load}")
     print(f"owners: {args.owners} MLs of {LISTED} ledgers; {args.seconds:g} s per rate")
+    raw_short = "notification + get" if args.metadata == "oxia" else "aiozk read"
     print(
         "| target changes/s | writers | achieved | lag p50 | lag p99 "
-        "| follower cores per 1k changes/s | CPU per change | ratio to raw aiozk read |"
+        f"| follower cores per 1k changes/s | CPU per change | ratio to raw {raw_short} |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for p in phases:
@@ -424,10 +525,12 @@ def report(
             f"| {p['cpu_per_change_ms']:.3f} ms "
             f"| {ratio:.1f}x |" + (f" ({p['missing']:.0f} not seen)" if p["missing"] else "")
         )
-    print(
-        f"raw aiozk get_data of the changed znodes: {raw['rate']:.0f} reads/s, "
-        f"{raw['cpu_per_read_ms']:.3f} ms CPU per read"
+    raw_name = (
+        "raw oxia notifications + get of each changed key"
+        if args.metadata == "oxia"
+        else "raw aiozk get_data of the changed znodes"
     )
+    print(f"{raw_name}: {raw['rate']:.0f}/s, {raw['cpu_per_read_ms']:.3f} ms CPU per change")
     print_memory(memory)
 
 
@@ -457,14 +560,14 @@ def main() -> None:
     # A TERM (a timeout) unwinds like an error, so the servers started here are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        address, low, high, rate, seconds, out, batch = sys.argv[2:9]
+        kind, address, low, high, rate, seconds, out, batch = sys.argv[2:10]
         mine = range(int(low), int(high))
         if int(batch) > 1:
             asyncio.run(
                 write_batched(address, mine, float(rate), float(seconds), Path(out), int(batch))
             )
         else:
-            asyncio.run(write_load(address, mine, float(rate), float(seconds), Path(out)))
+            asyncio.run(write_load(kind, address, mine, float(rate), float(seconds), Path(out)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--owners", type=int, default=2000, help="MLs changed round robin")
@@ -479,9 +582,18 @@ def main() -> None:
         "requests for the same changes/s)",
     )
     parser.add_argument(
+        "--metadata",
+        choices=("zookeeper", "oxia"),
+        default="zookeeper",
+        help="where the MLs are (oxia: the raw client's notifications are the yardstick)",
+    )
+    parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
+    parser.add_argument(
         "--memory-only", action="store_true", help="only the index memory test (no servers)"
     )
     args = parse(parser, {"owners": 50, "rates": "50", "seconds": 1.0, "index_mls": 1000})
+    if args.metadata == "oxia" and args.write_batch > 1:
+        parser.error("--write-batch uses ZooKeeper's multi: not with --metadata oxia")
     if args.memory_only:
         print_memory(index_memory(args.index_mls))
         return

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from benchmarks._spark import SMOKE_MASTER, SMOKE_OVERRIDES
 from benchmarks._truth import parse, require, require_count, run
 from services.core.errors import CorruptData
 from services.scan.analysis.config import AnalyzeConfig
@@ -363,7 +364,7 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="reuse the extract already generated in --dir"
     )
-    args = parse(parser, {"ledgers": 400, "mls": 40})
+    args = parse(parser, {"ledgers": 400, "mls": 40, "master": SMOKE_MASTER})
     work = args.dir or Path(tempfile.mkdtemp(prefix="tombstone-bench-"))
     spark = build_session(args.master, app_name="reconcile-bench", overrides=_sized(args))
     try:
@@ -417,8 +418,8 @@ def main() -> None:
 
 
 def _sized(args: argparse.Namespace) -> dict[str, str]:
-    """A smoke run's few hundred rows take one shuffle partition, not the default's eight."""
-    return {"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"} if args.smoke else {}
+    """A smoke run's few hundred rows take the smoke driver (`benchmarks._spark`)."""
+    return SMOKE_OVERRIDES if args.smoke else {}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from statistics import median
 
 import aiozk
 
+from benchmarks._spark import SMOKE_MASTER, SMOKE_OVERRIDES
 from benchmarks._truth import parse, require, require_count, run
 from benchmarks.metadata_read import ledger_ids, populate, run_pool
 from devstack.zookeeper import ZooKeeperServer
@@ -86,13 +87,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=128, help="raw reads / writes in flight")
     parser.add_argument("--master", default="local[2]")
-    args = parse(parser, {"ledgers": 200, "rounds": 1, "concurrency": 16})
+    args = parse(parser, {"ledgers": 200, "rounds": 1, "concurrency": 16, "master": SMOKE_MASTER})
     ids = ledger_ids(args.ledgers)
     with ZooKeeperServer() as server, tempfile.TemporaryDirectory() as tmp:
         paths = asyncio.run(asyncio.wait_for(write(server.address, ids, 256), WRITE_TIMEOUT_S))
-        sized = {"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "1"}
         spark = build_session(
-            args.master, overrides=sized if args.smoke else {"spark.driver.memory": "6g"}
+            args.master,
+            overrides=SMOKE_OVERRIDES if args.smoke else {"spark.driver.memory": "6g"},
         )
         settings = ExtractSettings(zookeeper=server.address, cluster="bench", zk_timeout_s=30.0)
         raw_rates: list[float] = []

@@ -25,12 +25,18 @@ Batched calls run with as many calls in flight as hold `--concurrency` PDLIs, pl
 Every verdict must be DELETE and every raw read find its znode, or the run fails. Verdict log
 lines are filtered (level warning): the figures are those of the decision, not of writing
 100,000 log lines.
+
+With `--metadata oxia` the cluster is written to a devstack Oxia server (`--shards`, a child
+process: `benchmarks/_oxia.py`) and the verifier reads it through the Oxia adapter
+(`--threads` threads). The yardstick is then the raw `oxia` client's `get` of the same keys
+from as many plain threads; Oxia has no multi-get, so there is no raw multiRead line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -39,12 +45,14 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from statistics import median
+from typing import Any
 
 import aiozk
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc import aio
 
-from benchmarks._truth import UndoneWork, parse, require_count, run
+from benchmarks._oxia import in_threads, oxia_server, raw_client, zookeeper_config
+from benchmarks._truth import UndoneWork, parse, require, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
 from services.core.logging import configure_logging
@@ -61,7 +69,8 @@ from services.metadata import (
     ZkMetadataStore,
 )
 from services.metadata.layout import format_ledgers_root
-from services.metadata.store import Versioned
+from services.metadata.oxia import OxiaMetadataStore
+from services.metadata.store import MetadataStore, Versioned
 from services.metadata.zookeeper.store import MULTI_READ_CHUNK
 from services.metadata.zookeeper.wire import MultiReadRequest
 from services.verifier.app import build, open_verifier
@@ -139,7 +148,7 @@ async def run_pool(
     return len(items) / (time.perf_counter() - start)
 
 
-async def seed(store: ZkMetadataStore, n: int, topics: int, concurrency: int) -> None:
+async def seed(store: MetadataStore, n: int, topics: int, concurrency: int) -> None:
     """n ledgers, ledger i owned by topic i % topics; each topic lists its newest ledger."""
     await format_ledgers_root(store)
     ledgers = BookKeeperLedgers(store)
@@ -201,6 +210,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace, address: str) -> None:
         self.args = args
         self.address = address
+        self.oxia = args.metadata == "oxia"
         self.config = VerifierConfig(
             grpc=GrpcServerConfig(port=0),
             zookeeper=ZooKeeperConfig(servers=address, operation_timeout=timedelta(seconds=30)),
@@ -209,12 +219,18 @@ class Bench:
             max_batch=max(1000, args.grpc_batch),
             trusted_keys=trusted(),
         )
+        if self.oxia:
+            zk = zookeeper_config(address, self.config.zookeeper)
+            self.config = replace(self.config, zookeeper=zk)
         self.rates: dict[str, list[float]] = {}
 
     def record(self, name: str, rate: float) -> None:
         self.rates.setdefault(name, []).append(rate)
 
     async def run(self) -> None:
+        if self.oxia:
+            await self.run_oxia()
+            return
         args = self.args
         raw = aiozk.ZKClient(self.address, session_timeout=30)
         await raw.start()
@@ -226,7 +242,26 @@ class Bench:
         finally:
             await raw.close()
 
-    async def round(self, index: int, raw: aiozk.ZKClient, store: ZkMetadataStore) -> None:
+    async def run_oxia(self) -> None:
+        args = self.args
+        with raw_client(self.address) as raw:
+            async with OxiaMetadataStore.connect(
+                self.address, session_timeout=30.0, request_timeout=30.0, max_threads=args.threads
+            ) as store:
+                await seed(store, args.ledgers, args.topics, args.concurrency)
+                for index in range(args.rounds):
+                    await self.round(index, raw, store)
+
+    async def raw_oxia_reads(self, raw: Any, paths: list[str]) -> float:
+        """The raw client's `get` of each path from `--threads` plain threads."""
+
+        def get(path: str) -> None:
+            _key, value, _version = raw.get(path)
+            require(value, f"raw get {path}: no value")
+
+        return await in_threads(paths, self.args.threads, get)
+
+    async def round(self, index: int, raw: Any, store: MetadataStore) -> None:
         args = self.args
         ids = sample(args.ledgers, args.topics, args.sample, index)
         paths = BookKeeperLedgers(store)
@@ -234,6 +269,11 @@ class Bench:
 
         async def raw_read(ledger_id: int) -> object:
             return await raw.get_data(paths.path(ledger_id))
+
+        async def raw_reads() -> float:
+            if self.oxia:
+                return await self.raw_oxia_reads(raw, [paths.path(i) for i in ids])
+            return await run_pool(ids, args.concurrency, raw_read)
 
         async def raw_multi(batch: list[int]) -> object:
             full = [paths.path(i) for i in batch]
@@ -243,8 +283,9 @@ class Bench:
             require_count("raw multiRead znodes read", found, len(batch))
             return answers
 
-        raw_before = await run_pool(ids, args.concurrency, raw_read)
-        self.record("raw multiRead", await self.batched(batches, raw_multi))
+        raw_before = await raw_reads()
+        if not self.oxia:
+            self.record("raw multiRead", await self.batched(batches, raw_multi))
         znodes = MetadataZnodeStore(store)
         parts = build(self.config, znodes, _NoObjects(), VerifierMetrics(Metrics()))
         requests = {i: pdli(i, args.topics) for i in ids}
@@ -269,7 +310,7 @@ class Bench:
         await self.grpc_rates(batches, requests)
         # Raw reads before and after: their mean is the yardstick of this round (the machine
         # may be shared, so absolute rates drift between rounds).
-        raw_after = await run_pool(ids, args.concurrency, raw_read)
+        raw_after = await raw_reads()
         self.record("raw", (raw_before + raw_after) / 2)
         stats = parts.owners.stats
         hit = stats.hits / max(1, stats.hits + stats.misses)
@@ -316,18 +357,30 @@ class Bench:
 
     def report(self) -> None:
         order = ["raw", "raw multiRead", *[n for n in self.rates if not n.startswith("raw")]]
+        store = (
+            f"oxia shards={self.args.shards} threads={self.args.threads}"
+            if self.oxia
+            else "zookeeper"
+        )
         print(
-            f"ledgers={self.args.ledgers:,} topics={self.args.topics:,} "
+            f"metadata={store} ledgers={self.args.ledgers:,} topics={self.args.topics:,} "
             f"sample={self.args.sample:,}/round concurrency={self.args.concurrency} "
             f"batch={self.args.grpc_batch} rounds={self.args.rounds}"
         )
-        for name in order:
-            rates = self.rates[name]
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        if self.oxia:
+            # The ratio first: absolute rates are the in-process Python server's.
             print(
-                f"{name:26s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  "
-                f"vs raw {self.ratio(name, 'raw'):5.0%}  "
-                f"vs raw multiRead {self.ratio(name, 'raw multiRead'):4.0%}"
+                f"verify_batch / raw oxia get: {self.ratio('verify_batch', 'raw'):.0%} "
+                f"(median of rounds); verify_batch {median(self.rates['verify_batch']):,.0f}/s, "
+                f"raw get {median(self.rates['raw']):,.0f}/s; load average {load}"
             )
+        for name in (n for n in order if n in self.rates):
+            rates = self.rates[name]
+            versus = f"vs raw {self.ratio(name, 'raw'):5.0%}"
+            if "raw multiRead" in self.rates:
+                versus += f"  vs raw multiRead {self.ratio(name, 'raw multiRead'):4.0%}"
+            print(f"{name:26s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  {versus}")
         for name in ("verify_batch", "grpc VerifyBatch"):
             if f"{name} signed" in self.rates:
                 print(f"{name}: signed / unsigned {self.ratio(f'{name} signed', name):.0%}")
@@ -348,6 +401,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grpc-batch", type=int, default=500)
     parser.add_argument("--sign", action="store_true", help="also verify signed PDLIs")
+    parser.add_argument(
+        "--metadata",
+        choices=("zookeeper", "oxia"),
+        default="zookeeper",
+        help="the metadata store the cluster is written to and the verifier reads",
+    )
+    parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
+    parser.add_argument(
+        "--threads", type=int, default=16, help="the Oxia adapter's threads, and the raw client's"
+    )
     args = parse(
         parser,
         {
@@ -362,8 +425,10 @@ def main() -> None:
     )
     configure_logging(LogConfig(level="warning", format="json"), stream=sys.stderr)
     logging.getLogger("aiozk").setLevel(logging.ERROR)
-    with ZooKeeperServer() as server:
-        bench = Bench(args, server.address)
+    servers = oxia_server(args.shards) if args.metadata == "oxia" else contextlib.nullcontext(None)
+    with servers as oxia_address, contextlib.ExitStack() as stack:
+        address = oxia_address or stack.enter_context(ZooKeeperServer()).address
+        bench = Bench(args, address)
         asyncio.run(asyncio.wait_for(bench.run(), BENCH_TIMEOUT_S))
     bench.report()
 

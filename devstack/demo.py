@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from devstack.demo_pipeline import (
 from devstack.demo_stores import DemoMetadata, OxiaMetadata, ZooKeeperMetadata
 from devstack.neighbour import PlantedNeighbour
 from devstack.oxia import running_in_thread
+from devstack.reconcile_command import SEEDED_MIN_AGE
 from devstack.s3 import S3Locations, S3Server
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.options import SPEC_OPTION_NAMES, spec_from_options, spec_options
@@ -48,6 +50,7 @@ from devstack.simulator.run import echo_progress, simulate_into
 from devstack.simulator.spec import ClusterSpec
 from devstack.simulator.summary import render
 from devstack.zookeeper import ZooKeeperServer
+from services.core.durations import format_duration, parse_duration
 
 SECOND_BUCKET = "pulsar-offload-west"
 SECOND_REGION = "us-west-2"
@@ -66,10 +69,12 @@ class Demo:
         pulsar_security: str | None = None,
         second_s3: bool = False,
         metadata: str = demo_stores.ZOOKEEPER,
+        reconcile_min_age: timedelta = SEEDED_MIN_AGE,
     ) -> None:
         self.spec = spec
         self.metadata_kind = metadata
         self.metadata: DemoMetadata | None = None
+        self.reconcile_min_age = reconcile_min_age
         self.zookeeper_auth = zookeeper_auth
         self.pulsar_security = pulsar_security
         self.second_s3 = second_s3
@@ -201,6 +206,7 @@ class Demo:
             neighbour=self.neighbour,
             security=self.pulsar_security,
             props=self.props,
+            reconcile_min_age=self.reconcile_min_age,
         )
 
     def close(self) -> None:
@@ -220,8 +226,10 @@ async def run_demo(
     pulsar_security: str | None = None,
     second_s3: bool = False,
     metadata: str = demo_stores.ZOOKEEPER,
+    reconcile_min_age: timedelta = SEEDED_MIN_AGE,
 ) -> tuple[ClusterModel, Summary | None]:
-    """With `reconcile_out`, the reconciler stage runs after the services' part; with
+    """With `reconcile_out`, the reconciler stage runs after the services' part, its runs'
+    age window `reconcile_min_age` (the stage waits until the planted data is that old); with
     `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; `pulsar_security`
     secures the broker (`none`, `token`, `oauth2`, see `trim_and_delete`); with `second_s3`,
     half the namespaces offload to a second S3 location; `metadata` (`zookeeper`, `oxia`) is
@@ -235,6 +243,7 @@ async def run_demo(
         pulsar_security,
         second_s3,
         metadata,
+        reconcile_min_age,
     )
     try:
         demo.start_metadata()
@@ -302,6 +311,16 @@ async def run_demo(
     help="where the cluster's metadata is: ZooKeeper, or the devstack Oxia server with "
     "Pulsar's in namespace broker and BookKeeper's in bookkeeper",
 )
+@click.option(
+    "--reconcile-min-age",
+    callback=lambda _ctx, _param, value: _window(value),
+    default=format_duration(SEEDED_MIN_AGE),
+    show_default=True,
+    envvar="DEVSTACK_RECONCILE_MIN_AGE",
+    help="the reconciler runs' --min-age and the verifier's windows for what they submit: "
+    "planted data is proposed once it is this old, and the stage waits until it is; a test "
+    "stack shortens it (planted data cannot be backdated) [env DEVSTACK_RECONCILE_MIN_AGE]",
+)
 def demo(
     seed_only: bool,
     delete_failure_share: float,
@@ -311,6 +330,7 @@ def demo(
     pulsar_security: str,
     second_s3: bool,
     metadata: str,
+    reconcile_min_age: timedelta,
     **options: Any,
 ) -> None:
     """Run the local stack end to end: seed a simulated cluster (every legacy artifact by
@@ -342,10 +362,22 @@ def demo(
         pulsar_security=pulsar_security,
         second_s3=second_s3,
         metadata=metadata,
+        reconcile_min_age=reconcile_min_age,
     )
     _, summary = asyncio.run(run)
     if summary is not None and summary.problems:
         raise SystemExit(1)
+
+
+def _window(value: str) -> timedelta:
+    """A --reconcile-min-age: a positive duration (the reconciler refuses none shorter)."""
+    try:
+        window = parse_duration(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if window <= timedelta(0):
+        raise click.BadParameter("must be positive")
+    return window
 
 
 def _terminate(signum: int, _frame: object) -> None:

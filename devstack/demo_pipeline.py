@@ -26,6 +26,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from grpc import aio
@@ -36,7 +37,7 @@ from devstack.demo_stores import DemoMetadata, ZooKeeperMetadata, reconcile_targ
 from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
-from devstack.reconcile_command import SEEDED_MIN_AGE_TEXT
+from devstack.reconcile_command import SEEDED_MIN_AGE
 from devstack.s3 import S3Locations, S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.broker import DeleteFaults
@@ -49,6 +50,7 @@ from devstack.simulator.spec import ClusterSpec, legacy_spec
 from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
+from services.core.durations import format_duration
 from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -119,7 +121,9 @@ async def _start(name: str, env: dict[str, str], workdir: Path) -> ServiceProces
     return service
 
 
-def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
+def merged_system_env(
+    model: ClusterModel, min_age: timedelta = SEEDED_MIN_AGE
+) -> dict[str, dict[str, str]]:
     """Per service, the settings the legacy artifacts and the safety checks need.
 
     - 2.1 offload contexts carry no driver or bucket: the operator's default offloader
@@ -132,10 +136,12 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
       least), which the services also check against each other at start.
     - The verifier's own age windows for RECONCILER intents and for OPEN ledgers (from which
       an OPEN ledger is no longer taken as in creation) are the reconciler stage's
-      (`reconcile_command.SEEDED_MIN_AGE`): the planted orphans it submits are minutes old,
+      (`min_age`, `reconcile_command.SEEDED_MIN_AGE` unless the demo was given a shorter
+      one): the planted orphans it submits are minutes old,
       and at the default 3 days the verifier would retry them into the DLQ.
     """
     marker_signing, verifier_signing = signing_envs()
+    window = format_duration(min_age)
     offload = {
         "TOMBSTONE_OFFLOAD_DEFAULT_BUCKET": model.spec.bucket,
         "TOMBSTONE_OFFLOAD_DEFAULT_DRIVER": "aws-s3",
@@ -144,8 +150,8 @@ def merged_system_env(model: ClusterModel) -> dict[str, dict[str, str]]:
         "verifier": {
             **offload,
             **verifier_signing,
-            "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": SEEDED_MIN_AGE_TEXT,
-            "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": SEEDED_MIN_AGE_TEXT,
+            "TOMBSTONE_VERIFIER_RECONCILER_MIN_AGE": window,
+            "TOMBSTONE_VERIFIER_OPEN_LEDGER_AGE": window,
             "TOMBSTONE_VERIFIER_PROPERTY_LEDGER_MIN_AGE": PROPERTY_LEDGER_MIN_AGE_TEXT,
         },
         "marker": {**offload, **marker_signing, "TOMBSTONE_MARKER_RETRY_WINDOW": "10s"},
@@ -202,10 +208,11 @@ async def start_services(
     broker: PulsarBrokerProcess,
     workdir: Path,
     security: str = "none",
+    min_age: timedelta = SEEDED_MIN_AGE,
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
     common = _common_env(metadata, s3, broker, security)
-    extra = merged_system_env(model)
+    extra = merged_system_env(model, min_age)
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
     verifier = await _start(
         "verifier",
@@ -421,6 +428,7 @@ async def trim_and_delete(
     neighbour: PlantedNeighbour | None = None,
     security: str | None = None,
     props: demo_props.PlantedProps | None = None,
+    reconcile_min_age: timedelta = SEEDED_MIN_AGE,
 ) -> Summary:
     """Run the stage against an already seeded cluster; returns its summary.
 
@@ -432,10 +440,11 @@ async def trim_and_delete(
     wait for the follower's intents about them to be settled. With `reconcile_out`, the
     reconciler then runs on what is left (`demo_reconcile`), its runs written there, while
     the services still run to delete what it submits; `seeded_at` (time.monotonic()) is when
-    the seed was written. With `neighbour` (planted in the same ZooKeeper, undeclared to the
-    services), its ledgers are sent to the marker too, and the checks cover them. With `props`
-    (`devstack.demo_props`), its compaction and bucket merge run as unmodified brokers do them,
-    and the checks cover its ledgers too.
+    the seed was written; `reconcile_min_age` is its runs' --min-age and the verifier's
+    windows for what they submit (`merged_system_env`). With `neighbour` (planted in the
+    same metadata store, undeclared to the services), its ledgers are sent to the marker too,
+    and the checks cover them. With `props` (`devstack.demo_props`), its compaction and bucket
+    merge run as unmodified brokers do them, and the checks cover its ledgers too.
 
     The cluster's metadata is in `metadata` (`devstack.demo_stores`: ZooKeeper, or Oxia's
     `broker` and `bookkeeper` namespaces), or in `zookeeper` alone."""
@@ -457,7 +466,7 @@ async def trim_and_delete(
         services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(
-                model, metadata, s3, broker, Path(tmp), secured
+                model, metadata, s3, broker, Path(tmp), secured, reconcile_min_age
             )
             services = [deleter, marker, verifier]
             echo(f"verifier :{verifier.port}  marker :{marker.port}  deleter :{deleter.port}")
@@ -514,13 +523,16 @@ async def trim_and_delete(
                 on_store = metadata
                 stage = demo_reconcile.Services(
                     marker_address=f"127.0.0.1:{marker.port}",
-                    env={**merged_system_env(model)["deleter"], **metadata.service_env()},
+                    env={
+                        **merged_system_env(model, reconcile_min_age)["deleter"],
+                        **metadata.service_env(),
+                    },
                     settle=lambda: follow(deleter.port, metrics_port, echo, timeout),
                     read_back=lambda: read_back(model, on_store, s3),
                 )
                 summary.reconciler = await demo_reconcile.reconcile_stage(
                     model,
-                    reconcile_target(metadata, model.spec, s3),
+                    reconcile_target(metadata, model.spec, s3, reconcile_min_age),
                     reconcile_out,
                     stage,
                     echo,

@@ -25,7 +25,7 @@ from typing import Any
 
 from devstack.demo_outcome import neighbour_deleted
 from devstack.neighbour import PlantedNeighbour
-from devstack.reconcile_command import SEEDED_MIN_AGE, ReconcileTarget, reconcile_args
+from devstack.reconcile_command import ReconcileTarget, reconcile_args
 from devstack.reconcile_command import reconcile_env as s3_env
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack
@@ -159,16 +159,17 @@ async def reconcile_stage(
     """Dry run, then submit, then check every submitted candidate was deleted.
 
     `seeded_at` (time.monotonic()) is when the seed was written: the runs' short age window
-    (`SEEDED_MIN_AGE`) proposes planted data only once it is that old, so the stage waits
+    (`target.min_age`) proposes planted data only once it is that old, so the stage waits
     for that first. With `neighbour`, proposing any of its ledgers is a problem (they are
     another cluster's, in a namespace that does not exist here), and so is any of them gone
     after the submit."""
     summary = ReconcileSummary()
-    wait = SEEDED_MIN_AGE.total_seconds() + 1 - (time.monotonic() - seeded_at)
+    window = target.min_age.total_seconds()
+    wait = window + 1 - (time.monotonic() - seeded_at)
     if wait > 0:
         echo(
             f"Reconciler: waiting {wait:.0f}s until the planted data is "
-            f"{SEEDED_MIN_AGE.total_seconds():.0f}s old (its --min-age)"
+            f"{window:.0f}s old (its --min-age)"
         )
         await asyncio.sleep(wait)
     echo("Reconciler dry run (`tombstone reconcile run`, a Spark job)")

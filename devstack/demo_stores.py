@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Protocol
 
 from devstack.neighbour import PlantedNeighbour, plant, plant_next_to
@@ -138,13 +139,16 @@ async def plant_neighbour(model: ClusterModel, metadata: DemoMetadata) -> Plante
         )
 
 
-def reconcile_target(metadata: DemoMetadata, spec: ClusterSpec, s3: S3Locations) -> ReconcileTarget:
-    """What `tombstone reconcile run` reads: the ZooKeeper, or Oxia's two namespaces by URL."""
+def reconcile_target(
+    metadata: DemoMetadata, spec: ClusterSpec, s3: S3Locations, min_age: timedelta
+) -> ReconcileTarget:
+    """What `tombstone reconcile run` reads: the ZooKeeper, or Oxia's two namespaces by URL;
+    `min_age`: its runs' --min-age."""
     if isinstance(metadata, ZooKeeperMetadata):
-        return ReconcileTarget.of(spec, metadata.zookeeper.address, s3)
+        return ReconcileTarget.of(spec, metadata.zookeeper.address, s3, min_age)
     assert isinstance(metadata, OxiaMetadata), metadata
     return dataclasses.replace(
-        ReconcileTarget.of(spec, "", s3),
+        ReconcileTarget.of(spec, "", s3, min_age),
         metadata_store=metadata.url(PULSAR_NAMESPACE),
         bookkeeper_metadata=metadata.url(BOOKKEEPER_NAMESPACE),
     )

@@ -7,7 +7,9 @@ devstack's ZooKeeper, S3 endpoint and bucket, its cluster name, the devstack S3 
 The window: ZooKeeper's znode ctime and S3's LastModified are the servers' real clocks and
 cannot be backdated, so everything a seed plants is minutes old while the reconciler's default
 window is 3 days. `SEEDED_MIN_AGE` (with the explicit override the reconciler asks for below
-its 1-day floor) lets it judge planted data once that data is that old. For the same reason
+its 1-day floor) lets it judge planted data once that data is that old; a stack that cannot
+spare the minute (the demo under test, `tombstone demo --reconcile-min-age`) gives its target
+a shorter window and waits for that instead. For the same reason
 the simulator's "young" look-alike is planted only on request: it stays young only until it
 is older than the window.
 """
@@ -21,6 +23,7 @@ from datetime import timedelta
 from devstack import s3 as s3_launcher
 from devstack.s3 import S3Locations
 from devstack.simulator.spec import ClusterSpec, OffloadDriver, OrphanPlan
+from services.core.durations import format_duration
 
 SEEDED_MIN_AGE = timedelta(minutes=1)
 SEEDED_MIN_AGE_TEXT = "1m"
@@ -42,9 +45,21 @@ class ReconcileTarget:
     """Pulsar's store as a URL (`oxia://host:port/broker`), in place of `zookeeper`."""
     bookkeeper_metadata: str | None = None
     """BookKeeper's store as a URL, when it is not Pulsar's."""
+    min_age: timedelta = SEEDED_MIN_AGE
+    """The runs' --min-age: planted data is proposed once it is this old."""
+
+    @property
+    def min_age_text(self) -> str:
+        return format_duration(self.min_age)
 
     @classmethod
-    def of(cls, spec: ClusterSpec, zookeeper: str, s3: str | S3Locations | None) -> ReconcileTarget:
+    def of(
+        cls,
+        spec: ClusterSpec,
+        zookeeper: str,
+        s3: str | S3Locations | None,
+        min_age: timedelta = SEEDED_MIN_AGE,
+    ) -> ReconcileTarget:
         """The target of a cluster seeded from `spec` (its S3 endpoint, or every location it
         offloads to); the buckets only when they hold objects."""
         offloads_to_s3 = spec.offload_driver is OffloadDriver.S3 and s3 is not None
@@ -57,6 +72,7 @@ class ReconcileTarget:
             s3_endpoint=endpoint if offloads_to_s3 else None,
             bucket=spec.bucket if offloads_to_s3 else None,
             elsewhere=elsewhere if offloads_to_s3 else (),
+            min_age=min_age,
         )
 
 
@@ -75,7 +91,7 @@ def reconcile_args(target: ReconcileTarget, out: str, *extra: str) -> list[str]:
         for bucket, endpoint, region in target.elsewhere:
             args += ["--bucket", bucket, "--s3-location", f"{bucket}={endpoint},{region}"]
     args += ["--cluster", target.cluster, "--out", out]
-    args += ["--min-age", SEEDED_MIN_AGE_TEXT, "--allow-short-min-age", *extra]
+    args += ["--min-age", target.min_age_text, "--allow-short-min-age", *extra]
     return args
 
 

@@ -1,10 +1,15 @@
 """Check the protocol model with spin: Tombstone's rule verifies, the weaker rules fail.
 
-`make model` runs this. For the default model every property must verify (S1, S2 and L2 by
-exhaustive search, L1 as an acceptance-cycle search); the PIP186 variant must yield an L1
-counterexample, whose trail is printed; the UNPROVEN_OPEN variant must yield an S1
-counterexample. The last line is `model: <k> properties verified, pip186 counterexample
-found`, and the exit status is 0 only then.
+`make model` runs this twice. `model/tombstone.pml` (ZooKeeper's versions, the default): every
+property must verify (S1, S2 and L2 by exhaustive search, L1 as an acceptance-cycle search);
+the PIP186 variant must yield an L1 counterexample, whose trail is printed; the UNPROVEN_OPEN
+variant must yield an S1 counterexample. The last line is `model: <k> properties verified,
+pip186 counterexample found`, and the exit status is 0 only then.
+
+`--model oxia` checks `model/oxia.pml` (Oxia's versions: a shard-wide counter, and keys copied
+by PIP-454's migration): S1, L1 and L2 must verify, and both the PIP186 and the EQ_FENCE
+variant must yield an L1 counterexample. The last line is `model oxia: <k> properties
+verified, pip186 and eq-fence counterexamples found`, and the exit status is 0 only then.
 
 Every loop in the model is bounded (retries, crashes, producers), so every run is finite and
 weak fairness holds on all of them; L1 is therefore searched without spin's `-f`, whose
@@ -24,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODEL = Path(__file__).resolve().parent / "tombstone.pml"
+OXIA_MODEL = Path(__file__).resolve().parent / "oxia.pml"
 # Safety properties are plain state-space searches; liveness ones look for acceptance cycles.
 PROPERTIES = {"s1": False, "s2": False, "l1": True, "l2": True}
+OXIA_PROPERTIES = ["s1", "l1", "l2"]
 _ERRORS = re.compile(r"errors: (\d+)")
 _STORED = re.compile(r"(\d+) states, stored")
 
@@ -40,10 +47,10 @@ class Result:
     output: str
 
 
-def build(workdir: Path, variant: str | None) -> None:
+def build(workdir: Path, variant: str | None, model: Path = MODEL) -> None:
     defines = [f"-D{variant}"] if variant else []
     subprocess.run(
-        ["spin", *defines, "-a", str(MODEL)], cwd=workdir, check=True, capture_output=True
+        ["spin", *defines, "-a", str(model)], cwd=workdir, check=True, capture_output=True
     )
     subprocess.run(
         ["gcc", "-O2", "-w", "-DMEMLIM=4000", "-DCOLLAPSE", "-o", "pan", "pan.c"],
@@ -78,11 +85,11 @@ def search(workdir: Path, variant: str, claim: str) -> Result:
     )
 
 
-def trail(workdir: Path, variant: str) -> str:
+def trail(workdir: Path, variant: str, model: Path = MODEL) -> str:
     """The counterexample as spin replays it: each step, then the final values."""
-    shutil.copy(MODEL, workdir / MODEL.name)
+    shutil.copy(model, workdir / model.name)
     done = subprocess.run(
-        ["spin", f"-D{variant}", "-t", "-p", "-l", "-g", MODEL.name],
+        ["spin", f"-D{variant}", "-t", "-p", "-l", "-g", model.name],
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -91,9 +98,11 @@ def trail(workdir: Path, variant: str) -> str:
     return "\n".join(line for line in done.stdout.splitlines() if line.strip())
 
 
-def run_variant(variant: str | None, claims: list[str]) -> tuple[list[Result], Path]:
+def run_variant(
+    variant: str | None, claims: list[str], model: Path = MODEL
+) -> tuple[list[Result], Path]:
     workdir = Path(tempfile.mkdtemp(prefix="tombstone-model-"))
-    build(workdir, variant)
+    build(workdir, variant, model)
     results = []
     for claim in claims:
         result = search(workdir, variant or "tombstone", claim)
@@ -106,12 +115,23 @@ def run_variant(variant: str | None, claims: list[str]) -> tuple[list[Result], P
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quiet-trail", action="store_true", help="do not print the trail")
+    parser.add_argument(
+        "--model",
+        choices=("tombstone", "oxia"),
+        default="tombstone",
+        help="tombstone.pml (ZooKeeper's versions) or oxia.pml (Oxia's)",
+    )
     args = parser.parse_args(argv)
     for tool in ("spin", "gcc"):
         if shutil.which(tool) is None:
             print(f"model: {tool} is not installed (scripts/bootstrap.sh installs it)")
             return 2
+    if args.model == "oxia":
+        return check_oxia(quiet_trail=args.quiet_trail)
+    return check_tombstone(quiet_trail=args.quiet_trail)
 
+
+def check_tombstone(*, quiet_trail: bool) -> int:
     ok = True
     ours, ours_dir = run_variant(None, list(PROPERTIES))
     for r in ours:
@@ -127,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in pip186:
         verdict = "counterexample" if r.errors else "holds"
         print(f"pip186     {r.claim}: {verdict} ({r.states:,} states, {r.seconds:.1f} s)")
-    if pip_found and not args.quiet_trail:
+    if pip_found and not quiet_trail:
         print(
             "pip186 counterexample trail (the deleter acknowledges a listed ledger, then "
             "the marker's write unlinks it: an orphan):"
@@ -149,6 +169,42 @@ def main(argv: list[str] | None = None) -> int:
     tail = "pip186 counterexample found" if pip_found else "pip186 counterexample NOT found"
     print(f"model: {verified} properties verified, {tail}")
     return 0 if ok else 1
+
+
+def check_oxia(*, quiet_trail: bool) -> int:
+    """oxia.pml: Tombstone's rule verifies on Oxia's versions; PIP-186's rule and the token
+    compared for equality each yield an orphan (an L1 counterexample)."""
+    ours, ours_dir = run_variant(None, OXIA_PROPERTIES, OXIA_MODEL)
+    for r in ours:
+        verdict = "verified" if r.errors == 0 else "VIOLATED"
+        print(f"oxia       {r.claim}: {verdict} ({r.states:,} states, {r.seconds:.1f} s)")
+        if r.errors:
+            print(trail(ours_dir, "TOMBSTONE_RULE", OXIA_MODEL))
+    verified = sum(1 for r in ours if r.errors == 0)
+    found = {}
+    for variant, why in (
+        ("PIP186", "the deleter acknowledges a listed ledger, then the marker's write unlinks it"),
+        (
+            "EQ_FENCE",
+            "a migrated owner's version goes down and comes back to the one the marker read: "
+            "its write lands after a listed ledger at another version was acknowledged",
+        ),
+    ):
+        results, workdir = run_variant(variant, ["l1"], OXIA_MODEL)
+        r = results[0]
+        found[variant] = r.errors > 0
+        verdict = "counterexample" if r.errors else "holds"
+        print(f"oxia {variant.lower():<9} l1: {verdict} ({r.states:,} states, {r.seconds:.1f} s)")
+        if r.errors and not quiet_trail:
+            print(f"oxia {variant.lower()} counterexample trail ({why}: an orphan):")
+            print(trail(workdir, variant, OXIA_MODEL))
+    for variant, hit in found.items():
+        if not hit:
+            print(f"model oxia: the {variant} variant found no counterexample")
+    both = all(found.values())
+    tail = "counterexamples found" if both else "counterexamples NOT found"
+    print(f"model oxia: {verified} properties verified, pip186 and eq-fence {tail}")
+    return 0 if both and verified == len(OXIA_PROPERTIES) else 1
 
 
 if __name__ == "__main__":

@@ -18,13 +18,16 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 
+#: `store_kind`: the tests chosen to run on both metadata stores take it.
+pytest_plugins = ["tests.store_kinds"]
+
 #: The files that take longest (CI, seconds of wall time each), longest first. `make test`
 #: runs the suite on two pytest-xdist workers that take whole files in collection order, so
 #: these are collected first: started last, a three-minute file would leave one worker
 #: running it alone at the end of the run. Order only; nothing here is skipped or run twice.
 SLOWEST_FIRST = (
-    "tests/test_bench_smoke.py",
     "tests/devstack_sim/test_cli.py",
+    "tests/test_bench_smoke.py",
     "tests/scan/test_run_cli.py",
     "tests/devstack_sim/test_simulate_reconcile.py",
     "tests/deleter_e2e/test_outage.py",
@@ -33,6 +36,7 @@ SLOWEST_FIRST = (
     "tests/chaos/test_short_campaign.py",
     "tests/fuzz/test_fuzz.py",
     "tests/model/test_model.py",
+    "tests/model/test_oxia_model.py",
     "tests/scan/test_shared_bucket.py",
     "tests/scan/test_cli_extract.py",
     "tests/scan/test_submit_props_e2e.py",

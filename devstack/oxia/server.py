@@ -90,6 +90,32 @@ class OxiaServer:
         assert self._loop is not None, "the server is not started"
         asyncio.run_coroutine_threadsafe(self.stop(grace=0), self._loop).result(timeout)
 
+    def halt_from_thread(self, timeout: float = 30.0) -> None:
+        """Stop serving now, as a crashed server whose storage survives: open streams end and
+        new calls find no server, while the records and the sessions stay. A session's
+        timeout keeps running (no heartbeat can arrive), so an outage longer than it expires
+        the session as Oxia would once back. `restart_from_thread` serves them again."""
+        assert self._loop is not None, "the server is not started"
+        asyncio.run_coroutine_threadsafe(self._halt(), self._loop).result(timeout)
+
+    def restart_from_thread(self, timeout: float = 30.0) -> None:
+        """Serve again, on the same port, what a halt left (clients reconnect to the address
+        they knew)."""
+        assert self._loop is not None, "the server is not started"
+        asyncio.run_coroutine_threadsafe(self._restart(), self._loop).result(timeout)
+
+    async def _halt(self) -> None:
+        self.service.stopping.set()
+        if self._server is not None:
+            await self._server.stop(0)
+            self._server = None
+
+    async def _restart(self) -> None:
+        assert self._server is None, "the server is serving"
+        self.service.stopping = asyncio.Event()
+        self._requested_port = self.port
+        await self.start()
+
     async def stop(self, grace: float = 1.0) -> None:
         self.service.stopping.set()
         for shard in self.service.shards.values():

@@ -28,11 +28,10 @@ import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-from services.core.config import ZK_SERVERS, PulsarConfig, ZooKeeperConfig
+from services.core.config import PulsarConfig, ZooKeeperConfig
 from services.core.env_cli import warn_unknown_variables
 from services.core.errors import ConfigError, ExposedWithoutAuth, StartupRefused, Unavailable
-from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
-from services.core.shared_clusters import ZOOKEEPER
+from services.core.shared_clusters import OXIA
 from services.core.zk_security import ZooKeeperRefused
 
 EXIT_CONFIG = 1
@@ -73,27 +72,24 @@ async def check_reachable(
     refuses the connection or has no address), so that the start fails in seconds instead of
     after the clients' timeouts. A slow or filtered endpoint passes: the client decides."""
     if zookeeper is not None:
-        for servers, variable in _zookeeper_stores(zookeeper):
-            await _probe("ZooKeeper", variable, _zk_endpoints(servers))
+        stores = zookeeper.stores
+        # The stores the settings name, each once: with a metadata store URL set, the
+        # ZooKeeper servers setting keeps its default and names no store to probe.
+        named = {stores.pulsar: _variable(zookeeper, "TOMBSTONE_METADATA_STORE_URL")}
+        named.setdefault(
+            stores.bookkeeper, _variable(zookeeper, "TOMBSTONE_BOOKKEEPER_METADATA_URL")
+        )
+        for store, variable in named.items():
+            what = "Oxia" if store.kind == OXIA else "ZooKeeper"
+            await _probe(what, variable, _zk_endpoints(store.servers))
     if pulsar is not None:
         endpoints = _pulsar_endpoints(pulsar.service_url)
         await _probe("the Pulsar broker", "TOMBSTONE_PULSAR_SERVICE_URL", endpoints)
 
 
-def _zookeeper_stores(zookeeper: ZooKeeperConfig) -> list[tuple[str, str]]:
-    """The servers of each ZooKeeper among the metadata stores, with the setting naming it:
-    a store on Oxia has no ZooKeeper to probe (its client reports an unreachable service)."""
-    if zookeeper.urls is None:
-        return [(zookeeper.servers, ZK_SERVERS.name)]
-    named = [
-        (zookeeper.urls.pulsar, METADATA_STORE_URL.name),
-        (zookeeper.urls.bookkeeper, BOOKKEEPER_METADATA_URL.name),
-    ]
-    found: dict[str, str] = {}
-    for store, variable in named:
-        if store.kind == ZOOKEEPER:
-            found.setdefault(store.servers, variable)
-    return list(found.items())
+def _variable(zookeeper: ZooKeeperConfig, url_setting: str) -> str:
+    """The setting that named a store: a URL's, or the ZooKeeper servers' when none is set."""
+    return url_setting if zookeeper.urls is not None else "TOMBSTONE_ZOOKEEPER_SERVERS"
 
 
 def _zk_endpoints(servers: str) -> list[tuple[str, int]]:

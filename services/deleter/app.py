@@ -42,7 +42,11 @@ from services.deleter.preview import (
 from services.deleter.servicer import METHOD_ROLES, SERVICE_NAME, DeleterAdminServicer
 from services.deleter.startup import watch_ledgers_layout
 from services.deleter.status_gauges import StatusGauges
-from services.metadata.connect import connect_bookkeeper_store, connect_pulsar_store
+from services.metadata.connect import (
+    connect_bookkeeper_store,
+    connect_pulsar_store,
+    open_stores,
+)
 from services.metadata.errors import zookeeper_signal
 from services.metadata.peer_settings import PeerSettings, Published, retry_budget
 from services.metadata.zookeeper.secure import refuse_unsecured_if_zookeeper
@@ -322,7 +326,11 @@ async def _bookkeeper(
         return None
     # Ledger metadata is BookKeeper's: in its own store when bookkeeper.conf names one.
     zk = config.zookeeper
-    store = await stack.enter_async_context(connect_bookkeeper_store(zk))
+    if zk.stores.split:
+        # Pulsar's session too: its PIP-454 migration record governs these deletes.
+        _, store = await open_stores(stack, zk)
+    else:
+        store = await stack.enter_async_context(connect_bookkeeper_store(zk))
     pulsar = connect_pulsar_store(zk) if zk.stores.split else None
     layout = await watch_ledgers_layout(stack, store, config.ledgers_root, pulsar=pulsar)
     deleter = ZooKeeperLedgerDeleter(

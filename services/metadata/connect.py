@@ -7,13 +7,17 @@ neighbour cluster's, the configuration store).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from services.core.config import ZK_SESSION, ZooKeeperConfig
 from services.core.errors import ConfigError
 from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
+from services.metadata.migration.guard import MigrationGuardedStore
+from services.metadata.migration.state import MigrationFollower
 from services.metadata.oxia.store import (
     MAX_SESSION_TIMEOUT,
     MIN_SESSION_TIMEOUT,
@@ -24,13 +28,22 @@ from services.metadata.zookeeper.store import ZkMetadataStore
 
 
 def connect_store(
-    zk: ZooKeeperConfig, store: StoreUrl | None = None, *, setting: str = METADATA_STORE_URL.name
+    zk: ZooKeeperConfig,
+    store: StoreUrl | None = None,
+    *,
+    setting: str = METADATA_STORE_URL.name,
+    migration: MigrationFollower | None = None,
 ) -> AbstractAsyncContextManager[MetadataStore]:
     """A session to `store` (default: Pulsar's metadata store, `zk.stores.pulsar`). `setting`
-    is the one that named the store, for the error when this build cannot open it."""
+    is the one that named the store, for the error when this build cannot open it.
+
+    A ZooKeeper session comes guarded against PIP-454's migration to Oxia
+    (`services.metadata.migration`): writes pause while the copy runs, and a migrated store is
+    not read. The record is read from the store itself, or followed by `migration` (another
+    guard's) when it lives elsewhere. Pulsar keeps no record on Oxia: Oxia is never guarded."""
     where = store or zk.stores.pulsar
     if where.kind == ZOOKEEPER:
-        return _connect_zookeeper(_at(zk, where))
+        return _guarded(_connect_zookeeper(_at(zk, where)), migration)
     if where.kind == OXIA:
         return _connect_oxia(zk, where)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
@@ -56,6 +69,22 @@ def _connect_oxia(
     )
 
 
+@contextlib.asynccontextmanager
+async def _guarded(
+    session: AbstractAsyncContextManager[ZkMetadataStore], migration: MigrationFollower | None
+) -> AsyncIterator[MigrationGuardedStore[ZkMetadataStore]]:
+    async with session as raw, MigrationGuardedStore(raw, follower=migration) as guarded:
+        yield guarded
+
+
+def zookeeper_session(store: MetadataStore) -> ZkMetadataStore | None:
+    """The ZooKeeper session under `store` (for what only ZooKeeper has: ACLs), or None when
+    `store` is not ZooKeeper."""
+    if isinstance(store, MigrationGuardedStore):
+        store = store.inner
+    return store if isinstance(store, ZkMetadataStore) else None
+
+
 def _connect_zookeeper(zk: ZooKeeperConfig) -> AbstractAsyncContextManager[ZkMetadataStore]:
     """A session to the cluster's ZooKeeper (servers, chroot, session and request timeouts,
     authentication, ACLs and TLS)."""
@@ -77,8 +106,13 @@ async def open_stores(
     pulsar = await stack.enter_async_context(connect_store(zk, stores.pulsar))
     if not stores.split:
         return pulsar, pulsar
+    # Pulsar's migration record governs BookKeeper's metadata too (bookies take part in the
+    # same migration), wherever in ZooKeeper that metadata is.
+    migration = pulsar.follower if isinstance(pulsar, MigrationGuardedStore) else None
     bookkeeper = await stack.enter_async_context(
-        connect_store(zk, stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name)
+        connect_store(
+            zk, stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name, migration=migration
+        )
     )
     return pulsar, bookkeeper
 

@@ -39,7 +39,7 @@ import structlog
 
 from services.core.errors import ConfigError
 from services.core.metrics import Metrics
-from services.metadata.errors import NoNode
+from services.metadata.errors import NoNode, StoreUnavailable
 
 _log = structlog.get_logger(__name__)
 
@@ -261,8 +261,10 @@ class PeerSettings:
         _log.info("settings_published", path=self.path)
 
     async def leave(self) -> None:
-        """Remove this instance's entry (its session's end would, a little later)."""
-        with contextlib.suppress(NoNode):
+        """Remove this instance's entry (its session's end would, a little later). A store
+        that cannot take the delete now (down, or paused by a metadata migration) leaves the
+        entry to the session's end: it is ephemeral."""
+        with contextlib.suppress(NoNode, StoreUnavailable):
             await self._store.delete(self.path, version=-1)
 
     async def check(self) -> list[str]:

@@ -18,9 +18,8 @@ from services.core.errors import ConfigError, Unavailable
 from services.core.metadata_stores import METADATA_STORE_URL
 from services.core.shared_clusters import ZOOKEEPER
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused
-from services.metadata.connect import connect_store
+from services.metadata.connect import connect_store, zookeeper_session
 from services.metadata.zookeeper.secure import TOMBSTONE_ROOT, roots_of, secure, unsecured
-from services.metadata.zookeeper.store import ZkMetadataStore
 
 EXIT_UNSECURED = 1
 EXIT_REFUSED = 2
@@ -76,9 +75,10 @@ def secure_command(check: bool, roots: tuple[str, ...]) -> None:
 async def _run(
     zk: ZooKeeperConfig, roots: tuple[str, ...], *, check: bool
 ) -> tuple[list[str], int]:
-    async with connect_store(zk, zk.stores.pulsar) as store:
+    async with connect_store(zk, zk.stores.pulsar) as session:
         # Checked above: Pulsar's store is ZooKeeper, so the session is ZooKeeper's.
-        assert isinstance(store, ZkMetadataStore)
+        store = zookeeper_session(session)
+        assert store is not None
         if check:
             found = await unsecured(store, zk.security, roots)
             lines = [f"unsecured {path}: {', '.join(map(str, acl))}" for path, acl in found]

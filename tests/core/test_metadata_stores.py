@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 
@@ -16,7 +17,12 @@ from services.core.errors import ConfigError
 from services.core.metadata_stores import parse_bookkeeper_url
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata.connect import connect_store, open_stores
+from services.metadata.errors import StoreUnavailable
+from services.metadata.migration import MigrationPhase
+from services.metadata.migration.guard import guarded_write_refusal
 from services.metadata.oxia.store import OxiaMetadataStore
+from services.metadata.zookeeper import ZkMetadataStore
+from tests.metadata.pulsar_migration import PulsarMigrationCoordinator
 
 URL = "TOMBSTONE_METADATA_STORE_URL"
 BK_URL = "TOMBSTONE_BOOKKEEPER_METADATA_URL"
@@ -176,6 +182,40 @@ async def test_split_stores_read_their_own_chroots(zk: ZooKeeperServer) -> None:
         assert pulsar is not bookkeeper
         assert await pulsar.get_children("/") == ["managed-ledgers"]
         assert await bookkeeper.get_children("/") == ["ledgers"]
+
+
+async def test_zookeeper_sessions_pause_writes_in_a_migration_window(zk: ZooKeeperServer) -> None:
+    """Every ZooKeeper session `open_stores` gives is guarded against PIP-454's copy, and
+    BookKeeper's store in its own chroot follows Pulsar's record (`MigrationCoordinator` keeps
+    it in Pulsar's store only): while it says COPYING, a ledger delete in BookKeeper's store
+    is refused as an outage and deletes nothing; once FAILED, it goes through."""
+    config = ZooKeeperConfig.from_env(
+        {URL: f"zk:{zk.address}/pulsar", BK_URL: f"metadata-store:zk:{zk.address}/bk"}
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        root = await stack.enter_async_context(connect_store(ZooKeeperConfig(servers=zk.address)))
+        await root.create("/bk/ledgers/00/0000/L0001", b"ledger", make_parents=True)
+        await root.create("/pulsar", b"")
+        coordinator = PulsarMigrationCoordinator(
+            # Pulsar's own session: not ours, so not guarded.
+            await stack.enter_async_context(ZkMetadataStore.connect(zk.address, chroot="/pulsar"))
+        )
+        await coordinator.set_initial_migration_phase()
+        await coordinator.update_phase(MigrationPhase.COPYING)
+        pulsar, bookkeeper = await open_stores(stack, config)
+        ledger = await bookkeeper.get("/ledgers/00/0000/L0001")
+        with pytest.raises(StoreUnavailable, match="COPYING"):
+            await bookkeeper.delete("/ledgers/00/0000/L0001", version=ledger.version)
+        with pytest.raises(StoreUnavailable, match="COPYING"):
+            await pulsar.create("/managed-ledgers", b"")
+        assert await root.exists("/bk/ledgers/00/0000/L0001") is not None
+        await coordinator.update_phase(MigrationPhase.FAILED)
+        for _ in range(100):  # the watch brings the new phase
+            if guarded_write_refusal(bookkeeper) is None:
+                break
+            await asyncio.sleep(0.05)
+        await bookkeeper.delete("/ledgers/00/0000/L0001", version=ledger.version)
+        assert await root.exists("/bk/ledgers/00/0000/L0001") is None
 
 
 async def test_the_default_session_is_pulsar_s_store(zk: ZooKeeperServer) -> None:

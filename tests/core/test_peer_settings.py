@@ -21,6 +21,7 @@ from services.metadata.peer_settings import (
     retry_budget,
 )
 from services.metadata.zookeeper.store import ZkMetadataStore
+from tests.store_kinds import StoreKind
 from tests.verifier.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +281,23 @@ async def test_a_refused_process_exits_with_one_line(
     assert "Traceback" not in text
     assert len(refusals) == 1
     assert names in refusals[0]
+
+
+async def test_leaving_during_a_store_outage_leaves_the_entry_to_the_session(
+    store_kind: StoreKind,
+) -> None:
+    """The store stops answering while an instance stops: `leave` returns (the entry goes
+    with the session), so the service's shutdown is not cut short by the outage."""
+    async with store_kind.open() as session:
+        settings = PeerSettings(session, VERIFIER)
+        await settings.join()
+        if store_kind.oxia is not None:
+            await asyncio.to_thread(store_kind.oxia.halt_from_thread)
+        else:
+            assert store_kind.zk is not None
+            await asyncio.to_thread(store_kind.zk.stop)
+        try:
+            await settings.leave()
+        finally:
+            if store_kind.zk is not None:
+                await asyncio.to_thread(store_kind.zk.start)

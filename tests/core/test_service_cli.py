@@ -130,6 +130,35 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_3() -> None:
     )
 
 
+async def test_with_a_store_url_the_named_store_is_probed_not_the_default_zookeeper() -> None:
+    """TOMBSTONE_METADATA_STORE_URL names Pulsar's store: the ZooKeeper servers setting keeps
+    its default then, and names nothing to probe."""
+    refused = free_port()
+    with pytest.raises(Unavailable, match=r"Oxia at .*TOMBSTONE_METADATA_STORE_URL"):
+        await check_reachable(
+            ZooKeeperConfig.from_env(
+                {"TOMBSTONE_METADATA_STORE_URL": f"oxia://127.0.0.1:{refused}/default"}
+            )
+        )
+    server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
+    async with server:
+        listening = server.sockets[0].getsockname()[1]
+        await check_reachable(
+            ZooKeeperConfig.from_env(
+                {"TOMBSTONE_METADATA_STORE_URL": f"oxia://127.0.0.1:{listening}"}
+            )
+        )
+        with pytest.raises(Unavailable, match=r"ZooKeeper at .*TOMBSTONE_BOOKKEEPER_METADATA_URL"):
+            await check_reachable(
+                ZooKeeperConfig.from_env(
+                    {
+                        "TOMBSTONE_METADATA_STORE_URL": f"oxia://127.0.0.1:{listening}",
+                        "TOMBSTONE_BOOKKEEPER_METADATA_URL": f"zk:127.0.0.1:{refused}",
+                    }
+                )
+            )
+
+
 async def test_an_unreachable_broker_is_unavailable_and_a_listening_one_passes() -> None:
     port = free_port()
     with pytest.raises(Unavailable, match=r"the Pulsar broker .*connection refused"):
@@ -141,19 +170,6 @@ async def test_an_unreachable_broker_is_unavailable_and_a_listening_one_passes()
             ZooKeeperConfig(servers=f"127.0.0.1:{port},127.0.0.1:{listening}"),
             PulsarConfig(service_url=f"pulsar://127.0.0.1:{listening}"),
         )
-
-
-async def test_no_zookeeper_is_probed_when_both_stores_are_on_oxia() -> None:
-    """Pulsar's and BookKeeper's metadata on Oxia: the ZooKeeper servers setting's default
-    (nobody listening there in the tests) names no store in use, so it cannot stop the
-    start."""
-    config = ZooKeeperConfig.from_env(
-        {
-            "TOMBSTONE_METADATA_STORE_URL": "oxia://127.0.0.1:6648/broker",
-            "TOMBSTONE_BOOKKEEPER_METADATA_URL": "oxia://127.0.0.1:6648/bookkeeper",
-        }
-    )
-    await check_reachable(config)
 
 
 async def test_an_unreachable_broker_stops_the_marker_with_one_line_and_exit_3(

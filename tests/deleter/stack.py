@@ -14,13 +14,14 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel, ClusterSpec, OrphanPlan
 from devstack.simulator.run import simulate_into
+from devstack.simulator.s3 import open_object_stores
+from devstack.simulator.writer import write_cluster as write_into
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import (
     ClientConfig,
     GrpcServerConfig,
     PulsarConfig,
     S3Config,
-    ZooKeeperConfig,
 )
 from services.deleter.admin import Status
 from services.deleter.app import Deleter, build
@@ -40,6 +41,7 @@ from services.verifier.app import open_verifier
 from services.verifier.config import VerifierConfig
 from services.verifier.offload import OffloadPolicy
 from tests.helpers import assert_eventually
+from tests.store_kinds import StoreKind, store_config
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 SYSTEM = "persistent://pulsar/system/__ledger_deletion"
@@ -91,14 +93,21 @@ def s3_config(s3: S3Server, endpoint: str | None = None) -> S3Config:
 
 
 async def write_cluster(
-    zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec = SPEC
+    zk: ZooKeeperServer | StoreKind, s3: S3Server, spec: ClusterSpec = SPEC
 ) -> ClusterModel:
-    return await simulate_into(spec, zookeeper=zk.address, s3_config=s3.client_config())
+    """`spec`'s cluster in the test's metadata store and S3."""
+    if isinstance(zk, ZooKeeperServer):
+        return await simulate_into(spec, zookeeper=zk.address, s3_config=s3.client_config())
+    async with (
+        zk.open() as store,
+        open_object_stores(s3.client_config(), None) as objects,
+    ):
+        return await write_into(spec, store=store, s3_client=objects)
 
 
 @asynccontextmanager
 async def running_verifier(
-    zk: ZooKeeperServer,
+    zk: ZooKeeperServer | StoreKind,
     s3: S3Server,
     filesystem_bases: frozenset[str] = frozenset(),
     *,
@@ -109,7 +118,7 @@ async def running_verifier(
     address."""
     config = VerifierConfig(
         grpc=GrpcServerConfig(port=port),
-        zookeeper=ZooKeeperConfig(servers=zk.address),
+        zookeeper=store_config(zk),
         s3=s3_config(s3),
         offload=OffloadPolicy(
             allowed_buckets=frozenset({BUCKET}),
@@ -144,14 +153,14 @@ async def running_verifier(
 
 @asynccontextmanager
 async def running_marker(
-    zk: ZooKeeperServer,
+    zk: ZooKeeperServer | StoreKind,
     broker: PulsarBrokerProcess,
     verifier: str | None,
     wrap_publisher: Callable[[IntentPublisher], IntentPublisher] | None = None,
     **settings: Any,
 ) -> AsyncIterator[Marker]:
     config = MarkerConfig(
-        zookeeper=ZooKeeperConfig(servers=zk.address),
+        zookeeper=store_config(zk),
         pulsar=pulsar_config(broker),
         verifier=ClientConfig(verifier) if verifier else None,
         marker_id="e2e-marker",
@@ -171,7 +180,7 @@ async def running_marker(
 
 
 def deleter_config(
-    zk: ZooKeeperServer,
+    zk: ZooKeeperServer | StoreKind,
     s3: S3Server,
     broker: PulsarBrokerProcess,
     verifier: str,
@@ -179,7 +188,7 @@ def deleter_config(
     **overrides: Any,
 ) -> DeleterConfig:
     config = DeleterConfig(
-        zookeeper=ZooKeeperConfig(servers=zk.address, operation_timeout=timedelta(seconds=3)),
+        zookeeper=replace(store_config(zk), operation_timeout=timedelta(seconds=3)),
         pulsar=pulsar_config(broker),
         s3=s3_settings or s3_config(s3),
         verifier=ClientConfig(verifier),

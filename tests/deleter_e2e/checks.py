@@ -9,8 +9,8 @@ from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths, ManagedLedgers, Schemas
-from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.deleter.stack import BUCKET
+from tests.store_kinds import StoreKind, open_store
 
 
 def objects_in_s3(s3: S3Server) -> set[str]:
@@ -24,17 +24,19 @@ def object_sizes_in_s3(s3: S3Server) -> dict[str, int]:
     return {item["Key"]: item["Size"] for page in pages for item in page.get("Contents", [])}
 
 
-async def ledgers_in_zookeeper(zk: ZooKeeperServer, ids: set[int]) -> set[int]:
+async def ledgers_in_zookeeper(zk: ZooKeeperServer | StoreKind, ids: set[int]) -> set[int]:
     paths = LedgerPaths()
-    async with ZkMetadataStore.connect(zk.address) as store:
+    async with open_store(zk) as store:
         return {i for i in ids if await store.exists(paths.ledger_path(i)) is not None}
 
 
-async def listed_now(zk: ZooKeeperServer, model: ClusterModel) -> tuple[set[int], set[str]]:
+async def listed_now(
+    zk: ZooKeeperServer | StoreKind, model: ClusterModel
+) -> tuple[set[int], set[str]]:
     """Ledger ids every ML lists now, and the object keys of their offload contexts."""
     ids: set[int] = set()
     keys: set[str] = set()
-    async with ZkMetadataStore.connect(zk.address) as store:
+    async with open_store(zk) as store:
         mls = ManagedLedgers(store)
         for name in model.managed_ledgers:
             info = (await mls.read(name)).value
@@ -46,10 +48,12 @@ async def listed_now(zk: ZooKeeperServer, model: ClusterModel) -> tuple[set[int]
     return ids, keys
 
 
-async def cursor_and_schema_ledgers_now(zk: ZooKeeperServer, model: ClusterModel) -> set[int]:
+async def cursor_and_schema_ledgers_now(
+    zk: ZooKeeperServer | StoreKind, model: ClusterModel
+) -> set[int]:
     """Ledger ids the cursor znodes and schema locators reference now."""
     ids: set[int] = set()
-    async with ZkMetadataStore.connect(zk.address) as store:
+    async with open_store(zk) as store:
         mls, schemas = ManagedLedgers(store), Schemas(store)
         for ml_name, name in model.cursors:
             cursor = (await mls.read_cursor(ml_name, name)).value
@@ -70,7 +74,7 @@ def cursor_and_schema_ledgers(model: ClusterModel) -> set[int]:
 
 
 async def assert_safe(
-    zk: ZooKeeperServer, s3: S3Server, model: ClusterModel, objects_before: set[str]
+    zk: ZooKeeperServer | StoreKind, s3: S3Server, model: ClusterModel, objects_before: set[str]
 ) -> tuple[set[int], set[str]]:
     """S1: every ledger still referenced (ML list, cursor, schema) is in ZooKeeper, and every
     object of a listed ledger is in S3. Returns the listed ids and the objects present."""
@@ -86,7 +90,7 @@ async def assert_safe(
 
 
 async def assert_all_gone(
-    zk: ZooKeeperServer,
+    zk: ZooKeeperServer | StoreKind,
     s3: S3Server,
     model: ClusterModel,
     marked: dict[int, set[int]],

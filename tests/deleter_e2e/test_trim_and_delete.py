@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.zookeeper import ZooKeeperServer
 from tests.deleter.stack import (
     create_topics,
     deleter_config,
@@ -24,29 +23,32 @@ from tests.deleter_e2e.checks import (
     object_sizes_in_s3,
     objects_in_s3,
 )
+from tests.store_kinds import StoreKind
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 
 async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
-    zk: ZooKeeperServer, s3: S3Server, broker: PulsarBrokerProcess
+    store_kind: StoreKind, s3: S3Server, broker: PulsarBrokerProcess
 ) -> None:
     """Data, cursor and schema ledgers trimmed through the marker (offloaded ones with and
     without `bookkeeperDeleted`): every ledger the marker unlinked is gone from ZooKeeper and
     both its objects from S3; every ledger still referenced and its objects are untouched.
     Cursor ledgers are marked OPEN, as `ManagedCursorImpl.asyncDeleteCursorLedger` leaves
-    them (it deletes by id without closing)."""
+    them (it deletes by id without closing). On both stores: the marker's compare-and-set, the
+    verifier's in-use and NOT_FOUND decisions on ledger metadata, the deleter's conditional
+    delete."""
     create_topics(broker)
-    model = await write_cluster(zk, s3)
+    model = await write_cluster(store_kind, s3)
     sizes = object_sizes_in_s3(s3)
     objects_before = set(sizes)
-    async with running_verifier(zk, s3) as verifier:
-        async with running_marker(zk, broker, verifier) as marker:
+    async with running_verifier(store_kind, s3) as verifier:
+        async with running_marker(store_kind, broker, verifier) as marker:
             marked = await mark_trims(marker, model)
             side = await mark_cursor_and_schema_trims(marker, model)
-        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+        async with running_deleter(deleter_config(store_kind, s3, broker, verifier)) as running:
             status = await drained(running.deleter)
-    listed, listed_keys = await listed_now(zk, model)
-    kept = listed | await cursor_and_schema_ledgers_now(zk, model)
+    listed, listed_keys = await listed_now(store_kind, model)
+    kept = listed | await cursor_and_schema_ledgers_now(store_kind, model)
     unlinked_bk = (marked[_pd.LEDGER] | side) - kept
     assert side - kept
     unlinked_offload = marked[_pd.OFFLOAD_LEDGER] - listed
@@ -60,9 +62,9 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     }
     kinds = {offloads[i].bookkeeper_deleted for i in unlinked_offload}
     assert {True, False} == kinds  # offloaded with and without bookkeeperDeleted
-    assert set() == await ledgers_in_zookeeper(zk, unlinked_bk)
+    assert set() == await ledgers_in_zookeeper(store_kind, unlinked_bk)
     in_bk = {led.ledger_id for led in model.bookkeeper_ledgers()}
-    assert kept & in_bk == await ledgers_in_zookeeper(zk, kept & in_bk)
+    assert kept & in_bk == await ledgers_in_zookeeper(store_kind, kept & in_bk)
     remaining = objects_in_s3(s3)
     gone_keys = {o.key for o in model.objects.values() if o.ledger_id in unlinked_offload}
     assert set() == remaining & gone_keys

@@ -1,5 +1,5 @@
 """The devstack server's fault hooks for the adapter's failure tests: sessions expired on
-demand and a stop from another thread."""
+demand, a stop from another thread, and a halt with a restart on the same port."""
 
 from __future__ import annotations
 
@@ -42,5 +42,45 @@ def test_stop_from_thread_ends_service(server: OxiaServer):
         with pytest.raises(grpc.RpcError) as failed:
             call(schema.message("CreateSessionRequest")(shard=0, session_timeout_ms=5000))
         assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        channel.close()
+
+
+def test_a_halted_server_restarts_on_its_port_with_its_records(
+    server: OxiaServer, client, prefix: str
+):
+    """Halted, nothing answers; restarted, the same address serves the records written
+    before, and a client that knew it writes again."""
+    client.put(prefix + "/kept", "y")
+    address = server.address
+    server.halt_from_thread()
+    assert _create_session_fails(address) == grpc.StatusCode.UNAVAILABLE
+    server.restart_from_thread()
+    assert server.address == address
+    wait_for(lambda: _readable(client, prefix + "/kept"), "the record served again")
+    client.put(prefix + "/after", "z")
+    assert client.get(prefix + "/after")[1] == b"z"
+
+
+def _readable(client, key: str) -> bool:
+    try:
+        return bool(client.get(key)[1] == b"y")
+    except Exception:  # the client's own errors while it reconnects
+        return False
+
+
+def _create_session_fails(address: str) -> grpc.StatusCode | None:
+    channel = grpc.insecure_channel(address)
+    try:
+        call = channel.unary_unary(
+            f"/{schema.SERVICE}/CreateSession",
+            request_serializer=schema.message("CreateSessionRequest").SerializeToString,
+            response_deserializer=schema.message("CreateSessionResponse").FromString,
+        )
+        try:
+            call(schema.message("CreateSessionRequest")(shard=0, session_timeout_ms=5000))
+        except grpc.RpcError as failed:
+            return failed.code()
+        return None
     finally:
         channel.close()

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from devstack.cli import devstack
+from devstack.demo import demo
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer, four_letter_word
 
@@ -115,7 +116,9 @@ def test_demo_runs_end_to_end_on_a_secured_deployment(tmp_path: Path) -> None:
 
     The world is smaller than `make run`'s (one tenant, three topics per namespace): every
     legacy artifact is still planted once and every line checked below still shows, with
-    fewer topics to trim and to scan."""
+    fewer topics to trim and to scan. The reconciler's age window is 10 s instead of the
+    minute `make run` waits out: planted data cannot be backdated, and every check holds on
+    any window the stage waits for."""
     out = tmp_path / "reconcile"
     proc = _tombstone(
         "demo",
@@ -125,6 +128,7 @@ def test_demo_runs_end_to_end_on_a_secured_deployment(tmp_path: Path) -> None:
         "oauth2",
         "--zookeeper-auth",
         "--second-s3",
+        *("--reconcile-min-age", "10s"),
         *("--tenants", "1", "--namespaces", "2", "--topics", "3"),
     )
     try:
@@ -203,6 +207,14 @@ def test_demo_runs_its_services_on_the_plain_local_stack() -> None:
     assert "problem:" not in output
     assert "(TLS," not in output
     assert re.search(r"^broker-style: .* 0 leaked$", output, re.M), output
+
+
+@pytest.mark.parametrize("window", ["soon", "0s", "-5s"])
+def test_demo_refuses_a_bad_reconcile_min_age(window: str) -> None:
+    """A --reconcile-min-age that is no positive duration is a usage error; nothing starts."""
+    result = CliRunner().invoke(demo, ["--reconcile-min-age", window])
+    assert result.exit_code == 2, result.output
+    assert "--reconcile-min-age" in result.output
 
 
 def test_demo_seed_only_skips_the_services() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,10 +16,12 @@ from services.core.signing import IntentSigner
 from services.marker.follower.follower import Follower, FollowerSettings
 from services.marker.follower.metrics import FollowerMetrics
 from services.marker.own_writes import OwnWrites
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import IntentPublisher, ProducerSettings, open_intent_publisher
 from tests.helpers import assert_eventually
 from tests.marker.live import Received, pulsar_config
+from tests.store_kinds import StoreKind
 
 SESSION_TIMEOUT = 2.0
 
@@ -30,6 +32,8 @@ class Running:
     metrics: FollowerMetrics
     task: asyncio.Task[None]
     stop: asyncio.Event
+    store: MetadataStore
+    """The follower's own session."""
 
     async def ready(self) -> None:
         """Wait until it leads and has read everything it was told about."""
@@ -45,9 +49,18 @@ class Running:
         self.task.cancel()
 
 
+def _open_store(where: str | StoreKind) -> AbstractAsyncContextManager[MetadataStore]:
+    """The follower's session: to the ZooKeeper at `where` (host:port), or to the store of a
+    `StoreKind` (either kind), with the short session timeout."""
+    timeout = timedelta(seconds=SESSION_TIMEOUT)
+    if isinstance(where, StoreKind):
+        return where.open(session_timeout=timeout, operation_timeout=timedelta(seconds=2))
+    return ZkMetadataStore.connect(where, session_timeout=SESSION_TIMEOUT, request_timeout=2.0)
+
+
 @asynccontextmanager
 async def running_follower(
-    zk_address: str,
+    zk_address: str | StoreKind,
     broker: PulsarBrokerProcess,
     *,
     marker_id: str = "follower-test",
@@ -58,11 +71,7 @@ async def running_follower(
     own_writes: OwnWrites | None = None,
 ) -> AsyncIterator[Running]:
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(
-            ZkMetadataStore.connect(
-                zk_address, session_timeout=SESSION_TIMEOUT, request_timeout=2.0
-            )
-        )
+        store = await stack.enter_async_context(_open_store(zk_address))
         publisher = await stack.enter_async_context(
             open_intent_publisher(
                 pulsar or pulsar_config(broker), ProducerSettings(producer_name=marker_id)
@@ -84,7 +93,7 @@ async def running_follower(
         )
         stop = asyncio.Event()
         task = asyncio.create_task(follower.run(stop))
-        running = Running(follower, metrics, task, stop)
+        running = Running(follower, metrics, task, stop, store)
         try:
             yield running
         finally:
@@ -95,7 +104,7 @@ async def running_follower(
 
 @asynccontextmanager
 async def follower_indexing(
-    store: ZkMetadataStore, publisher: IntentPublisher, metrics: FollowerMetrics, path: str
+    store: MetadataStore, publisher: IntentPublisher, metrics: FollowerMetrics, path: str
 ) -> AsyncIterator[Follower]:
     """An in-process follower (marker `f`, no delivery delay) on `store`, publishing through
     `publisher` (a fake in these tests); yields it once it is active and has read `path`

@@ -25,6 +25,7 @@ from tests.marker.builders import (
     schema_bytes,
 )
 from tests.marker.live import create_system_topic, live_marker, read_topic, zk_store
+from tests.store_kinds import StoreKind
 from tombstone.v1 import marker_pb2 as _mk
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -33,7 +34,7 @@ ML, CUR, SCH = _pd.MANAGED_LEDGER, _pd.MANAGED_CURSOR, _pd.SCHEMA_STORAGE
 
 
 async def test_trims_offload_cursor_switch_and_schema_versions(
-    zk: ZooKeeperServer, broker: PulsarBrokerProcess
+    store_kind: StoreKind, broker: PulsarBrokerProcess
 ) -> None:
     """Each change as Pulsar writes it, before its (unretried) deletes:
     `ManagedLedgerImpl.internalTrimLedgers` writes the shorter list, and in the same write
@@ -43,7 +44,7 @@ async def test_trims_offload_cursor_switch_and_schema_versions(
     locator. Every ledger that left gets one PDLI per tier it had, with the fence token the
     version that no longer lists it, source OBSERVED, and the offload context of its upload."""
     create_system_topic(broker)
-    async with zk_store(zk) as writer:
+    async with store_kind.open() as writer:
         before = ml_bytes(
             ledger(1),
             ledger(2, offload="complete"),
@@ -51,24 +52,28 @@ async def test_trims_offload_cursor_switch_and_schema_versions(
             ledger(4, offload="complete"),
             ledger(5),
         )
-        await writer.create(ML_PATH, before, make_parents=True)
-        await writer.create(CURSOR_PATH, cursor_bytes(20))
-        await writer.create(SCHEMA_PATH, schema_bytes(30, 31), make_parents=True)
-        async with running_follower(zk.address, broker) as running:
+        ml = await writer.create(ML_PATH, before, make_parents=True)
+        cursor = await writer.create(CURSOR_PATH, cursor_bytes(20))
+        schema = await writer.create(SCHEMA_PATH, schema_bytes(30, 31), make_parents=True)
+        async with running_follower(store_kind, broker) as running:
             await running.ready()
             after = ml_bytes(ledger(4, offload="bk_deleted"), ledger(5))
-            assert await writer.set(ML_PATH, after, version=0) == 1
-            await writer.set(CURSOR_PATH, cursor_bytes(21), version=0)
-            await writer.set(SCHEMA_PATH, schema_bytes(31), version=0)
+            # The version that no longer lists them: 1 on ZooKeeper, the shard's next id on
+            # Oxia.
+            ml_v = await writer.set(ML_PATH, after, version=ml.version)
+            cursor_v = await writer.set(CURSOR_PATH, cursor_bytes(21), version=cursor.version)
+            schema_v = await writer.set(SCHEMA_PATH, schema_bytes(31), version=schema.version)
             received = await read_topic(broker, 7)
+    if store_kind.oxia is None:
+        assert (ml_v, cursor_v, schema_v) == (1, 1, 1)
     assert {
-        (1, L, ML, ML_NAME, 1),
-        (2, L, ML, ML_NAME, 1),
-        (2, OFF, ML, ML_NAME, 1),
-        (3, OFF, ML, ML_NAME, 1),
-        (4, L, ML, ML_NAME, 1),
-        (20, L, CUR, CURSOR, 1),
-        (30, L, SCH, SCHEMA_ID, 1),
+        (1, L, ML, ML_NAME, ml_v),
+        (2, L, ML, ML_NAME, ml_v),
+        (2, OFF, ML, ML_NAME, ml_v),
+        (3, OFF, ML, ML_NAME, ml_v),
+        (4, L, ML, ML_NAME, ml_v),
+        (20, L, CUR, CURSOR, cursor_v),
+        (30, L, SCH, SCHEMA_ID, schema_v),
     } == intents(received)
     assert len(received) == 7
     for r in received:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -20,9 +20,11 @@ from services.marker.journal import ReceiptJournal
 from services.marker.marking import Marker, MarkingSettings
 from services.marker.metrics import MarkerMetrics
 from services.marker.servicer import SERVICE_NAME, MarkerServicer
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import ProducerSettings, decode_intent, open_intent_publisher
 from services.systopic.setup import SetupPlan, prepare_topics
+from tests.store_kinds import StoreKind
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 from tombstone.v1 import pending_delete_pb2 as _pd
 
@@ -94,19 +96,27 @@ async def zk_store(zookeeper: ZooKeeperServer) -> AsyncIterator[ZkMetadataStore]
         yield store
 
 
+def _open_store(where: ZooKeeperServer | StoreKind) -> AbstractAsyncContextManager[MetadataStore]:
+    """A session on the test's store: the ZooKeeper server, or either kind of store."""
+    if isinstance(where, StoreKind):
+        return where.open()
+    return zk_store(where)
+
+
 @asynccontextmanager
 async def live_marker(
-    zookeeper: ZooKeeperServer,
+    zookeeper: ZooKeeperServer | StoreKind,
     broker: PulsarBrokerProcess,
     *,
     producer_name: str = "marker-test",
     pause_after_send: timedelta | None = None,
     send_timeout: timedelta = timedelta(seconds=30),
     max_batch: int = 10_000,
-) -> AsyncIterator[tuple[Marker, ZkMetadataStore, _mk_grpc.MarkerStub]]:
-    """A Marker on real ZooKeeper and the devstack broker, served over gRPC on a free port."""
+) -> AsyncIterator[tuple[Marker, MetadataStore, _mk_grpc.MarkerStub]]:
+    """A Marker on real ZooKeeper (or the store of a `StoreKind`) and the devstack broker,
+    served over gRPC on a free port."""
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(zk_store(zookeeper))
+        store = await stack.enter_async_context(_open_store(zookeeper))
         settings = ProducerSettings(producer_name=producer_name, send_timeout=send_timeout)
         publisher = await stack.enter_async_context(
             open_intent_publisher(pulsar_config(broker), settings)

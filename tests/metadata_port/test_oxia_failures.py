@@ -219,3 +219,27 @@ async def test_an_unanswered_write_is_unavailable_and_never_resent(
         assert now.version > created.version
         with pytest.raises(VersionConflict):
             await store.set("/held", b"2", version=created.version)
+
+
+async def test_a_restarted_server_is_served_again_and_the_store_still_closes(
+    store: OxiaMetadataStore, server: OxiaServer
+):
+    """The server halts and comes back on its address: the store reads and writes again,
+    and closing it returns (the client's assignments thread, which waited on its start
+    barrier after each new answer, used to hang its `close()` for ever)."""
+    created = await store.create("/r/k", b"v", make_parents=True)
+    await asyncio.to_thread(server.halt_from_thread)
+    with pytest.raises(StoreUnavailable):
+        await store.get("/r/k")
+    await asyncio.to_thread(server.restart_from_thread)
+
+    async def served() -> bool:
+        try:
+            return (await store.get("/r/k")).data == b"v"
+        except StoreUnavailable:
+            return False
+
+    await eventually(served, "the record read again", WAIT)
+    assert await store.set("/r/k", b"w", version=created.version) > created.version
+    discovery = cast(Any, store)._client._service_discovery
+    await asyncio.wait_for(asyncio.to_thread(discovery.close), WAIT)

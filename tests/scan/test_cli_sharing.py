@@ -31,6 +31,8 @@ def _extract(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> 
         ((), {"TOMBSTONE_SHARED_CLUSTERS": "east=oxia://o:6648"}, OXIA_UNSUPPORTED),
         ((), {"TOMBSTONE_SHARED_CLUSTERS": "east=nowhere"}, "TOMBSTONE_SHARED_CLUSTERS"),
         (("--configuration-store", "oxia://o:6648"), None, OXIA_UNSUPPORTED),
+        (("--metadata-store", "oxia://o:6648"), None, "and so does --zookeeper/--chroot"),
+        ((), {"TOMBSTONE_METADATA_STORE_URL": "oxia://o:6648"}, "and so does --zookeeper"),
     ],
 )
 def test_usage_errors_before_any_work(

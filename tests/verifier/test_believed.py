@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -16,6 +16,7 @@ from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.core.errors import TombstoneError
 from services.metadata.ledger_metadata import LedgerState
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier.believed import (
     LAYOUT,
@@ -31,6 +32,7 @@ from services.verifier.ports import WatchCallback, Znode
 from services.verifier.store_adapter import MetadataZnodeStore
 from services.verifier.validation import parse_target
 from tests.helpers import assert_eventually
+from tests.store_kinds import StoreKind
 from tests.verifier.conftest import make_parts
 from tests.verifier.world import OTHER_ML, World, cursor_meta, data_meta, pdli
 from tombstone.v1 import pending_delete_pb2 as pb
@@ -39,18 +41,26 @@ ROOT = "/tombstone/believed"
 BUCKETS = f"{ROOT}/{LAYOUT}"
 
 
+@pytest.fixture
+async def either_store(store_kind: StoreKind) -> AsyncIterator[MetadataStore]:
+    """A session on the store of the shared parameter: the believed set's sequential batches
+    and their watches run on ZooKeeper and on Oxia."""
+    async with store_kind.open() as opened:
+        yield opened
+
+
 def key(request: pb.PendingDeleteLedgerInfo) -> int:
     return parse_target(request).believed_key
 
 
-def believed_set(store: ZkMetadataStore, **bounds: Any) -> BelievedSet:
+def believed_set(store: MetadataStore, **bounds: Any) -> BelievedSet:
     return BelievedSet(MetadataZnodeStore(store), BelievedConfig(root=ROOT, **bounds))
 
 
 class CountingStore(MetadataZnodeStore):
     """The real store, counting what the believed set asks of it."""
 
-    def __init__(self, store: ZkMetadataStore) -> None:
+    def __init__(self, store: MetadataStore) -> None:
         super().__init__(store)
         self.calls: Counter[str] = Counter()
         self.paths_read: Counter[str] = Counter()
@@ -69,7 +79,7 @@ class CountingStore(MetadataZnodeStore):
         return await super().create_sequential(prefix, data)
 
 
-async def tree(store: ZkMetadataStore) -> dict[str, list[str]]:
+async def tree(store: MetadataStore) -> dict[str, list[str]]:
     """Bucket name -> its batch names, as the store holds them."""
     buckets = await MetadataZnodeStore(store).children(BUCKETS) or []
     return {name: sorted(await store.get_children(f"{BUCKETS}/{name}")) for name in sorted(buckets)}
@@ -170,11 +180,11 @@ async def test_reconciler_pdlis_get_no_shortcut(
     assert (verdict.skip_reason, verdict.believed) == (SkipReason.MISMATCH, False)
 
 
-async def test_a_new_instance_loads_the_set(store: ZkMetadataStore) -> None:
+async def test_a_new_instance_loads_the_set(either_store: MetadataStore) -> None:
     """What one instance believed, a fresh one (a restarted verifier) loads from ZooKeeper."""
     keys = [key(pdli(n)) for n in range(10)]
-    await believed_set(store).add(keys)
-    restarted = believed_set(store)
+    await believed_set(either_store).add(keys)
+    restarted = believed_set(either_store)
     await restarted.refresh()
     assert [k in restarted for k in keys] == [True] * 10
 
@@ -219,15 +229,15 @@ async def test_concurrent_refreshes_share_one_reload(store: ZkMetadataStore) -> 
     assert reloads == 2
 
 
-async def test_concurrent_calls_share_one_batch_znode(store: ZkMetadataStore) -> None:
+async def test_concurrent_calls_share_one_batch_znode(either_store: MetadataStore) -> None:
     """200 single-key Believe calls at once cost a few batch znodes, not 200 (group commit);
     each call returns only once its key is durable, and a fresh replica loads them all."""
-    counted = CountingStore(store)
+    counted = CountingStore(either_store)
     writer = BelievedSet(counted, BelievedConfig(root=ROOT))
     keys = [key(pdli(n)) for n in range(200)]
     accepted = await asyncio.gather(*(writer.add([k]) for k in keys))
-    written = sum(len(batches) for batches in (await tree(store)).values())
-    restarted = believed_set(store)
+    written = sum(len(batches) for batches in (await tree(either_store)).values())
+    restarted = believed_set(either_store)
     await restarted.refresh()
     assert (
         accepted == [1] * 200,
@@ -248,11 +258,11 @@ async def test_a_large_call_spans_several_batches(store: ZkMetadataStore) -> Non
     assert (sum(batches), all(k in restarted for k in keys)) == (4, True)
 
 
-async def test_replicas_follow_new_batches_without_relisting(store: ZkMetadataStore) -> None:
+async def test_replicas_follow_new_batches_without_relisting(either_store: MetadataStore) -> None:
     """A follower learns of each new batch through a watch on one name: it never lists a
     bucket again, and reads each new batch exactly once."""
-    writer = believed_set(store)
-    follower_store = CountingStore(store)
+    writer = believed_set(either_store)
+    follower_store = CountingStore(either_store)
     follower = BelievedSet(follower_store, BelievedConfig(root=ROOT))
     await writer.add([key(pdli(0))])  # creates the bucket
     await follower.refresh()

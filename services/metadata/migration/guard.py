@@ -83,9 +83,16 @@ class MigrationGuardedStore(Generic[S]):
         *,
         retry_delay: float = 1.0,
         listener: Callable[[Reading], None] | None = None,
+        follower: MigrationFollower | None = None,
     ) -> None:
+        """`follower`: another guard's, when the record that governs `store` is kept in
+        another store (BookKeeper's metadata in its own chroot follows Pulsar's record); that
+        guard keeps it current."""
         self._store: S = store
-        self.follower = MigrationFollower(store, retry_delay=retry_delay, listener=listener)
+        self._owns_follower = follower is None
+        self.follower = follower or MigrationFollower(
+            store, retry_delay=retry_delay, listener=listener
+        )
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -103,6 +110,8 @@ class MigrationGuardedStore(Generic[S]):
         return None if reason is None else StoreUnavailable("/", reason)
 
     async def __aenter__(self) -> Self:
+        if not self._owns_follower:
+            return self
         await self.follower.refresh()
         self._task = asyncio.create_task(self.follower.run(), name="metadata-migration-watch")
         return self

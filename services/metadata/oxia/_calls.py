@@ -31,14 +31,18 @@ class Caller:
         method: Callable[..., Any],
         *args: Any,
         conflict: Conflict | None = None,
+        on_start: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> Any:
         """`method(*args, **kwargs)` in the pool. The timeout starts once a thread is free,
         so a large batch does not time out while waiting its turn; a call that times out
-        keeps its thread until the client returns, and is never sent again."""
+        keeps its thread until the client returns, and is never sent again. `on_start()`
+        runs on the event loop once the call has its slot, before it is handed to a thread."""
         if self.closed:
             raise StoreUnavailable(path, "the store is closed")
         async with self._slots:
+            if on_start is not None:
+                on_start()
             work = asyncio.get_running_loop().run_in_executor(
                 self.pool, functools.partial(method, *args, **kwargs)
             )

@@ -48,10 +48,47 @@ def _close_start_up_race() -> None:
         ServiceDiscovery._init_barrier = _FirstComerBarrier()
 
 
+class _StartBarrier:
+    """The constructor's wait for the first shard assignments. The client's assignments
+    thread waits on `_init_barrier` after *every* answer, so after a lost stream (the server
+    restarted) its next answer would wait forever for a second party: the thread then never
+    reads another assignment and `close()` never returns from joining it. Passed once, this
+    barrier lets every later wait through."""
+
+    def __init__(self) -> None:
+        self._barrier = threading.Barrier(2)
+        self._passed = False
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._passed:
+            return 0
+        index = self._barrier.wait(timeout)
+        self._passed = True
+        return index
+
+
+class _StartBarrierSlot(_FirstComerBarrier):
+    """`_FirstComerBarrier`'s first-comer rule, making a `_StartBarrier`."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        with _BARRIER_LOCK:
+            return obj.__dict__.setdefault("_init_barrier", _StartBarrier())
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        # The constructor assigns a plain Barrier(2); the one made first is kept either way.
+        with _BARRIER_LOCK:
+            obj.__dict__.setdefault("_init_barrier", _StartBarrier())
+
+
 class _Discovery(ServiceDiscovery):  # type: ignore[misc]
     """The client's service discovery, whose assignments thread ends quietly when its
     connection pool is closed before the first answer came (a failed connect): the client's
-    thread would die there with an uncaught error from the closed channel."""
+    thread would die there with an uncaught error from the closed channel. Its start barrier
+    is passed once only (`_StartBarrier`)."""
+
+    _init_barrier = _StartBarrierSlot()
 
     def get_assignments(self) -> None:
         with contextlib.suppress(ValueError):  # grpc: "Cannot invoke RPC on closed channel"

@@ -72,6 +72,12 @@ def _children_range(path: str) -> tuple[str, str]:
     return base + "/", base + "//"
 
 
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A shared read's failure is its callers'; none left (all cancelled) is not an error."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _check_path(path: str) -> None:
     if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
         raise MetadataError(path, "not an absolute znode path")
@@ -84,6 +90,8 @@ class OxiaMetadataStore:
         self._request_timeout = request_timeout
         self._calls = Caller(request_timeout=request_timeout, max_threads=max_threads)
         self._call = self._calls.call
+        self._queued_gets: dict[str, asyncio.Future[Versioned]] = {}
+        """Per key, the get waiting for a thread that a new get of the key joins."""
         self._loop = asyncio.get_running_loop()
         self._client: Any = None
         self._streams: ShardStreams | None = None
@@ -225,8 +233,29 @@ class OxiaMetadataStore:
     # -- reads -------------------------------------------------------------------------
 
     async def get(self, path: str) -> Versioned:
+        """Gets of one key that wait together for a thread share one client call, handed to
+        a thread only after all of them asked: each gets a read it could have made itself,
+        none older than its own request. (The verifier's decisions of a batch read their
+        namespace's policies together: one call a namespace, not one a decision.)"""
         _check_path(path)
-        _key, value, version = await self._call(path, self._client.get, path)
+        queued = self._queued_gets.get(path)
+        if queued is None:
+            queued = asyncio.ensure_future(self._read(path))
+            queued.add_done_callback(_retrieved)
+            self._queued_gets[path] = queued
+        return await asyncio.shield(queued)
+
+    async def _read(self, path: str) -> Versioned:
+        me = asyncio.current_task()
+
+        def sent() -> None:  # later gets of the key wait for a call of their own
+            if self._queued_gets.get(path) is me:
+                del self._queued_gets[path]
+
+        try:
+            _key, value, version = await self._call(path, self._client.get, path, on_start=sent)
+        finally:
+            sent()
         return _client.to_versioned(version, value)
 
     async def sync(self, path: str) -> None:

@@ -17,6 +17,7 @@ import structlog
 from services.core.zk_security import DIGEST_USER, ZooKeeperRefused, ZooKeeperSecurity
 from services.metadata.acl import AclEntry, ZnodeAcl, digest_id, foreign_changes, tombstone_acl
 from services.metadata.errors import NoNode, VersionConflict
+from services.metadata.migration.guard import MigrationGuardedStore
 from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 
@@ -115,6 +116,8 @@ async def refuse_unsecured_if_zookeeper(
     """`refuse_unsecured` on a ZooKeeper store. ACLs are ZooKeeper's: on another store there is
     nothing of this kind to check (Tombstone does not configure that store's own
     authentication yet), which is logged once so the skip is never silent."""
+    if isinstance(store, MigrationGuardedStore):
+        store = store.inner
     if isinstance(store, ZkMetadataStore):
         await refuse_unsecured(store, security, roots)
         return
