@@ -32,14 +32,16 @@ from typing import Any
 
 import click
 
-from devstack import demo_props
+from devstack import demo_props, demo_stores
 from devstack.demo_pipeline import (
     PULSAR_SECURITY,
     PULSAR_SECURITY_ENV,
     Summary,
     trim_and_delete,
 )
-from devstack.neighbour import PlantedNeighbour, plant_next_to
+from devstack.demo_stores import DemoMetadata, OxiaMetadata, ZooKeeperMetadata
+from devstack.neighbour import PlantedNeighbour
+from devstack.oxia import running_in_thread
 from devstack.reconcile_command import SEEDED_MIN_AGE
 from devstack.s3 import S3Locations, S3Server
 from devstack.simulator.model import ClusterModel
@@ -66,9 +68,12 @@ class Demo:
         zookeeper_auth: bool = False,
         pulsar_security: str | None = None,
         second_s3: bool = False,
+        metadata: str = demo_stores.ZOOKEEPER,
         reconcile_min_age: timedelta = SEEDED_MIN_AGE,
     ) -> None:
         self.spec = spec
+        self.metadata_kind = metadata
+        self.metadata: DemoMetadata | None = None
         self.reconcile_min_age = reconcile_min_age
         self.zookeeper_auth = zookeeper_auth
         self.pulsar_security = pulsar_security
@@ -97,7 +102,29 @@ class Demo:
         self.zookeeper = self.stack.enter_context(server)
         auth = " (digest authentication: user tombstone)" if self.zookeeper_auth else ""
         self.echo(f"ZooKeeper on {self.zookeeper.address}{auth}")
+        self.metadata = ZooKeeperMetadata(self.zookeeper)
         return self.zookeeper
+
+    def start_metadata(self) -> DemoMetadata:
+        """ZooKeeper (`start_zookeeper`), or the devstack Oxia server with Pulsar's metadata
+        in namespace `broker`, BookKeeper's in `bookkeeper` and the neighbour's in `neighbour`,
+        served from a thread of this process."""
+        if self.metadata_kind == demo_stores.ZOOKEEPER:
+            self.start_zookeeper()
+        else:
+            server = self.stack.enter_context(
+                running_in_thread(namespaces=demo_stores.OXIA_NAMESPACES)
+            )
+            self.metadata = OxiaMetadata(server)
+            self.echo(
+                f"Oxia on {server.address}: Pulsar's metadata in namespace "
+                f"{demo_stores.PULSAR_NAMESPACE}, BookKeeper's in "
+                f"{demo_stores.BOOKKEEPER_NAMESPACE}"
+            )
+            settings = ", ".join(f"{k}={v}" for k, v in self.metadata.service_env().items())
+            self.echo(f"  the services' stores: {settings}")
+        assert self.metadata is not None
+        return self.metadata
 
     def start_s3(self) -> S3Locations:
         """With `second_s3`, half the namespaces offload to a second S3 location (their offload
@@ -119,13 +146,13 @@ class Demo:
         return self.s3
 
     async def seed(self) -> ClusterModel:
-        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.metadata is not None, "start_metadata first"
         assert self.s3 is not None, "start_s3 first"
         self.echo(f"Seeding a simulated cluster (seed {self.spec.seed})")
         started = time.monotonic()
         self.model = await simulate_into(
             self.spec,
-            zookeeper=self.zookeeper.address,
+            metadata=self.metadata.cluster(self.spec.ledgers_root),
             s3_config=self.s3.client_config(),
             s3_routes=self.s3.routes(),
             progress=echo_progress(self.echo),
@@ -137,9 +164,9 @@ class Demo:
     async def plant_props(self) -> demo_props.PlantedProps:
         """Compacted-topic ledgers and bucket snapshots on a topic of their own
         (`devstack.demo_props`), counted as seeded data like the neighbour below."""
-        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.metadata is not None, "start_metadata first"
         assert self.model is not None, "seed first"
-        self.props = await demo_props.plant(self.model, self.zookeeper.address)
+        self.props = await demo_props.plant(self.model, self.metadata)
         self.seeded_at = time.monotonic()
         self.echo(self.props.describe())
         return self.props
@@ -149,9 +176,9 @@ class Demo:
         It counts as seeded data: `seeded_at` moves to after it, so the reconciler stage's wait
         for the age window covers the neighbour's ledgers too, and a proposal of them is the
         reconciler's choice, not an accident of their age."""
-        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.metadata is not None, "start_metadata first"
         assert self.model is not None, "seed first"
-        self.neighbour = await plant_next_to(self.model, self.zookeeper.address)
+        self.neighbour = await demo_stores.plant_neighbour(self.model, self.metadata)
         self.seeded_at = time.monotonic()
         self.echo(self.neighbour.describe())
         return self.neighbour
@@ -162,7 +189,7 @@ class Demo:
 
     async def trim_and_delete(self) -> Summary:
         assert self.model is not None, "seed first"
-        assert self.zookeeper is not None, "start_zookeeper first"
+        assert self.metadata is not None, "start_metadata first"
         assert self.s3 is not None, "start_s3 first"
         self.echo(
             "Trimming half the topics through the marker and half as unmodified brokers do "
@@ -170,7 +197,7 @@ class Demo:
         )
         return await trim_and_delete(
             self.model,
-            zookeeper=self.zookeeper,
+            metadata=self.metadata,
             s3=self.s3,
             echo=self.echo,
             delete_failure_share=self.delete_failure_share,
@@ -184,7 +211,8 @@ class Demo:
 
     def close(self) -> None:
         self.stack.close()
-        self.echo("Stopped ZooKeeper and S3")
+        where = "Oxia" if self.metadata_kind == demo_stores.OXIA else "ZooKeeper"
+        self.echo(f"Stopped {where} and S3")
 
 
 async def run_demo(
@@ -197,13 +225,15 @@ async def run_demo(
     zookeeper_auth: bool = False,
     pulsar_security: str | None = None,
     second_s3: bool = False,
+    metadata: str = demo_stores.ZOOKEEPER,
     reconcile_min_age: timedelta = SEEDED_MIN_AGE,
 ) -> tuple[ClusterModel, Summary | None]:
     """With `reconcile_out`, the reconciler stage runs after the services' part, its runs'
     age window `reconcile_min_age` (the stage waits until the planted data is that old); with
     `zookeeper_auth`, everything Tombstone runs authenticates to ZooKeeper; `pulsar_security`
     secures the broker (`none`, `token`, `oauth2`, see `trim_and_delete`); with `second_s3`,
-    half the namespaces offload to a second S3 location."""
+    half the namespaces offload to a second S3 location; `metadata` (`zookeeper`, `oxia`) is
+    where the cluster's metadata is (`devstack.demo_stores`)."""
     demo = Demo(
         spec,
         echo,
@@ -212,10 +242,11 @@ async def run_demo(
         zookeeper_auth,
         pulsar_security,
         second_s3,
+        metadata,
         reconcile_min_age,
     )
     try:
-        demo.start_zookeeper()
+        demo.start_metadata()
         demo.start_s3()
         model = await demo.seed()
         await demo.plant_props()
@@ -273,6 +304,14 @@ async def run_demo(
     "and region, as per-namespace offload policies make) [env DEVSTACK_SECOND_S3=1]",
 )
 @click.option(
+    "--metadata",
+    type=click.Choice(demo_stores.KINDS),
+    default=demo_stores.ZOOKEEPER,
+    show_default=True,
+    help="where the cluster's metadata is: ZooKeeper, or the devstack Oxia server with "
+    "Pulsar's in namespace broker and BookKeeper's in bookkeeper",
+)
+@click.option(
     "--reconcile-min-age",
     callback=lambda _ctx, _param, value: _window(value),
     default=format_duration(SEEDED_MIN_AGE),
@@ -290,6 +329,7 @@ def demo(
     zookeeper_auth: bool,
     pulsar_security: str,
     second_s3: bool,
+    metadata: str,
     reconcile_min_age: timedelta,
     **options: Any,
 ) -> None:
@@ -308,6 +348,8 @@ def demo(
     logging.getLogger("aiozk").setLevel(logging.ERROR)
     # SIGTERM unwinds like Ctrl-C does, so the exit stack stops every server.
     signal.signal(signal.SIGTERM, _terminate)
+    if metadata == demo_stores.OXIA and zookeeper_auth:
+        raise click.UsageError("--zookeeper-auth secures ZooKeeper; --metadata oxia has none")
     if reconcile and not seed_only and reconcile_out is None:
         reconcile_out = Path(tempfile.mkdtemp(prefix="tombstone-demo-reconcile-"))
     run = run_demo(
@@ -319,6 +361,7 @@ def demo(
         zookeeper_auth=zookeeper_auth,
         pulsar_security=pulsar_security,
         second_s3=second_s3,
+        metadata=metadata,
         reconcile_min_age=reconcile_min_age,
     )
     _, summary = asyncio.run(run)

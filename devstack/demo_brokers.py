@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked, artifact, outcome
+from devstack.demo_stores import DemoMetadata
 from devstack.s3 import S3Locations
 from devstack.simulator.broker import DeleteFaults
 from devstack.simulator.broker_run import (
@@ -24,8 +25,6 @@ from devstack.simulator.broker_run import (
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack
 from devstack.simulator.s3 import open_object_stores
-from devstack.zookeeper import ZooKeeperServer
-from services.metadata import ZkMetadataStore
 
 FOLLOW_ENV = {"TOMBSTONE_MARKER_FOLLOW": "true"}
 """The marker's follower on: every unlink a broker makes becomes intents (source OBSERVED)."""
@@ -38,14 +37,14 @@ async def unlink(
     model: ClusterModel,
     plan: BrokerStylePlan,
     *,
-    zookeeper: ZooKeeperServer,
+    metadata: DemoMetadata,
     s3: S3Locations,
     faults: DeleteFaults,
 ) -> BrokerStyleResult:
     """Run the brokers' unlinks against the demo's cluster (no backoff between attempts:
     a failing delete fails every attempt anyway)."""
     async with (
-        ZkMetadataStore.connect(zookeeper.address) as store,
+        metadata.cluster(model.spec.ledgers_root) as store,
         open_object_stores(s3.client_config(), s3.routes()) as objects,
     ):
         return await unlink_like_brokers(model, plan, store=store, objects=objects, faults=faults)

@@ -246,6 +246,6 @@ def neighbour_line(
     ended = Counter(neighbour_outcome(i, dead_letters, reasons) for i in neighbour.ledger_ids)
     outcomes = ", ".join(f"{result} {n}" for result, n in sorted(ended.items()))
     return (
-        f"neighbour {neighbour.cluster!r} (undeclared, metadata in {neighbour.chroot}): "
+        f"neighbour {neighbour.cluster!r} (undeclared, metadata in {neighbour.metadata_at}): "
         f"{kept} of {len(neighbour.ledgers)} ledgers kept; its intents: {outcomes}"
     )

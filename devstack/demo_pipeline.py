@@ -33,10 +33,11 @@ from grpc import aio
 
 from devstack import demo_brokers, demo_outcome, demo_props, demo_reconcile
 from devstack.demo_outcome import BOOKKEEPER, OFFLOAD, Unlinked
+from devstack.demo_stores import DemoMetadata, ZooKeeperMetadata, reconcile_target
 from devstack.neighbour import PlantedNeighbour, Role
 from devstack.ports import free_port
 from devstack.pulsar import PulsarBrokerProcess
-from devstack.reconcile_command import SEEDED_MIN_AGE, ReconcileTarget
+from devstack.reconcile_command import SEEDED_MIN_AGE
 from devstack.s3 import S3Locations, S3Server
 from devstack.services import ServiceProcess, signing_envs
 from devstack.simulator.broker import DeleteFaults
@@ -50,7 +51,6 @@ from devstack.simulator.trim import trim
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
 from services.core.durations import format_duration
-from services.metadata import ZkMetadataStore
 from services.systopic.setup import SetupPlan, prepare_topics
 from tombstone.v1 import deleter_pb2 as _dl
 from tombstone.v1 import deleter_pb2_grpc as _dl_grpc
@@ -191,10 +191,10 @@ def _pulsar_env(broker: PulsarBrokerProcess, security: str) -> dict[str, str]:
 
 
 def _common_env(
-    zookeeper: ZooKeeperServer, s3: S3Locations, broker: PulsarBrokerProcess, security: str
+    metadata: DemoMetadata, s3: S3Locations, broker: PulsarBrokerProcess, security: str
 ) -> dict[str, str]:
     return {
-        **zookeeper.service_env(),
+        **metadata.service_env(),
         **_pulsar_env(broker, security),
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
         **s3.service_env(),
@@ -203,7 +203,7 @@ def _common_env(
 
 async def start_services(
     model: ClusterModel,
-    zookeeper: ZooKeeperServer,
+    metadata: DemoMetadata,
     s3: S3Locations,
     broker: PulsarBrokerProcess,
     workdir: Path,
@@ -211,7 +211,7 @@ async def start_services(
     min_age: timedelta = SEEDED_MIN_AGE,
 ) -> tuple[ServiceProcess, ServiceProcess, ServiceProcess, int]:
     """Verifier, marker and deleter processes; returns them and the deleter's metrics port."""
-    common = _common_env(zookeeper, s3, broker, security)
+    common = _common_env(metadata, s3, broker, security)
     extra = merged_system_env(model, min_age)
     buckets = ",".join(sorted({o.bucket for o in model.objects.values()}) or [model.spec.bucket])
     verifier = await _start(
@@ -416,7 +416,8 @@ async def follow(deleter_port: int, metrics_port: int, echo: Echo, timeout: floa
 async def trim_and_delete(
     model: ClusterModel,
     *,
-    zookeeper: ZooKeeperServer,
+    zookeeper: ZooKeeperServer | None = None,
+    metadata: DemoMetadata | None = None,
     s3: S3Locations,
     echo: Echo,
     timeout: float = 300,
@@ -441,9 +442,15 @@ async def trim_and_delete(
     the services still run to delete what it submits; `seeded_at` (time.monotonic()) is when
     the seed was written; `reconcile_min_age` is its runs' --min-age and the verifier's
     windows for what they submit (`merged_system_env`). With `neighbour` (planted in the
-    same ZooKeeper, undeclared to the services), its ledgers are sent to the marker too, and
-    the checks cover them. With `props` (`devstack.demo_props`), its compaction and bucket
-    merge run as unmodified brokers do them, and the checks cover its ledgers too."""
+    same metadata store, undeclared to the services), its ledgers are sent to the marker too,
+    and the checks cover them. With `props` (`devstack.demo_props`), its compaction and bucket
+    merge run as unmodified brokers do them, and the checks cover its ledgers too.
+
+    The cluster's metadata is in `metadata` (`devstack.demo_stores`: ZooKeeper, or Oxia's
+    `broker` and `bookkeeper` namespaces), or in `zookeeper` alone."""
+    if metadata is None:
+        assert zookeeper is not None, "trim_and_delete needs a zookeeper or a metadata store"
+        metadata = ZooKeeperMetadata(zookeeper)
     summary = Summary()
     started = time.monotonic()
     secured = pulsar_security(security)
@@ -459,7 +466,7 @@ async def trim_and_delete(
         services: list[ServiceProcess] = []
         try:
             verifier, marker, deleter, metrics_port = await start_services(
-                model, zookeeper, s3, broker, Path(tmp), secured, reconcile_min_age
+                model, metadata, s3, broker, Path(tmp), secured, reconcile_min_age
             )
             services = [deleter, marker, verifier]
             echo(f"verifier :{verifier.port}  marker :{marker.port}  deleter :{deleter.port}")
@@ -467,7 +474,7 @@ async def trim_and_delete(
             await trim_all(model, marker.port, summary, echo, plan)
             faults = DeleteFaults(delete_failure_share, seed=model.spec.seed)
             brokers = await demo_brokers.unlink(
-                model, plan, zookeeper=zookeeper, s3=s3, faults=faults
+                model, plan, metadata=metadata, s3=s3, faults=faults
             )
             items = demo_brokers.unlinked_items(model, brokers)
             summary.unlinked += items
@@ -476,7 +483,7 @@ async def trim_and_delete(
                 f"{len(brokers.left_behind)} left behind by their failed deletes"
             )
             if props is not None:
-                await demo_props.move(props, model, zookeeper.address)
+                await demo_props.move(props, model, metadata)
                 echo(props.moved_line())
                 items += props.leaks
                 summary.unlinked += props.leaks + props.live
@@ -485,7 +492,7 @@ async def trim_and_delete(
             await follow(deleter.port, metrics_port, echo, timeout)
 
             async def reader() -> tuple[ReadBack, dict[tuple[int, str], str]]:
-                return await read_back(model, zookeeper, s3), await dead_letters(deleter.port)
+                return await read_back(model, metadata, s3), await dead_letters(deleter.port)
 
             if not await demo_brokers.wait_settled(items, reader, timeout=settle_timeout):
                 echo(f"  broker-style unlinks not all settled after {settle_timeout:g}s")
@@ -499,7 +506,7 @@ async def trim_and_delete(
             reasons = {key: reason for key, (_, reason) in details.items()}
             # The check reads the stores while the services are idle (drained), before the
             # reconciler stage deletes the planted orphans the check expects to be kept.
-            now = await read_back(model, zookeeper, s3)
+            now = await read_back(model, metadata, s3)
             summary.artifacts = demo_outcome.artifact_lines(model, summary.unlinked, now, letters)
             summary.problems = demo_outcome.problems(
                 model, summary.unlinked, now, letters, neighbour=neighbour, reasons=reasons
@@ -513,18 +520,19 @@ async def trim_and_delete(
             summary.seconds = time.monotonic() - started
             echo(summary.render())
             if reconcile_out is not None:
+                on_store = metadata
                 stage = demo_reconcile.Services(
                     marker_address=f"127.0.0.1:{marker.port}",
                     env={
                         **merged_system_env(model, reconcile_min_age)["deleter"],
-                        **zookeeper.service_env(),
+                        **metadata.service_env(),
                     },
                     settle=lambda: follow(deleter.port, metrics_port, echo, timeout),
-                    read_back=lambda: read_back(model, zookeeper, s3),
+                    read_back=lambda: read_back(model, on_store, s3),
                 )
                 summary.reconciler = await demo_reconcile.reconcile_stage(
                     model,
-                    ReconcileTarget.of(model.spec, zookeeper.address, s3, reconcile_min_age),
+                    reconcile_target(metadata, model.spec, s3, reconcile_min_age),
                     reconcile_out,
                     stage,
                     echo,
@@ -532,7 +540,7 @@ async def trim_and_delete(
                     neighbour=neighbour,
                 )
                 if props is not None:
-                    after = await read_back(model, zookeeper, s3)
+                    after = await read_back(model, metadata, s3)
                     summary.reconciler.problems += props.after_reconciler_problems(
                         after, summary.reconciler.proposed_ids
                     )
@@ -544,11 +552,11 @@ async def trim_and_delete(
     return summary
 
 
-async def read_back(model: ClusterModel, zookeeper: ZooKeeperServer, s3: S3Locations) -> ReadBack:
+async def read_back(model: ClusterModel, metadata: DemoMetadata, s3: S3Locations) -> ReadBack:
     """The cluster as it is now: ledgers at any path, objects in every bucket used."""
     buckets = tuple(sorted({o.bucket for o in model.objects.values()}))
     async with (
-        ZkMetadataStore.connect(zookeeper.address) as store,
+        metadata.cluster(model.spec.ledgers_root) as store,
         open_object_stores(s3.client_config(), s3.routes()) as objects,
     ):
         return await read_cluster(

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devstack.demo_outcome import BOOKKEEPER, Unlinked
+from devstack.demo_stores import DemoMetadata, cluster_store
 from devstack.ledger_writer import LedgerWriter
 from devstack.simulator.model import ClusterModel
 from devstack.simulator.readback import ReadBack
@@ -43,7 +44,6 @@ from services.metadata import (
     LedgerState,
     ManagedLedgers,
     MetadataStore,
-    ZkMetadataStore,
 )
 from services.metadata.pulsar_formats import ManagedCursorInfo, ManagedLedgerInfo
 
@@ -190,13 +190,14 @@ def _closed_cursor() -> ManagedCursorInfo:
     return ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=19)
 
 
-async def plant(model: ClusterModel, servers: str) -> PlantedProps:
-    """Write the topic, its cursors and their ledgers (see the module docstring)."""
+async def plant(model: ClusterModel, metadata: str | DemoMetadata) -> PlantedProps:
+    """Write the topic, its cursors and their ledgers (see the module docstring) into
+    `metadata` (a ZooKeeper's `host:port`, or a `devstack.demo_stores` store)."""
     first = next(ml for ml in model.managed_ledgers.values() if not ml.shadow_source)
     tenant, namespace = first.name.split("/")[:2]
     ml_name = f"{tenant}/{namespace}/persistent/{LOCAL_NAME}"
     topic = f"persistent://{tenant}/{namespace}/{LOCAL_NAME}"
-    async with ZkMetadataStore.connect(servers) as store:
+    async with cluster_store(metadata, model.spec.ledgers_root) as store:
         ledgers = _ledgers(store, model)
         mls = ManagedLedgers(store)
         leftover = await ledgers.write(LedgerState.CLOSED, _compacted_meta(topic))
@@ -221,10 +222,10 @@ async def plant(model: ClusterModel, servers: str) -> PlantedProps:
     )
 
 
-async def move(planted: PlantedProps, model: ClusterModel, servers: str) -> None:
+async def move(planted: PlantedProps, model: ClusterModel, metadata: str | DemoMetadata) -> None:
     """A compaction and a bucket merge, each with its broker's delete failing (see the
     module docstring)."""
-    async with ZkMetadataStore.connect(servers) as store:
+    async with cluster_store(metadata, model.spec.ledgers_root) as store:
         ledgers = _ledgers(store, model)
         mls = ManagedLedgers(store)
         # TwoPhaseCompactor.phaseTwo, then markDelete on the closed cursor: into its znode.

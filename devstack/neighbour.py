@@ -107,11 +107,22 @@ class PlantedNeighbour:
     cursor: str
     schema_id: str
     ledgers: tuple[NeighbourLedger, ...] = field(default_factory=tuple)
+    oxia_namespace: str | None = None
+    """On Oxia: the namespace holding the neighbour's metadata (`servers` is Oxia's)."""
 
     @property
     def store_url(self) -> str:
         """The neighbour's metadata store as `TOMBSTONE_SHARED_CLUSTERS` names it."""
+        if self.oxia_namespace is not None:
+            return f"oxia://{self.servers}/{self.oxia_namespace}"
         return f"zk:{self.servers}{self.chroot}"
+
+    @property
+    def metadata_at(self) -> str:
+        """Where its metadata is, for the demo's lines: the chroot, or Oxia's namespace."""
+        if self.oxia_namespace is not None:
+            return f"Oxia namespace {self.oxia_namespace}"
+        return self.chroot
 
     @property
     def ledger_ids(self) -> frozenset[int]:
@@ -123,9 +134,10 @@ class PlantedNeighbour:
     def describe(self) -> str:
         """One line: what was planted, where."""
         ids = ", ".join(f"{led.ledger_id} {led.role.value}" for led in self.ledgers)
+        where = self.metadata_at if self.oxia_namespace else f"chroot {self.chroot}"
         return (
             f"Neighbour cluster {self.cluster!r} planted (undeclared to the services): metadata "
-            f"in chroot {self.chroot} (namespace {NAMESPACE} exists only there), ledgers in "
+            f"in {where} (namespace {NAMESPACE} exists only there), ledgers in "
             f"the shared root {self.ledgers_root}: {ids}"
         )
 
@@ -166,6 +178,7 @@ async def plant(
     cluster: str = CLUSTER,
     servers: str = "",
     chroot: str = CHROOT,
+    oxia_namespace: str | None = None,
 ) -> PlantedNeighbour:
     """Write the neighbour: `theirs` is its own metadata store, `shared` the store holding the
     ledgers root both clusters use (already initialised by our cluster's BookKeeper)."""
@@ -206,6 +219,7 @@ async def plant(
         cursor=SUBSCRIPTION,
         schema_id=schema_id,
         ledgers=tuple(writer.written),
+        oxia_namespace=oxia_namespace,
     )
 
 

@@ -41,6 +41,10 @@ class ReconcileTarget:
     elsewhere: tuple[tuple[str, str, str], ...] = ()
     """(bucket, endpoint, region) of each bucket a namespace's offload policy puts at another
     S3 location."""
+    metadata_store: str | None = None
+    """Pulsar's store as a URL (`oxia://host:port/broker`), in place of `zookeeper`."""
+    bookkeeper_metadata: str | None = None
+    """BookKeeper's store as a URL, when it is not Pulsar's."""
     min_age: timedelta = SEEDED_MIN_AGE
     """The runs' --min-age: planted data is proposed once it is this old."""
 
@@ -74,7 +78,12 @@ class ReconcileTarget:
 
 def reconcile_args(target: ReconcileTarget, out: str, *extra: str) -> list[str]:
     """Arguments after `tombstone`: a dry run unless `extra` adds --submit."""
-    args = ["reconcile", "run", "--zookeeper", target.zookeeper]
+    if target.metadata_store is not None:
+        args = ["reconcile", "run", "--metadata-store", target.metadata_store]
+    else:
+        args = ["reconcile", "run", "--zookeeper", target.zookeeper]
+    if target.bookkeeper_metadata is not None:
+        args += ["--bookkeeper-metadata", target.bookkeeper_metadata]
     if target.ledgers_root != "/ledgers":
         args += ["--ledgers-root", target.ledgers_root]
     if target.s3_endpoint is not None and target.bucket is not None:

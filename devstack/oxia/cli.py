@@ -19,19 +19,35 @@ from .server import DEFAULT_NAMESPACE, OxiaServer
 )
 @click.option("--port", default=6648, show_default=True, help="gRPC port (0: any).")
 @click.option(
-    "--shards", default=1, show_default=True, type=click.IntRange(min=1), help="Shard count."
+    "--shards",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Shard count of each namespace.",
 )
 @click.option(
-    "--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="The one namespace served."
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help=f"A namespace served, with shards of its own; repeat for several "
+    f"[default: {DEFAULT_NAMESPACE}].",
 )
-def oxia(host: str, advertised_host: str | None, port: int, shards: int, namespace: str) -> None:
-    """Run an in-memory Oxia server (one namespace, every shard led here) until Ctrl-C or
+def oxia(
+    host: str,
+    advertised_host: str | None,
+    port: int,
+    shards: int,
+    namespaces: tuple[str, ...],
+) -> None:
+    """Run an in-memory Oxia server (its namespaces, every shard led here) until Ctrl-C or
     SIGTERM (exit 0)."""
+    if len(set(namespaces)) != len(namespaces):
+        raise click.BadParameter("a namespace is named twice", param_hint="--namespace")
     server = OxiaServer(
         host=host,
         port=port,
         shards=shards,
-        namespace=namespace,
+        namespaces=namespaces or (DEFAULT_NAMESPACE,),
         advertised_host=advertised_host,
     )
     try:
@@ -48,7 +64,10 @@ async def serve(server: OxiaServer) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    click.echo(f"READY address={server.address} shards={len(server.service.shards)}")
+    names = server.service.namespaces
+    # One namespace keeps the line it always had; several are named, each with its shards.
+    listed = "" if len(names) == 1 else f" namespaces={','.join(names)}"
+    click.echo(f"READY address={server.address} shards={len(server.service.shards)}{listed}")
     try:
         await stop.wait()
     finally:

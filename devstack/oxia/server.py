@@ -8,7 +8,7 @@ import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -20,7 +20,8 @@ DEFAULT_NAMESPACE = "default"
 
 
 class OxiaServer:
-    """One Oxia "standalone" server: `shards` shards of one namespace, all led here."""
+    """One Oxia "standalone" server: each of `namespaces` (default: Oxia's `default`) with
+    `shards` shards of its own, all led here."""
 
     def __init__(
         self,
@@ -28,16 +29,18 @@ class OxiaServer:
         host: str = "127.0.0.1",
         port: int = 0,
         shards: int = 1,
-        namespace: str = DEFAULT_NAMESPACE,
+        namespaces: Sequence[str] = (DEFAULT_NAMESPACE,),
         advertised_host: str | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError("an Oxia server needs at least one shard")
+        if len(set(namespaces)) != len(namespaces):
+            raise ValueError(f"a namespace is named twice: {', '.join(namespaces)}")
         self._host = host
         self._requested_port = port
         self._advertised = advertised_host or host
         self.port = 0
-        self.service = OxiaService(shards, namespace, lambda: self.address)
+        self.service = OxiaService(dict.fromkeys(namespaces, shards), lambda: self.address)
         self._server: grpc.aio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -172,22 +175,30 @@ def _streaming(
 
 @contextlib.contextmanager
 def running_in_thread(
-    *, shards: int = 1, host: str = "127.0.0.1", advertised_host: str | None = None
+    *,
+    shards: int = 1,
+    host: str = "127.0.0.1",
+    advertised_host: str | None = None,
+    namespaces: Sequence[str] = (DEFAULT_NAMESPACE,),
 ) -> Iterator[OxiaServer]:
     """A server on a free port, served by an event loop in a daemon thread until exit.
-    `advertised_host`: the host named as every shard's leader (a proxy's, in fault tests)."""
+    `advertised_host`: the host named as every shard's leader (a proxy's, in fault tests);
+    `namespaces`: each served with `shards` shards of its own."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="oxia-devstack", daemon=True)
     thread.start()
-    server = OxiaServer(host=host, shards=shards, advertised_host=advertised_host)
+    server = OxiaServer(
+        host=host, shards=shards, namespaces=namespaces, advertised_host=advertised_host
+    )
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
         yield server
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(grace=0.2), loop).result(timeout=30)
+        # Streams the server cut off leave their generators to be closed, in the server's
+        # own loop: the caller may be running a loop of its own (the demo's).
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         if not thread.is_alive():
-            # Streams the server cut off leave their generators to be closed here.
-            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()

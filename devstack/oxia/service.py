@@ -7,7 +7,7 @@ NOT_FOUND, a malformed request INVALID_ARGUMENT, as the Oxia server answers them
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -39,9 +39,21 @@ def hash_ranges(count: int) -> list[tuple[int, int]]:
 
 
 class OxiaService:
-    def __init__(self, shard_count: int, namespace: str, leader: Callable[[], str]) -> None:
-        self.namespace = namespace
-        self.shards = {i: Shard(i) for i in range(shard_count)}
+    """`namespaces` maps each namespace to its shard count. As in Oxia, every namespace has
+    shards of its own and shard ids are unique across namespaces (numbered in the order the
+    namespaces are given), so a request naming a shard needs no namespace."""
+
+    def __init__(self, namespaces: Mapping[str, int], leader: Callable[[], str]) -> None:
+        if not namespaces:
+            raise ValueError("an Oxia server needs at least one namespace")
+        self.namespaces: dict[str, list[int]] = {}
+        self.shards: dict[int, Shard] = {}
+        for name, count in namespaces.items():
+            if count < 1:
+                raise ValueError(f"namespace {name!r} needs at least one shard")
+            first = len(self.shards)
+            self.namespaces[name] = list(range(first, first + count))
+            self.shards.update({i: Shard(i) for i in self.namespaces[name]})
         self._leader = leader
         self.stopping = asyncio.Event()
 
@@ -56,14 +68,15 @@ class OxiaService:
     # -- shard assignments -----------------------------------------------------
 
     async def GetShardAssignments(self, request: Any) -> AsyncIterator[Any]:
-        if request.namespace != self.namespace:
+        shard_ids = self.namespaces.get(request.namespace)
+        if shard_ids is None:
             raise Abort(
                 grpc.StatusCode.NOT_FOUND, f"oxia: namespace not found: {request.namespace}"
             )
         answer = M("ShardAssignments")()
-        assignment = answer.namespaces[self.namespace]
+        assignment = answer.namespaces[request.namespace]
         assignment.shard_key_router = schema.enum_value("ShardKeyRouter", "XXHASH3")
-        for shard_id, (low, high) in zip(self.shards, hash_ranges(len(self.shards)), strict=True):
+        for shard_id, (low, high) in zip(shard_ids, hash_ranges(len(shard_ids)), strict=True):
             one = assignment.assignments.add(shard=shard_id, leader=self._leader())
             one.int32_hash_range.min_hash_inclusive = low
             one.int32_hash_range.max_hash_inclusive = high

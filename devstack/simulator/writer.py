@@ -30,6 +30,7 @@ from services.metadata import (
     MetadataStore,
     NodeExists,
     Schemas,
+    ZkMetadataStore,
     partitioned_topic_path,
 )
 from services.metadata.namespaces import encode_policies
@@ -122,6 +123,7 @@ class _Writer:
         self.concurrency = concurrency
         self.progress = progress
         self.root = model.spec.ledgers_root
+        self.idgen_lock = asyncio.Lock()
         # One ledger manager per layout in play: each ledger sits where its writer put it.
         self.bk = {
             layout: BookKeeperLedgers(bookkeeper, paths=LedgerPaths(root=self.root, layout=layout))
@@ -207,9 +209,17 @@ class _Writer:
             seq = ledger_id - FIRST_LONG_LEDGER_ID
         else:
             parent, seq = f"{self.root}/idgen", ledger_id
-        node = f"{parent}/ID-{seq:010d}"
-        await self.bk_store.create(node)
-        await self.bk_store.delete(node, version=ANY_VERSION)
+        if isinstance(self.bk_store, ZkMetadataStore):
+            node = f"{parent}/ID-{seq:010d}"
+            await self.bk_store.create(node)
+            await self.bk_store.delete(node, version=ANY_VERSION)
+            return
+        # Elsewhere (Oxia) a sequential number is the parent's count of modifications, which
+        # a plain create does not advance: the id is taken as a generator takes it, one at a
+        # time, since concurrent takers of one parent race for each number.
+        async with self.idgen_lock:
+            node, _ = await self.bk_store.create_sequential(f"{parent}/ID-")
+            await self.bk_store.delete(node, version=ANY_VERSION)
 
     async def pulsar_metadata(self) -> None:
         """ML znodes (0 bytes for new topics), cursors, schema locators, partitions."""
