@@ -29,7 +29,7 @@ def test_zip_contains_the_reconciler_and_generated_code(tmp_path: Path) -> None:
         "services/scan/extract/job.py",
         "services/scan/submit/send.py",
         "services/metadata/zookeeper/store.py",
-            "services/metadata/oxia/store.py",
+        "services/metadata/oxia/store.py",
         "tombstone/v1/marker_pb2.py",
     }
     assert (wanted <= names, main.name) == (True, MAIN_NAME)
