@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from statistics import median
 
 import aiozk
 
+from benchmarks._pool import run_pool
 from benchmarks._truth import parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import (
@@ -63,23 +63,6 @@ def sample_ledger(ledger_id: int) -> LedgerMetadata:
         },
         ctoken=ledger_id * 7919,
     )
-
-
-async def run_pool(
-    items: list[int], concurrency: int, work: Callable[[int], Awaitable[object]]
-) -> float:
-    """Run `work` over every item with `concurrency` workers; return items per second."""
-    source: Iterator[int] = iter(items)
-
-    async def worker() -> None:
-        for item in source:
-            await work(item)
-
-    start = time.perf_counter()
-    async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(worker())
-    return len(items) / (time.perf_counter() - start)
 
 
 async def populate(ledgers: BookKeeperLedgers, ids: list[int], concurrency: int) -> None:

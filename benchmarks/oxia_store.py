@@ -17,11 +17,12 @@ import argparse
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from statistics import median
 from typing import Any
 
+from benchmarks._pool import run_pool
 from benchmarks._truth import parse, require, require_count, run
 from devstack.oxia import running_in_thread
 from services.metadata.oxia import OxiaMetadataStore, _client
@@ -35,23 +36,6 @@ Rates = dict[str, list[float]]
 
 def keys(n: int, round_: int, kind: str) -> list[str]:
     return [f"/bench/{kind}/r{round_}/k{i:06d}" for i in range(n)]
-
-
-async def run_tasks(
-    items: list[Any], concurrency: int, work: Callable[[Any], Awaitable[object]]
-) -> float:
-    """`work` over every item from `concurrency` tasks; items per second."""
-    source: Iterator[Any] = iter(items)
-
-    async def worker() -> None:
-        for item in source:
-            await work(item)
-
-    start = time.perf_counter()
-    async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(worker())
-    return len(items) / (time.perf_counter() - start)
 
 
 def run_threads(items: list[Any], concurrency: int, work: Callable[[Any], object]) -> float:
@@ -90,7 +74,7 @@ async def one_round(
     async def get(key: str) -> None:
         ours[key] = await store.get(key)
 
-    rates["get"] = await run_tasks(our_keys, args.concurrency, get)
+    rates["get"] = await run_pool(our_keys, args.concurrency, get)
     require_count("adapter gets", len(ours), args.n)
 
     batches = [our_keys[i : i + args.batch] for i in range(0, args.n, args.batch)]
@@ -99,7 +83,7 @@ async def one_round(
         found = [r for r in await store.get_many(batch) if isinstance(r, Versioned)]
         require_count("get_many keys read", len(found), len(batch))
 
-    rates["get_many"] = await run_tasks(batches, 1, get_many) * args.n / len(batches)
+    rates["get_many"] = await run_pool(batches, 1, get_many) * args.n / len(batches)
 
     def raw_set(key: str) -> None:
         _k, version = raw.put(key, VALUE, expected_version_id=raw_versions[key])
@@ -112,7 +96,7 @@ async def one_round(
             VALUE, await store.set(key, VALUE, version=ours[key].version), 0, 0, 0, 0
         )
 
-    rates["set"] = await run_tasks(our_keys, args.concurrency, set_)
+    rates["set"] = await run_pool(our_keys, args.concurrency, set_)
 
     def raw_delete(key: str) -> None:
         require(raw.delete(key, expected_version_id=raw_versions[key]), f"raw delete {key}")
@@ -122,7 +106,7 @@ async def one_round(
     async def delete(key: str) -> None:
         await store.delete(key, version=ours[key].version)
 
-    rates["delete"] = await run_tasks(our_keys, args.concurrency, delete)
+    rates["delete"] = await run_pool(our_keys, args.concurrency, delete)
     left = await store.get_many(raw_keys + our_keys)
     require(all(r is None for r in left), "keys left after the deletes")
     return rates

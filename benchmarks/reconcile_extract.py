@@ -25,9 +25,10 @@ from statistics import median
 
 import aiozk
 
+from benchmarks._pool import run_pool
 from benchmarks._spark import SMOKE_MASTER, SMOKE_OVERRIDES
 from benchmarks._truth import parse, require, require_count, run
-from benchmarks.metadata_read import ledger_ids, populate, run_pool
+from benchmarks.metadata_read import ledger_ids, populate
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import BookKeeperLedgers, ZkMetadataStore
 from services.metadata.store import Versioned

@@ -41,7 +41,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from statistics import median
@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc import aio
 
 from benchmarks._oxia import in_threads, oxia_server, raw_client, zookeeper_config
+from benchmarks._pool import run_pool
 from benchmarks._truth import UndoneWork, parse, require, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, LogConfig, ZooKeeperConfig
@@ -129,23 +130,6 @@ class _NoObjects:
         location: S3Location | None = None,
     ) -> bytes | None:
         raise AssertionError("no object store in this benchmark")
-
-
-async def run_pool(
-    items: Sequence[int], concurrency: int, work: Callable[[int], Awaitable[object]]
-) -> float:
-    """Run `work` over every item with `concurrency` workers; return items per second."""
-    source: Iterator[int] = iter(items)
-
-    async def worker() -> None:
-        for item in source:
-            await work(item)
-
-    start = time.perf_counter()
-    async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(worker())
-    return len(items) / (time.perf_counter() - start)
 
 
 async def seed(store: MetadataStore, n: int, topics: int, concurrency: int) -> None:
