@@ -3,10 +3,14 @@ demand, a stop from another thread, and a halt with a restart on the same port."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import grpc
 import pytest
 
 from devstack.oxia import OxiaServer, schema
+from services.metadata.oxia._client import open_client
 
 from .conftest import RawStub, oxia
 from .test_semantics import missing, wait_for
@@ -46,11 +50,24 @@ def test_stop_from_thread_ends_service(server: OxiaServer):
         channel.close()
 
 
+@pytest.fixture
+def restartable_client(server: OxiaServer) -> Iterator[Any]:
+    """A client that survives a server restart: the 0.2.1 client's assignments thread waits
+    on its start barrier again after every answer, so after a restart it blocks and `close`
+    hangs. The adapter's `open_client` builds the same client with a barrier passed once."""
+    made = open_client(server.address, "default", 5_000, 10.0, lambda _session: None)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
 def test_a_halted_server_restarts_on_its_port_with_its_records(
-    server: OxiaServer, client, prefix: str
+    server: OxiaServer, restartable_client: Any, prefix: str
 ):
     """Halted, nothing answers; restarted, the same address serves the records written
     before, and a client that knew it writes again."""
+    client = restartable_client
     client.put(prefix + "/kept", "y")
     address = server.address
     server.halt_from_thread()
