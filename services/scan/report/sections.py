@@ -120,7 +120,7 @@ def submit_plan(summary: Summary) -> str:
             "at <code>--submit-rate</code> calls per second;",
             "the marker writes one pending-delete intent per ledger tier; it refuses a ledger "
             "whose metadata changed since the scan (znode version) or that is already pending;",
-            "the verifier re-checks every intent against ZooKeeper before any byte goes: "
+            "the verifier re-checks every intent against the metadata store before any byte goes: "
             "a ledger referenced again, or younger than its window, is kept;",
             "only then do the deleters remove the BookKeeper ledger or the offloaded objects. "
             "The result lands in <code>submitted.json</code> and in this report.",
