@@ -1,13 +1,18 @@
-"""A fixed number of tasks working through a list: how every benchmark drives its calls."""
+"""A fixed number of tasks working through a list (how every benchmark drives its calls), and
+the per-round ratio of two clients measured back to back."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from statistics import median
 from typing import TypeVar
 
 T = TypeVar("T")
+
+Rates = dict[str, list[float]]
+"""Per client, its rate in each round."""
 
 
 async def run_pool(
@@ -25,3 +30,8 @@ async def run_pool(
         for _ in range(concurrency):
             group.create_task(worker())
     return len(items) / (time.perf_counter() - start)
+
+
+def ratio(rates: Rates, name: str, base: str) -> float:
+    """Median of the per-round ratios: both were measured back to back in each round."""
+    return median(o / r for o, r in zip(rates[name], rates[base], strict=True))

@@ -21,7 +21,7 @@ from statistics import median
 
 import aiozk
 
-from benchmarks._pool import run_pool
+from benchmarks._pool import Rates, ratio, run_pool
 from benchmarks._truth import parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import (
@@ -70,9 +70,6 @@ async def populate(ledgers: BookKeeperLedgers, ids: list[int], concurrency: int)
         await ledgers.create(sample_ledger(ledger_id))
 
     await run_pool(ids, concurrency, create)
-
-
-Rates = dict[str, list[float]]
 
 
 async def measure(address: str, args: argparse.Namespace) -> Rates:
@@ -127,11 +124,6 @@ async def measure(address: str, args: argparse.Namespace) -> Rates:
             return rates
     finally:
         await raw.close()
-
-
-def ratio(rates: Rates, name: str, base: str) -> float:
-    """Median of the per-round ratios: both were measured back to back in each round."""
-    return median(o / r for o, r in zip(rates[name], rates[base], strict=True))
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from statistics import median
 from typing import Any
 
-from benchmarks._pool import run_pool
+from benchmarks._pool import Rates, ratio, run_pool
 from benchmarks._truth import parse, require, require_count, run
 from devstack.oxia import running_in_thread
 from services.metadata.oxia import OxiaMetadataStore, _client
@@ -30,8 +30,6 @@ from services.metadata.store import Versioned
 
 BENCH_TIMEOUT_S = 600.0
 VALUE = b"x" * 300  # about a ledger's metadata
-
-Rates = dict[str, list[float]]
 
 
 def keys(n: int, round_: int, kind: str) -> list[str]:
@@ -130,11 +128,6 @@ async def measure(address: str, args: argparse.Namespace) -> Rates:
             return rates
     finally:
         await asyncio.to_thread(raw.close)
-
-
-def ratio(rates: Rates, name: str, base: str) -> float:
-    """Median of the per-round ratios: both were measured back to back in each round."""
-    return median(o / r for o, r in zip(rates[name], rates[base], strict=True))
 
 
 def main() -> None:
