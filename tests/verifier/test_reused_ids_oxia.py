@@ -2,11 +2,11 @@
 
 The cluster is laid out as the migration leaves it: every persistent znode of ZooKeeper copied
 as a record (`MigrationCoordinator.copy`), `<root>/idgen` among them with the modifications
-count of its ZooKeeper data version, 0. A topic's ledger 2 (ZooKeeper gave it: its sequence
-numbers count both the create and the delete of each `ID-` child) was trimmed; its intent is
-recorded and believed, and the ledger is deleted on it. Then a broker on Oxia rolls the topic
-over: ids are drawn as Pulsar draws them there, start again from 1, and ledger 2 is created
-again, OPEN, of the same topic. The old intent delivered again must not delete it.
+count of its ZooKeeper data version, 0. A topic's ledger 2 (an id ZooKeeper gave) was
+trimmed; its intent is recorded and believed, and the ledger is deleted on it. Then a broker
+on Oxia rolls the topic over: ids are drawn as Pulsar draws them there, start again from 1,
+and ledger 2 is created again, OPEN, of the same topic. The old intent delivered again must
+not delete it.
 """
 
 from __future__ import annotations
