@@ -54,6 +54,7 @@ from services.metadata.errors import (
 )
 from services.metadata.oxia import _client
 from services.metadata.oxia._calls import Caller, Conflict
+from services.metadata.oxia._children import SiblingRange, children_range, sibling_ranges
 from services.metadata.oxia._notifications import ShardStreams
 from services.metadata.oxia._watches import Watches, parent_of
 from services.metadata.oxia.limits import (
@@ -65,11 +66,6 @@ from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned,
 
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
-
-
-def _children_range(path: str) -> tuple[str, str]:
-    base = "" if path == "/" else path
-    return base + "/", base + "//"
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -342,7 +338,7 @@ class OxiaMetadataStore:
         self._watches.recursive(path, listener)
 
     async def _list_children(self, path: str) -> list[str]:
-        start, end = _children_range(path)
+        start, end = children_range(path)
         keys = await self._call(path, self._client.list, start, end)
         return [key[len(start) :] for key in keys]
 
@@ -456,6 +452,10 @@ class OxiaMetadataStore:
         _check_path(path)
         if await self._list_children(path):
             raise NotEmpty(path)
+        await self._delete_checked(path, version)
+
+    async def _delete_checked(self, path: str, version: int) -> None:
+        """The conditional delete itself, once the children check found none."""
         expected = None if version == ANY_VERSION else version
         try:
             deleted = await self._call(
@@ -485,16 +485,63 @@ class OxiaMetadataStore:
         return error
 
     async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
-        """One conditional delete per item, concurrently through the pool: the client deletes
-        one key per call, and each item's outcome is what `delete` gives for it."""
-        return list(await asyncio.gather(*(self._delete_or_error(p, v) for p, v in items)))
+        """The children check of every item at once, one list per parent of the items (on
+        each shard) rather than one per item, then one conditional delete per item,
+        concurrently through the pool (the client deletes one key per call). Each item's
+        outcome is what `delete` gives for it: `NotEmpty` when the check found children,
+        and when the check got no answer, that error (nothing of the item was sent)."""
+        paths = []
+        for path, _version in items:
+            with contextlib.suppress(MetadataError):
+                _check_path(path)
+                paths.append(path)
+        checked = await self._children_of_many(paths)
+        return list(await asyncio.gather(*(self._delete_or_error(p, v, checked) for p, v in items)))
 
-    async def _delete_or_error(self, path: str, version: int) -> MetadataError | None:
+    async def _children_of_many(self, paths: Sequence[str]) -> dict[str, bool | MetadataError]:
+        """Per path, whether it has children, or the error that left it unknown."""
+        ranges = sibling_ranges(paths)
+        listed = await asyncio.gather(*(self._list_range(r) for r in ranges))
+        found: dict[str, bool | MetadataError] = {}
+        for siblings, keys in zip(ranges, listed, strict=True):
+            if isinstance(keys, MetadataError):
+                found.update((path, _about(keys, path)) for path in siblings.members)
+                continue
+            parents = siblings.with_children(keys)
+            found.update((path, path in parents) for path in siblings.members)
+        return found
+
+    async def _list_range(self, siblings: SiblingRange) -> list[str] | MetadataError:
+        first = min(siblings.members)
         try:
-            await self.delete(path, version=version)
+            keys: list[str] = await self._call(
+                first, self._client.list, siblings.start, siblings.end
+            )
+        except MetadataError as e:
+            return e
+        return keys
+
+    async def _delete_or_error(
+        self, path: str, version: int, checked: dict[str, bool | MetadataError]
+    ) -> MetadataError | None:
+        try:
+            _check_path(path)
+            children = checked[path]
+            if isinstance(children, MetadataError):
+                return children
+            if children:
+                raise NotEmpty(path)
+            await self._delete_checked(path, version)
         except MetadataError as e:
             return e
         return None
+
+
+def _about(error: MetadataError, path: str) -> MetadataError:
+    """`error` (of a request about several paths) as the outcome of `path`."""
+    if isinstance(error, StoreUnavailable):
+        return StoreUnavailable(path, f"the children check got no answer: {error.reason}")
+    return MetadataError(path, f"the children check failed: {error}")
 
 
 _: type[MetadataStore] = OxiaMetadataStore
