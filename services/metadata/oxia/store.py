@@ -54,7 +54,8 @@ from services.metadata.errors import (
 )
 from services.metadata.oxia import _client
 from services.metadata.oxia._calls import Caller, Conflict
-from services.metadata.oxia._children import SiblingRange, children_range, sibling_ranges
+from services.metadata.oxia._children import children_range
+from services.metadata.oxia._deletes import ManyDeletes
 from services.metadata.oxia._notifications import ShardStreams
 from services.metadata.oxia._watches import Watches, parent_of
 from services.metadata.oxia.limits import (
@@ -66,8 +67,6 @@ from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned,
 
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
-DELETES_PER_REQUEST = 1000
-"""Most deletes of `delete_many` in one write request (far below gRPC's message size)."""
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -92,6 +91,7 @@ class OxiaMetadataStore:
         """Per key, the get waiting for a thread that a new get of the key joins."""
         self._loop = asyncio.get_running_loop()
         self._client: Any = None
+        self._many: ManyDeletes | None = None
         self._streams: ShardStreams | None = None
         self._watches = Watches()
         self._up: set[int] = set()
@@ -139,6 +139,9 @@ class OxiaMetadataStore:
             self._client = await self._loop.run_in_executor(self._calls.pool, opening)
         except Exception as e:
             raise StoreUnavailable("/", f"cannot reach Oxia at {address}: {e}") from e
+        self._many = ManyDeletes(
+            self._client, self._calls, check_path=_check_path, refine=self._refine
+        )
         self._streams = ShardStreams(
             self._client,
             self._loop,
@@ -489,102 +492,13 @@ class OxiaMetadataStore:
     async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
         """The children check of every item at once, one list per parent of the items (on
         each shard) rather than one per item; then the conditional deletes of the items
-        without children, one write request per shard (Oxia gives each delete of a request
-        its own status). Each item's outcome is what `delete` gives for it: `NotEmpty` when
-        the check found children; when the check got no answer, that error (nothing of the
-        item was sent); when its write got no answer, `StoreUnavailable` (unknown)."""
-        outcomes: list[MetadataError | None] = [None] * len(items)
-        valid = []
-        for index, (path, _version) in enumerate(items):
-            try:
-                _check_path(path)
-            except MetadataError as e:
-                outcomes[index] = e
-            else:
-                valid.append(index)
-        checked = await self._children_of_many([items[i][0] for i in valid])
-        to_delete = []
-        for index in valid:
-            path = items[index][0]
-            children = checked[path]
-            if isinstance(children, MetadataError):
-                outcomes[index] = children
-            elif children:
-                outcomes[index] = NotEmpty(path)
-            else:
-                to_delete.append(index)
-        by_shard: dict[int, list[int]] = {}
-        for index in to_delete:
-            by_shard.setdefault(_client.shard_of(self._client, items[index][0]), []).append(index)
-        written = await asyncio.gather(
-            *(
-                self._delete_on_shard(shard, [items[i] for i in ix])
-                for shard, ix in by_shard.items()
-            )
-        )
-        for indices, results in zip(by_shard.values(), written, strict=True):
-            for index, result in zip(indices, results, strict=True):
-                outcomes[index] = result
-        return outcomes
-
-    async def _delete_on_shard(
-        self, shard: int, items: Sequence[tuple[str, int]]
-    ) -> list[MetadataError | None]:
-        """Conditional deletes of keys of one shard, in requests of `DELETES_PER_REQUEST`."""
-        outcomes: list[MetadataError | None] = []
-        for start in range(0, len(items), DELETES_PER_REQUEST):
-            chunk = items[start : start + DELETES_PER_REQUEST]
-            deletes = [(p, None if v == ANY_VERSION else v) for p, v in chunk]
-            try:
-                answers = await self._call(
-                    chunk[0][0], _client.delete_in_one_request, self._client, shard, deletes
-                )
-            except MetadataError as e:
-                outcomes.extend(_about(e, path, "the delete") for path, _v in chunk)
-                continue
-            for (path, version), answer in zip(chunk, answers, strict=True):
-                outcomes.append(await self._delete_outcome(path, version, answer))
-        return outcomes
-
-    async def _delete_outcome(
-        self, path: str, version: int, answer: Exception | None
-    ) -> MetadataError | None:
-        if answer is None:
-            return None
-        error = self._calls.mapped(answer, path, self._conflict(path, version))
-        if isinstance(error, VersionConflict):
-            return await self._refine(error)
-        return error
-
-    async def _children_of_many(self, paths: Sequence[str]) -> dict[str, bool | MetadataError]:
-        """Per path, whether it has children, or the error that left it unknown."""
-        ranges = sibling_ranges(paths)
-        listed = await asyncio.gather(*(self._list_range(r) for r in ranges))
-        found: dict[str, bool | MetadataError] = {}
-        for siblings, keys in zip(ranges, listed, strict=True):
-            if isinstance(keys, MetadataError):
-                found.update((p, _about(keys, p, "the children check")) for p in siblings.members)
-                continue
-            parents = siblings.with_children(keys)
-            found.update((path, path in parents) for path in siblings.members)
-        return found
-
-    async def _list_range(self, siblings: SiblingRange) -> list[str] | MetadataError:
-        first = min(siblings.members)
-        try:
-            keys: list[str] = await self._call(
-                first, self._client.list, siblings.start, siblings.end
-            )
-        except MetadataError as e:
-            return e
-        return keys
-
-
-def _about(error: MetadataError, path: str, what: str) -> MetadataError:
-    """`error` of a request about several paths (`what` it was) as the outcome of `path`."""
-    if isinstance(error, StoreUnavailable):
-        return StoreUnavailable(path, f"{what} got no answer: {error.reason}")
-    return MetadataError(path, f"{what} failed: {error}")
+        without children, one write request per shard (`_deletes`). Each item's outcome is
+        what `delete` gives for it: `NotEmpty` when the check found children; when the check
+        got no answer, that error (nothing of the item was sent); when its write got no
+        answer, `StoreUnavailable` (unknown)."""
+        if self._many is None:
+            raise StoreUnavailable("/", "the store is not open")
+        return await self._many.delete(items)
 
 
 _: type[MetadataStore] = OxiaMetadataStore
