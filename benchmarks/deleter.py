@@ -20,7 +20,8 @@ With `--metadata oxia`, only the BookKeeper figure, on a devstack Oxia server (`
 child process: `benchmarks/_oxia.py`) that the verifier and the deleter reach through
 TOMBSTONE_METADATA_STORE_URL, beside the raw `oxia` client's get + conditional delete
 (`expected_version_id`) of as many other ledger keys from as many plain threads as the
-adapter has (16). Offload and memory do not touch the metadata store and are not run.
+adapter has (16), in `--rounds` rounds that alternate the two sides (`_deleter_oxia.py`).
+Offload and memory do not touch the metadata store and are not run.
 
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
 limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
