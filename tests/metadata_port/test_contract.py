@@ -179,6 +179,17 @@ async def test_delete_many_refuses_exactly_the_keys_with_children(store: Metadat
     assert await store.exists("/s/ab/kid") is not None
 
 
+async def test_delete_many_of_one_key_twice_deletes_it_once(store: MetadataStore):
+    """The same item twice in one call: one of them deletes the key, the other finds it
+    gone (`NoNode`); neither is left unknown."""
+    version = (await store.create("/twice", b"")).version
+    outcomes = await store.delete_many([("/twice", version), ("/twice", version)])
+    if any(isinstance(outcome, Unsupported) for outcome in outcomes):
+        return  # the store cannot batch (`test_delete_many_contract`)
+    assert sorted(type(outcome).__name__ for outcome in outcomes) == ["NoNode", "NoneType"]
+    assert await store.exists("/twice") is None
+
+
 async def test_data_watches_fire_on_change_and_delete(store: MetadataStore):
     created = await store.create("/w", b"")
     _read, fired = await store.get_and_watch("/w")
