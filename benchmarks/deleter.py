@@ -20,7 +20,8 @@ With `--metadata oxia`, only the BookKeeper figure, on a devstack Oxia server (`
 child process: `benchmarks/_oxia.py`) that the verifier and the deleter reach through
 TOMBSTONE_METADATA_STORE_URL, beside the raw `oxia` client's get + conditional delete
 (`expected_version_id`) of as many other ledger keys from as many plain threads as the
-adapter has (16). Offload and memory do not touch the metadata store and are not run.
+adapter has (16), in `--rounds` rounds that alternate the two sides (`_deleter_oxia.py`).
+Offload and memory do not touch the metadata store and are not run.
 
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
 limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import tempfile
 import time
 import uuid as _uuid
@@ -44,6 +44,8 @@ from aiobotocore.session import get_session
 
 from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
+from benchmarks._deleter_oxia import oxia_rounds
+from benchmarks._deleter_oxia import report as report_oxia
 from benchmarks._deleter_stack import (
     BUCKET,
     CLUSTER,
@@ -65,14 +67,13 @@ from benchmarks._deleter_stack import (
     start_verifier,
     write_ledgers,
 )
-from benchmarks._oxia import in_threads, oxia_server, raw_client
-from benchmarks._truth import UndoneWork, parse, require, run
+from benchmarks._oxia import oxia_server
+from benchmarks._truth import UndoneWork, parse, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
-from services.metadata.oxia.limits import DEFAULT_MAX_THREADS
 
 
 async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
@@ -93,20 +94,6 @@ async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
         return len(ids) / (time.perf_counter() - started)
     finally:
         await client.close()
-
-
-async def raw_oxia(address: str, ids: range) -> float:
-    """The raw oxia client: get each ledger key (value + version), delete it at that version
-    (`expected_version_id`), from as many threads as the adapter's pool."""
-    paths = LedgerPaths()
-
-    def get_and_delete(ledger_id: int) -> None:
-        path = paths.ledger_path(ledger_id)
-        _key, _value, version = raw.get(path)
-        require(raw.delete(path, expected_version_id=version.version_id()), f"raw delete {path}")
-
-    with raw_client(address) as raw:
-        return await in_threads(list(ids), DEFAULT_MAX_THREADS, get_and_delete)
 
 
 def put_objects(s3: S3Server, keys: list[str]) -> None:
@@ -178,10 +165,8 @@ async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
     print(f"writing {2 * n} ledger znodes...")
     await write_ledgers(p.zk, range(1, 2 * n + 1))
     others = range(n + 1, 2 * n + 1)
-    if isinstance(p.zk, OxiaMetadata):
-        raw = await raw_oxia(p.zk.address, others)
-    else:
-        raw = await raw_zookeeper(p.zk, others)
+    assert isinstance(p.zk, ZooKeeperServer)  # Oxia: `oxia_rounds`
+    raw = await raw_zookeeper(p.zk, others)
     await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
     e2e = await run_deleter(p, "bookkeeper", n)
     left = await ledgers_left(p.zk, range(1, n + 1))
@@ -281,10 +266,12 @@ async def main(args: argparse.Namespace) -> None:
             report_adaptive(runs, args.ledgers)
             return
         try:
-            bk = await bookkeeper(parts, args.ledgers)
             if oxia:
-                report_oxia(args, bk)
+                assert verifier_child.pid is not None
+                rounds = await oxia_rounds(parts, args.ledgers, args.rounds, verifier_child.pid)
+                report_oxia(rounds, args.ledgers, args.shards)
                 return
+            bk = await bookkeeper(parts, args.ledgers)
             nan = float("nan")
             none = (nan, nan, nan)
             off = await offload(parts, args.offloaded, sign=False) if args.offloaded else none
@@ -293,17 +280,6 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await verifier_child.stop()
     report(args, bk, off, off_signed, mem)
-
-
-def report_oxia(args: argparse.Namespace, bk: tuple[float, float]) -> None:
-    """The ratio first: absolute rates are those of the devstack server (Python)."""
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print()
-    print(
-        f"deleter / raw oxia get + versioned delete: {bk[0] / bk[1]:.0%}; "
-        f"deleter {bk[0]:.0f} ledgers/s, raw {bk[1]:.0f} ledgers/s "
-        f"({args.ledgers} ledgers each, {args.shards} shards); load average {load}"
-    )
 
 
 def report(
@@ -358,9 +334,13 @@ if __name__ == "__main__":
     )
     parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
     parser.add_argument(
+        "--rounds", type=int, default=3, help="raw and deleter rounds (--metadata oxia)"
+    )
+    parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
     )
-    args = parse(parser, {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0})
+    smoke = {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0, "rounds": 1}
+    args = parse(parser, smoke)
     if args.adaptive and args.metadata == "oxia":
         parser.error("--adaptive compares ZooKeeper concurrency limits: not with --metadata oxia")
     run(lambda: asyncio.run(main(args)))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -15,6 +17,7 @@ from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.ports import DeleteFailed
 from services.metadata import BookKeeperLedgers, LedgerMetadata, LedgerPaths, Segment
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.helpers import assert_eventually
 
@@ -70,6 +73,42 @@ async def test_deletes_the_znode_and_its_empty_parents(
     assert await store.exists("/ledgers/00") is not None
     assert await store.exists(ledgers.path(20001)) is not None
     await deleter.aclose()
+
+
+class _CountedDeletes:
+    """The real store, counting the single deletes asked of each path."""
+
+    def __init__(self, store: ZkMetadataStore) -> None:
+        self._store = store
+        self.deletes: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def delete(self, path: str, *, version: int) -> None:
+        self.deletes[path] += 1
+        await self._store.delete(path, version=version)
+
+
+async def test_a_sweep_tries_each_directory_once(
+    ledgers: BookKeeperLedgers, store: ZkMetadataStore
+) -> None:
+    """Many ledgers of one directory deleted before a sweep: the sweep asks the store to
+    delete that directory once, not once per ledger, and still goes upwards from a
+    directory it emptied."""
+    counted = _CountedDeletes(store)
+    deleter = ZooKeeperLedgerDeleter(
+        cast(MetadataStore, counted), paths=LedgerPaths(), limits=limits(), parent_sweep_delay=3600
+    )
+    for ledger_id in [*range(1, 11), 20001]:
+        await ledgers.create(ledger(ledger_id))
+    for ledger_id in [*range(1, 10), 20001]:
+        await deleter.delete_ledger(ledger_id=ledger_id, path=ledgers.path(ledger_id), version=0)
+    await deleter.aclose()  # the last sweep
+    swept = {path: n for path, n in counted.deletes.items() if "/L" not in path}
+    assert swept == {"/ledgers/00/0000": 1, "/ledgers/00/0002": 1, "/ledgers/00": 1}
+    assert await store.exists("/ledgers/00/0002") is None
+    assert await store.exists(ledgers.path(10)) is not None
 
 
 async def test_close_runs_the_last_sweep(
