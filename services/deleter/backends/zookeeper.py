@@ -172,10 +172,14 @@ class ZooKeeperLedgerDeleter:
         await self.sweep_parents()
 
     async def sweep_parents(self) -> None:
-        """Remove the empty parents of deleted ledgers, deepest first, upwards."""
+        """Remove the empty parents of deleted ledgers, deepest first, upwards. Each directory
+        is tried once per sweep, however many of its ledgers went: thousands share one, and a
+        try per ledger was a ZooKeeper write per ledger, one after the other."""
         while self._pending_parents:
-            paths = sorted(self._pending_parents, key=lambda p: -p.count("/"))
+            ledgers = {path.rpartition("/")[0]: path for path in self._pending_parents}
             self._pending_parents.clear()
+            # One ledger path per directory stands for all of its ledgers.
+            paths = sorted(ledgers.values(), key=lambda p: -p.count("/"))
             for path in paths:
                 await self._remove_upwards(path)
 
