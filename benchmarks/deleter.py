@@ -35,7 +35,7 @@ import os
 import tempfile
 import time
 import uuid as _uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiozk
@@ -48,6 +48,7 @@ from benchmarks._deleter_raw import (
     MULTI_BATCH,
     MULTI_IN_FLIGHT,
     Latency,
+    cpu_seconds,
     probing,
     raw_multi_delete,
 )
@@ -162,6 +163,9 @@ class Parts:
     workdir: Path
     profile: Path | None = None
     """Where the deleter writes its cProfile stats (`--profile`), else not profiled."""
+    verifier_pid: int | None = None
+    cpu: dict[tuple[str, str], float] = field(default_factory=dict)
+    """CPU seconds the deleter and the verifier spent during each deleter run, by run name."""
 
 
 async def run_deleter(p: Parts, name: str, target: int) -> float:
@@ -170,7 +174,10 @@ async def run_deleter(p: Parts, name: str, target: int) -> float:
     )
     await child.start()
     try:
+        deleter_cpu, verifier_cpu = cpu_seconds(child.pid), cpu_seconds(p.verifier_pid)
         rate = await rate_until(port, target, timeout=600)
+        p.cpu[name, "deleter"] = cpu_seconds(child.pid) - deleter_cpu
+        p.cpu[name, "verifier"] = cpu_seconds(p.verifier_pid) - verifier_cpu
         dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
         # The rate counts acknowledgements; they must all be deletions, not skips or dead
         # letters, or the figure is the rate of something else.
@@ -306,7 +313,7 @@ async def main(args: argparse.Namespace) -> None:
         create_topics(broker)
         await write_ledgers(zk, range(0))  # the ledgers root: the verifier checks it at start
         verifier_child, verifier = await start_verifier(zk, s3, workdir, profile=args.profile)
-        parts = Parts(zk, s3, broker, verifier, workdir, args.profile)
+        parts = Parts(zk, s3, broker, verifier, workdir, args.profile, verifier_child.pid)
         if args.adaptive:
             assert isinstance(zk, ZooKeeperServer)  # refused with --metadata oxia
             try:
@@ -329,6 +336,9 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await verifier_child.stop()
     report(args, bk, off, off_signed, mem)
+    for (run_of, process), seconds in parts.cpu.items():
+        per = f" ({seconds / args.ledgers * 1e6:.0f} µs a ledger)" if run_of == "bookkeeper" else ""
+        print(f"CPU of the {process} during the {run_of} run: {seconds:.2f} s{per}")
 
 
 def report_oxia(args: argparse.Namespace, bk: tuple[float, float]) -> None:
