@@ -32,10 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 import uuid as _uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiozk
@@ -46,6 +47,14 @@ from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
 from benchmarks._deleter_oxia import oxia_rounds
 from benchmarks._deleter_oxia import report as report_oxia
+from benchmarks._deleter_raw import (
+    MULTI_BATCH,
+    MULTI_IN_FLIGHT,
+    Latency,
+    cpu_seconds,
+    probing,
+    raw_multi_delete,
+)
 from benchmarks._deleter_stack import (
     BUCKET,
     CLUSTER,
@@ -140,13 +149,23 @@ class Parts:
     broker: PulsarBrokerProcess
     verifier: str
     workdir: Path
+    profile: Path | None = None
+    """Where the deleter writes its cProfile stats (`--profile`), else not profiled."""
+    verifier_pid: int | None = None
+    cpu: dict[tuple[str, str], float] = field(default_factory=dict)
+    """CPU seconds the deleter and the verifier spent during each deleter run, by run name."""
 
 
 async def run_deleter(p: Parts, name: str, target: int) -> float:
-    child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log")
+    child, port = deleter_child(
+        p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log", profile=p.profile
+    )
     await child.start()
     try:
+        deleter_cpu, verifier_cpu = cpu_seconds(child.pid), cpu_seconds(p.verifier_pid)
         rate = await rate_until(port, target, timeout=600)
+        p.cpu[name, "deleter"] = cpu_seconds(child.pid) - deleter_cpu
+        p.cpu[name, "verifier"] = cpu_seconds(p.verifier_pid) - verifier_cpu
         dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
         # The rate counts acknowledgements; they must all be deletions, not skips or dead
         # letters, or the figure is the rate of something else.
@@ -161,18 +180,39 @@ async def run_deleter(p: Parts, name: str, target: int) -> float:
         await child.stop()
 
 
-async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
-    print(f"writing {2 * n} ledger znodes...")
-    await write_ledgers(p.zk, range(1, 2 * n + 1))
-    others = range(n + 1, 2 * n + 1)
+@dataclass(frozen=True)
+class BookKeeperFigures:
+    e2e: float
+    """Ledgers per second settled by the deleter."""
+    raw: float
+    """Raw get + delete, ledgers per second."""
+    multi: float = float("nan")
+    """Raw multi delete (ZooKeeper only): the mean of the runs before and after the deleter's."""
+    e2e_probe: Latency | None = None
+    """The probe's write latency during the deleter's run (ZooKeeper only)."""
+    multi_probe: Latency | None = None
+    """The same during the raw multi deletes."""
+
+
+async def bookkeeper(p: Parts, n: int) -> BookKeeperFigures:
+    """The deleter's run between two raw multi-delete runs of n/2 ledgers each (interleaved,
+    so that a change in the machine's load shows in both), raw get + delete before them."""
     assert isinstance(p.zk, ZooKeeperServer)  # Oxia: `oxia_rounds`
+    print(f"writing {3 * n} ledger znodes...")
+    await write_ledgers(p.zk, range(1, 3 * n + 1))
+    others = range(n + 1, 2 * n + 1)
     raw = await raw_zookeeper(p.zk, others)
     await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
-    e2e = await run_deleter(p, "bookkeeper", n)
+    multi_ids = range(2 * n + 1, 3 * n + 1)
+    half = len(multi_ids) // 2
+    before, multi_probe = await raw_multi_delete(p.zk.address, multi_ids[:half])
+    async with probing(p.zk.address) as latencies:
+        e2e = await run_deleter(p, "bookkeeper", n)
+    after, _ = await raw_multi_delete(p.zk.address, multi_ids[half:])
     left = await ledgers_left(p.zk, range(1, n + 1))
     if left:
         raise UndoneWork(f"{left} of the {n} ledger znodes the deleter had are still there")
-    return e2e, raw
+    return BookKeeperFigures(e2e, raw, (before + after) / 2, Latency.of(latencies), multi_probe)
 
 
 async def ledgers_left(zk: Metadata, ids: range) -> int:
@@ -254,8 +294,8 @@ async def main(args: argparse.Namespace) -> None:
         workdir = Path(tmp)
         create_topics(broker)
         await write_ledgers(zk, range(0))  # the ledgers root: the verifier checks it at start
-        verifier_child, verifier = await start_verifier(zk, s3, workdir)
-        parts = Parts(zk, s3, broker, verifier, workdir)
+        verifier_child, verifier = await start_verifier(zk, s3, workdir, profile=args.profile)
+        parts = Parts(zk, s3, broker, verifier, workdir, args.profile, verifier_child.pid)
         if args.adaptive:
             assert isinstance(zk, ZooKeeperServer)  # refused with --metadata oxia
             try:
@@ -280,11 +320,14 @@ async def main(args: argparse.Namespace) -> None:
         finally:
             await verifier_child.stop()
     report(args, bk, off, off_signed, mem)
+    for (run_of, process), seconds in parts.cpu.items():
+        per = f" ({seconds / args.ledgers * 1e6:.0f} µs a ledger)" if run_of == "bookkeeper" else ""
+        print(f"CPU of the {process} during the {run_of} run: {seconds:.2f} s{per}")
 
 
 def report(
     args: argparse.Namespace,
-    bk: tuple[float, float],
+    bk: BookKeeperFigures,
     off: tuple[float, float, float],
     off_signed: tuple[float, float, float],
     mem: tuple[float, float],
@@ -293,8 +336,12 @@ def report(
     print("| | deleter (end to end) | raw client | ratio |")
     print("| --- | --- | --- | --- |")
     print(
-        f"| BookKeeper ledgers/s | {bk[0]:.0f} | {bk[1]:.0f} (aiozk get + delete) "
-        f"| {bk[0] / bk[1]:.2f} |"
+        f"| BookKeeper ledgers/s | {bk.e2e:.0f} | {bk.raw:.0f} (aiozk get + delete) "
+        f"| {bk.e2e / bk.raw:.2f} |"
+    )
+    print(
+        f"| BookKeeper ledgers/s | {bk.e2e:.0f} | {bk.multi:.0f} (raw multi delete, "
+        f"{MULTI_BATCH} a multi, {MULTI_IN_FLIGHT} in flight) | {bk.e2e / bk.multi:.2f} |"
     )
     print(
         f"| offloaded ledgers/s | {off[0]:.0f} | {off[1]:.0f} (DeleteObjects, 2 keys a ledger) "
@@ -313,6 +360,10 @@ def report(
         f"peak RSS with a backlog of {args.backlog} PDLIs: {mem[0]:.0f} MB "
         f"({mem[1]:.0f} settled in {args.seconds:.0f} s)"
     )
+    print(f"ZooKeeper write probe during the deleter's run: {bk.e2e_probe}")
+    print(f"ZooKeeper write probe during the raw multi deletes: {bk.multi_probe}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the end: {load}")
 
 
 if __name__ == "__main__":
@@ -335,6 +386,12 @@ if __name__ == "__main__":
     parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
     parser.add_argument(
         "--rounds", type=int, default=3, help="raw and deleter rounds (--metadata oxia)"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a directory: the verifier and the deleters run under cProfile, stats written there",
     )
     parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"

@@ -32,9 +32,9 @@ import structlog
 from services.core.errors import CorruptData, InvalidArgument, TombstoneError, Unavailable
 from services.core.tasks import is_cancelled
 from services.metadata.ledger_metadata import (
-    LedgerMetadata,
     LedgerState,
-    decode_ledger_metadata,
+    LedgerSummary,
+    decode_ledger_summary,
 )
 from services.metadata.paths import LedgerLocations, parse_layout
 from services.verifier.clusters import ClusterScope
@@ -357,7 +357,8 @@ class DecisionEngine:
         path, node = ledger
         if node is None:
             return skip(SkipReason.NOT_FOUND, "ledger_absent", f"absent at {path}")
-        metadata = decode_ledger_metadata(node.data, ledger_id=target.ledger_id, path=path)
+        # Only what the rules below read (state, length, ctime, custom metadata).
+        metadata = decode_ledger_summary(node.data, ledger_id=target.ledger_id, path=path)
         ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
         # First, and whatever the belief: a ledger id given again names another ledger, which
         # nothing this intent says (its owner, its token, its belief) is about.
@@ -409,7 +410,7 @@ class DecisionEngine:
         )
 
     def _metadata_mismatch(
-        self, target: Target, owner: Owner, metadata: LedgerMetadata, believed: bool
+        self, target: Target, owner: Owner, metadata: LedgerSummary, believed: bool
     ) -> Verdict | None:
         if not has_pulsar_metadata(metadata) and target.component.by_property:
             # Nothing but the metadata can show whose compacted ledger or bucket this is: a

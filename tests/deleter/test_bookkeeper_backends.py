@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -119,6 +120,40 @@ async def test_close_runs_the_last_sweep(
     await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
     await deleter.aclose()
     assert None is await store.exists("/ledgers/00")
+
+
+class CountedLimits(BackendLimits):
+    """The limits, counting the single operations (parent removals) that take them."""
+
+    operations = 0
+
+    @contextlib.asynccontextmanager
+    async def operation(self, weight: float = 1.0) -> AsyncIterator[None]:
+        self.operations += 1
+        async with super().operation(weight):
+            yield
+
+
+async def test_thirty_ledgers_of_a_directory_cost_the_sweep_two_tries(
+    ledgers: BookKeeperLedgers, store: ZkMetadataStore
+) -> None:
+    """Thirty deleted ledgers of one directory cost the sweep one try of that directory and
+    one of its parent (which a sibling keeps), not a try per ledger."""
+    counted = CountedLimits(concurrency=8, per_second=10_000)
+    deleter = ZooKeeperLedgerDeleter(
+        store, paths=LedgerPaths(), limits=counted, parent_sweep_delay=3600
+    )
+    ids = range(1, 31)
+    for ledger_id in [*ids, 20001]:
+        await ledgers.create(ledger(ledger_id))
+    for ledger_id in ids:
+        await deleter.delete_ledger(ledger_id=ledger_id, path=ledgers.path(ledger_id), version=0)
+    before = counted.operations
+    await deleter.sweep_parents()
+    assert counted.operations - before == 2
+    assert None is await store.exists("/ledgers/00/0000")
+    assert await store.exists(ledgers.path(20001)) is not None
+    await deleter.aclose()
 
 
 async def test_missing_znode_counts_as_deleted(
