@@ -148,21 +148,28 @@ class CanonicalTemplate:
     def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
         self._owner = _owner_part(shared)
         self._intent = _intent_part(shared)
+        self._tail_without_offload = self._owner + _ABSENT + self._intent
+        """What follows the ledger part when there is no offload context (most PDLIs)."""
 
     def bytes_for(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         """`canonical_bytes` of `shared` merged with `own`."""
-        return b"".join((_PREFIX, *self._own_parts(own)))
+        return b"".join((_PREFIX, _own_ledger_part(own), self._tail(own)))
 
     def leaf_hash(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         """`signature_tree.leaf_hash(self.bytes_for(own))`, hashed from the parts at once."""
-        return _sha256(b"".join((_LEAF_HEAD, *self._own_parts(own)))).digest()
+        return _sha256(b"".join((_LEAF_HEAD, _own_ledger_part(own), self._tail(own)))).digest()
 
-    def _own_parts(self, own: _pd.PendingDeleteLedgerInfo) -> tuple[bytes, bytes, bytes, bytes]:
-        if own.HasField("ledger_id"):
-            ledger = _PRESENT_LEDGER.pack(1, own.ledger_id, own.ledger_type)
-        else:
-            ledger = _ABSENT + _I32.pack(own.ledger_type)
-        return ledger, self._owner, _offload_part(own), self._intent
+    def _tail(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
+        if not own.HasField("offload_context"):
+            return self._tail_without_offload
+        return b"".join((self._owner, _offload_part(own), self._intent))
+
+
+def _own_ledger_part(own: _pd.PendingDeleteLedgerInfo) -> bytes:
+    """`_ledger_part`, in one pack when the ledger id is set."""
+    if own.HasField("ledger_id"):
+        return _PRESENT_LEDGER.pack(1, own.ledger_id, own.ledger_type)
+    return _ABSENT + _I32.pack(own.ledger_type)
 
 
 def key_id_of(public_key: Ed25519PublicKey) -> str:
@@ -223,14 +230,15 @@ class IntentSigner:
         The `signature` field is written here as protobuf writes a bytes field (its tag, the
         length as a varint, the bytes), saving a message object per PDLI."""
         fields: list[bytes] = []
-        heads: dict[int, bytes] = {}
         for signature, count, paths in self._batches(leaves):
+            # Everything before the position, by path length (a batch has few lengths).
+            heads: dict[int, bytes] = {}
             for i, path in enumerate(paths):
-                size = tree.HEADER + len(path)
-                head = heads.get(size)
+                head = heads.get(len(path))
                 if head is None:
-                    head = heads[size] = self._id_field + _SIGNATURE_TAG + _varint(size)
-                fields.append(b"".join((head, signature, tree.encode_position(i, count), path)))
+                    size = _varint(tree.HEADER + len(path))
+                    head = heads[len(path)] = self._id_field + _SIGNATURE_TAG + size + signature
+                fields.append(head + tree.encode_position(i, count) + path)
         return fields
 
     def _batches(self, leaves: Sequence[bytes]) -> Iterator[tuple[bytes, int, list[bytes]]]:
