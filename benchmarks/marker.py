@@ -13,6 +13,9 @@ Prints, from one run on one machine:
   shared, so each ratio compares runs made seconds apart;
 - the same with `--big-ledgers`-ledger calls;
 - p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load;
+- the CPU time per PDLI of the marker process in each round (every thread, from /proc), beside
+  the benchmark process's CPU per message in the raw run: less sensitive to a loaded machine
+  than the rates;
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -75,6 +78,13 @@ def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
         msg = encode_intent(build_pdli(request, LedgerRef(1000 + i), _pd.LEDGER, stamp))
         out.append((msg.payload, msg.partition_key, dict(msg.properties)))
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time process `pid` has used so far (every thread), from /proc."""
+    # Fields after the command name's closing parenthesis; utime and stime are the 12th and 13th.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> float:
@@ -299,6 +309,11 @@ class Round:
     """Raw client msg/s measured just before the marker run of this round."""
     marker: float
     """Marker PDLIs/s in this round."""
+    raw_cpu_us: float = 0.0
+    """CPU µs per message of the benchmark process (the raw client's threads) in its run."""
+    marker_cpu_us: float = 0.0
+    """CPU µs per PDLI of the marker process (every thread) in this round; 0 when py-spy
+    records it (the process is then py-spy's child)."""
 
     @property
     def ratio(self) -> float:
@@ -348,10 +363,15 @@ async def marker_figures(
                 await stub.MarkLedgers(mark_request(i, args.ledgers))
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
+            pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
             for indexes in rounds:
+                raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+                raw_cpu = cpu_seconds(os.getpid()) - raw_cpu
+                before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
-                results.append(Round(raw, rate))
+                marker_cpu = cpu_seconds(pid) - before if pid else 0.0
+                results.append(Round(raw, rate, raw_cpu / n * 1e6, marker_cpu / n * 1e6))
                 loaded += latencies
             raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
@@ -400,7 +420,8 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
     for i, r in enumerate(marker.rounds, 1):
         print(
             f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
-            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw"
+            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw; "
+            f"CPU {r.marker_cpu_us:.1f} µs/PDLI (raw client {r.raw_cpu_us:.1f} µs/msg)"
         )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
