@@ -1,7 +1,7 @@
 """Marker throughput and latency against the devstack broker and a real ZooKeeper.
 
     .venv/bin/python -m benchmarks.marker [--owners 500] [--ledgers 100] [--concurrency 32]
-        [--sign] [--smoke]
+        [--sign] [--smoke] [--encode [--cprofile N]]
 
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
@@ -16,6 +16,8 @@ Prints, from one run on one machine:
 - the CPU time per PDLI of the marker process in each round (every thread, from /proc), beside
   the benchmark process's CPU per message in the raw run: less sensitive to a loaded machine
   than the rates;
+- with `--encode`, only the CPU per PDLI of encoding (and signing) one call's PDLIs in
+  process, and of each part of signing (`benchmarks/_marker_encode.py`);
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -39,6 +41,7 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
+from benchmarks._marker_encode import run_encode
 from benchmarks._truth import parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
@@ -460,6 +463,15 @@ def main() -> None:
     parser.add_argument(
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
     )
+    parser.add_argument(
+        "--encode",
+        action="store_true",
+        help="only the encode and sign path of one --ledgers call, in process (no broker)",
+    )
+    parser.add_argument("--encode-calls", type=int, default=200, help="calls per --encode round")
+    parser.add_argument(
+        "--cprofile", type=int, default=0, help="with --encode: print the top N functions"
+    )
     args = parse(
         parser,
         {
@@ -471,8 +483,12 @@ def main() -> None:
             "big_owners": 2,
             "big_ledgers": 50,
             "sign": True,
+            "encode_calls": 5,
         },
     )
+    if args.encode:
+        run_encode(args.ledgers, max(args.rounds, 5), args.encode_calls, args.cprofile)
+        return
     asyncio.run(run(args))
 
 
