@@ -56,6 +56,7 @@ from benchmarks._deleter_stack import (
     create_topics,
     deleter_child,
     encode,
+    ledger,
     metric,
     offload_keys,
     pdli,
@@ -69,7 +70,10 @@ from benchmarks._oxia import in_threads, oxia_server, raw_client
 from benchmarks._truth import UndoneWork, parse, require, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.simulator._factory import object_user_metadata
+from devstack.simulator._factory import PULSAR_VERSION, object_user_metadata
+from devstack.simulator.blobs import object_body
+from devstack.simulator.model import Ledger as SimLedger
+from devstack.simulator.model import LedgerKind, OffloadObject
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
 from services.metadata.oxia.limits import DEFAULT_MAX_THREADS
@@ -109,17 +113,22 @@ async def raw_oxia(address: str, ids: range) -> float:
         return await in_threads(list(ids), DEFAULT_MAX_THREADS, get_and_delete)
 
 
-def put_objects(s3: S3Server, keys: list[str]) -> None:
-    """Each object with the user metadata Pulsar >= 2.10's offloader writes (cluster, role,
-    ML name: `BlobStoreManagedLedgerOffloader`), which the verifier requires of an object it
-    deletes without another proof of ownership."""
+def put_objects(s3: S3Server, uuids: dict[int, str]) -> None:
+    """The data and index objects of each ledger as Pulsar's `BlobStoreManagedLedgerOffloader`
+    of `PULSAR_VERSION` (4.0.4) writes them: user metadata with the version keys and, since
+    2.10, cluster, role and ML name (the verifier's identity check reads them); bodies in its
+    layout (`devstack.simulator.blobs`: a data block, an index around the ledger's metadata)."""
     client = boto3.client("s3", **s3.client_config())
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=BUCKET)
-    for key in keys:
-        role = "index" if key.endswith("-index") else "data"
-        metadata = object_user_metadata(CLUSTER, role, ML)
-        client.put_object(Bucket=BUCKET, Key=key, Body=b"x", Metadata=metadata)
+    for ledger_id, offload_uuid in uuids.items():
+        source = SimLedger(ledger(ledger_id), LedgerKind.DATA, ML, None, False, False)
+        for key, role in zip(offload_keys(offload_uuid, ledger_id), ("data", "index"), strict=True):
+            metadata = object_user_metadata(CLUSTER, role, ML, PULSAR_VERSION)
+            obj = OffloadObject(
+                BUCKET, key, role, ledger_id, offload_uuid, ML, CLUSTER, metadata, source
+            )
+            client.put_object(Bucket=BUCKET, Key=key, Body=object_body(obj), Metadata=metadata)
 
 
 async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
@@ -209,7 +218,7 @@ async def offload(p: Parts, n: int, *, sign: bool) -> tuple[float, float, float]
     uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 2 * n)}
     keys = {i: offload_keys(u, i) for i, u in uuids.items()}
     print(f"writing {4 * n} objects...")
-    await asyncio.to_thread(put_objects, p.s3, [k for ks in keys.values() for k in ks])
+    await asyncio.to_thread(put_objects, p.s3, uuids)
     raw_keys = [k for i in range(base + n, base + 2 * n) for k in keys[i]]
     heads = await raw_heads(p.s3, raw_keys)
     raw = await raw_delete_objects(p.s3, raw_keys) / 2  # two objects per ledger
@@ -330,8 +339,8 @@ def report(
     )
     print(
         f"S3 server: {off[2]:.0f} single-object requests/s (raw HEAD, concurrency 64); each "
-        "offloaded ledger costs 3 such requests (2 HEADs in the verifier, 1 confirming listing) "
-        "plus its share of a DeleteObjects"
+        "offloaded ledger costs 1 such request (the verifier's HEAD of its data object) plus "
+        "its share of a DeleteObjects"
     )
     print(
         f"peak RSS with a backlog of {args.backlog} PDLIs: {mem[0]:.0f} MB "
