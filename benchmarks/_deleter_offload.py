@@ -23,6 +23,7 @@ from pathlib import Path
 
 import boto3
 from aiobotocore.session import get_session
+from botocore.exceptions import ClientError
 
 from benchmarks._deleter_stack import (
     BUCKET,
@@ -68,22 +69,30 @@ class OffloadRound:
     load: str
 
 
-def put_objects(s3: S3Server, uuids: dict[int, str]) -> None:
+async def put_objects(s3: S3Server, uuids: dict[int, str]) -> None:
     """The data and index objects of each ledger as Pulsar's `BlobStoreManagedLedgerOffloader`
     of `PULSAR_VERSION` (4.0.4) writes them: user metadata with the version keys and, since
     2.10, cluster, role and ML name (the verifier's identity check reads them); bodies in its
-    layout (`devstack.simulator.blobs`: a data block, an index around the ledger's metadata)."""
-    client = boto3.client("s3", **s3.client_config())
-    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-        client.create_bucket(Bucket=BUCKET)
-    for ledger_id, offload_uuid in uuids.items():
-        source = SimLedger(ledger(ledger_id), LedgerKind.DATA, ML, None, False, False)
-        for key, role in zip(offload_keys(offload_uuid, ledger_id), ("data", "index"), strict=True):
-            metadata = object_user_metadata(CLUSTER, role, ML, PULSAR_VERSION)
-            obj = OffloadObject(
-                BUCKET, key, role, ledger_id, offload_uuid, ML, CLUSTER, metadata, source
-            )
-            client.put_object(Bucket=BUCKET, Key=key, Body=object_body(obj), Metadata=metadata)
+    layout (`devstack.simulator.blobs`: a data block, an index around the ledger's metadata).
+    Written 64 at a time."""
+    async with get_session().create_client("s3", **s3.client_config()) as client:
+        with contextlib.suppress(ClientError):  # already there from an earlier round
+            await client.create_bucket(Bucket=BUCKET)
+
+        async def put(ledger_id: int) -> None:
+            offload_uuid = uuids[ledger_id]
+            source = SimLedger(ledger(ledger_id), LedgerKind.DATA, ML, None, False, False)
+            keys = offload_keys(offload_uuid, ledger_id)
+            for key, role in zip(keys, ("data", "index"), strict=True):
+                metadata = object_user_metadata(CLUSTER, role, ML, PULSAR_VERSION)
+                obj = OffloadObject(
+                    BUCKET, key, role, ledger_id, offload_uuid, ML, CLUSTER, metadata, source
+                )
+                await client.put_object(
+                    Bucket=BUCKET, Key=key, Body=object_body(obj), Metadata=metadata
+                )
+
+        await bounded(uuids, put, CONCURRENCY)
 
 
 async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
@@ -142,7 +151,7 @@ async def one_round(
     uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 3 * n)}
     keys = {i: offload_keys(u, i) for i, u in uuids.items()}
     print(f"writing {6 * n} objects...")
-    await asyncio.to_thread(put_objects, s3, uuids)
+    await put_objects(s3, uuids)
     raw_keys = [k for i in range(base, base + n) for k in keys[i]]
     heads, ms_per_head = await raw_heads(s3, raw_keys)
     raw = await raw_delete_objects(s3, raw_keys) / 2  # two objects per ledger
