@@ -31,13 +31,12 @@ from benchmarks._deleter_stack import (
 )
 from benchmarks._oxia import in_threads, raw_client
 from benchmarks._pool import ratio
+from benchmarks._proc import cpu_seconds
 from benchmarks._truth import UndoneWork, require
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from services.metadata import LedgerPaths
 from services.metadata.oxia.limits import DEFAULT_MAX_THREADS
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class _Parts(Protocol):
@@ -63,12 +62,6 @@ class Round:
     rates: dict[str, float] = field(default_factory=dict)
     cpu_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     load: str = ""
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU of one process so far (`/proc/<pid>/stat`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 def oxia_server_pid() -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import statistics
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -91,13 +90,3 @@ async def raw_multi_delete(address: str, ids: Sequence[int]) -> tuple[float, Lat
         return rate, Latency.of(latencies)
     finally:
         await client.close()
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds a process has used so far (/proc/<pid>/stat): unlike rates,
-    a figure the machine's load barely moves."""
-    if pid is None:
-        return float("nan")
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

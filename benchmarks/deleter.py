@@ -2,7 +2,7 @@
 large backlog.
 
     .venv/bin/python -m benchmarks.deleter [--ledgers 5000] [--offloaded 1000] [--backlog 1000000]
-        [--smoke]
+        [--rounds 3] [--smoke]
     .venv/bin/python -m benchmarks.deleter --adaptive [--ledgers 3000] [--levels 1,4,16,64]
 
 Starts its own ZooKeeper, S3 (moto) and devstack broker, a verifier and deleters as child
@@ -10,10 +10,11 @@ processes (as deployed). Figures:
 - BookKeeper: closed Pulsar ledgers that no ML lists, one PDLI each on the system topic;
   acknowledged per second by one deleter (verify batch, conditional znode delete, parents,
   ack), beside raw aiozk get + delete of as many other ledger znodes (concurrency 64).
-- Offload: offloaded ledgers (two objects each) with an OFFLOAD_LEDGER PDLI each, beside raw
-  aiobotocore DeleteObjects of the same number of keys in 1,000-key requests; once with
-  unsigned PDLIs and once with PDLIs signed by a marker key the verifier trusts (each
-  signature checked before the decision).
+- Offload (`_deleter_offload.py`): offloaded ledgers (two objects each, written as Pulsar
+  4.0.4 writes them) with an OFFLOAD_LEDGER PDLI each, in `--rounds` interleaved rounds: raw
+  aiobotocore DeleteObjects of as many keys in 1,000-key requests, then unsigned PDLIs, then
+  PDLIs signed by a marker key the verifier trusts (each signature checked before the
+  decision); the CPU of the moto server and the verifier during the end-to-end runs.
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
 
 With `--metadata oxia`, only the BookKeeper figure, on a devstack Oxia server (`--shards`, a
@@ -35,31 +36,25 @@ import contextlib
 import os
 import tempfile
 import time
-import uuid as _uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiozk
-import boto3
-from aiobotocore.session import get_session
 
 from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
+from benchmarks._deleter_offload import offload_rounds, report_offload
 from benchmarks._deleter_oxia import oxia_rounds
 from benchmarks._deleter_oxia import report as report_oxia
 from benchmarks._deleter_raw import (
     MULTI_BATCH,
     MULTI_IN_FLIGHT,
     Latency,
-    cpu_seconds,
     probing,
     raw_multi_delete,
 )
 from benchmarks._deleter_stack import (
-    BUCKET,
-    CLUSTER,
     CONCURRENCY,
-    ML,
     Metadata,
     OxiaMetadata,
     bounded,
@@ -68,19 +63,17 @@ from benchmarks._deleter_stack import (
     deleter_child,
     encode,
     metric,
-    offload_keys,
     pdli,
     publish,
     rate_until,
-    signed,
     start_verifier,
     write_ledgers,
 )
 from benchmarks._oxia import oxia_server
+from benchmarks._proc import cpu_seconds
 from benchmarks._truth import UndoneWork, parse, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
 
@@ -103,43 +96,6 @@ async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
         return len(ids) / (time.perf_counter() - started)
     finally:
         await client.close()
-
-
-def put_objects(s3: S3Server, keys: list[str]) -> None:
-    """Each object with the user metadata Pulsar >= 2.10's offloader writes (cluster, role,
-    ML name: `BlobStoreManagedLedgerOffloader`), which the verifier requires of an object it
-    deletes without another proof of ownership."""
-    client = boto3.client("s3", **s3.client_config())
-    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-        client.create_bucket(Bucket=BUCKET)
-    for key in keys:
-        role = "index" if key.endswith("-index") else "data"
-        metadata = object_user_metadata(CLUSTER, role, ML)
-        client.put_object(Bucket=BUCKET, Key=key, Body=b"x", Metadata=metadata)
-
-
-async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
-    """Raw aiobotocore DeleteObjects in 1,000-key requests; keys (objects) per second."""
-    async with get_session().create_client("s3", **s3.client_config()) as client:
-        started = time.perf_counter()
-        for start in range(0, len(keys), 1000):
-            chunk = [{"Key": key} for key in keys[start : start + 1000]]
-            await client.delete_objects(Bucket=BUCKET, Delete={"Objects": chunk, "Quiet": True})
-        return len(keys) / (time.perf_counter() - started)
-
-
-async def raw_heads(s3: S3Server, keys: list[str]) -> float:
-    """Raw aiobotocore HEAD requests per second (concurrency 64): the server's per-request
-    rate, which bounds anything that needs a request per ledger."""
-    async with get_session().create_client("s3", **s3.client_config()) as client:
-
-        async def head(key: str) -> None:
-            with contextlib.suppress(Exception):
-                await client.head_object(Bucket=BUCKET, Key=key)
-
-        started = time.perf_counter()
-        await bounded(keys, head, CONCURRENCY)
-        return len(keys) / (time.perf_counter() - started)
 
 
 @dataclass
@@ -229,35 +185,6 @@ async def ledgers_left(zk: Metadata, ids: range) -> int:
         return found
 
 
-async def offload(p: Parts, n: int, *, sign: bool) -> tuple[float, float, float]:
-    base = 20_000_000 if sign else 10_000_000
-    uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 2 * n)}
-    keys = {i: offload_keys(u, i) for i, u in uuids.items()}
-    print(f"writing {4 * n} objects...")
-    await asyncio.to_thread(put_objects, p.s3, [k for ks in keys.values() for k in ks])
-    raw_keys = [k for i in range(base + n, base + 2 * n) for k in keys[i]]
-    heads = await raw_heads(p.s3, raw_keys)
-    raw = await raw_delete_objects(p.s3, raw_keys) / 2  # two objects per ledger
-    intents = [pdli(i, uuids[i]) for i in range(base, base + n)]
-    await publish(p.broker, encode(signed(intents) if sign else intents))
-    e2e = await run_deleter(p, "offload signed" if sign else "offload", n)
-    left = await asyncio.to_thread(
-        objects_left, p.s3, [k for i in intents for k in keys[i.ledger_id]]
-    )
-    if left:
-        raise UndoneWork(f"{left} of the {2 * n} objects the deleter had are still there")
-    return e2e, raw, heads
-
-
-def objects_left(s3: S3Server, keys: list[str]) -> int:
-    """How many of these objects still exist."""
-    client = boto3.client("s3", **s3.client_config())
-    present: set[str] = set()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-        present.update(item["Key"] for item in page.get("Contents", []))
-    return len(present.intersection(keys))
-
-
 async def memory(p: Parts, backlog: int, seconds: float) -> tuple[float, float]:
     print(f"publishing a backlog of {backlog} PDLIs...")
     base = 50_000_000
@@ -313,25 +240,25 @@ async def main(args: argparse.Namespace) -> None:
                 return
             bk = await bookkeeper(parts, args.ledgers)
             nan = float("nan")
-            none = (nan, nan, nan)
-            off = await offload(parts, args.offloaded, sign=False) if args.offloaded else none
-            off_signed = await offload(parts, args.offloaded, sign=True) if args.offloaded else none
+            off = await offload_rounds(
+                s3,
+                broker,
+                verifier_child.pid,
+                lambda name, target: run_deleter(parts, name, target),
+                args.offloaded,
+                args.rounds if args.offloaded else 0,
+            )
             mem = await memory(parts, args.backlog, args.seconds) if args.backlog else (nan, nan)
         finally:
             await verifier_child.stop()
-    report(args, bk, off, off_signed, mem)
+    report(args, bk, mem)
+    report_offload(off, args.offloaded)
     for (run_of, process), seconds in parts.cpu.items():
         per = f" ({seconds / args.ledgers * 1e6:.0f} µs a ledger)" if run_of == "bookkeeper" else ""
         print(f"CPU of the {process} during the {run_of} run: {seconds:.2f} s{per}")
 
 
-def report(
-    args: argparse.Namespace,
-    bk: BookKeeperFigures,
-    off: tuple[float, float, float],
-    off_signed: tuple[float, float, float],
-    mem: tuple[float, float],
-) -> None:
+def report(args: argparse.Namespace, bk: BookKeeperFigures, mem: tuple[float, float]) -> None:
     print()
     print("| | deleter (end to end) | raw client | ratio |")
     print("| --- | --- | --- | --- |")
@@ -342,19 +269,6 @@ def report(
     print(
         f"| BookKeeper ledgers/s | {bk.e2e:.0f} | {bk.multi:.0f} (raw multi delete, "
         f"{MULTI_BATCH} a multi, {MULTI_IN_FLIGHT} in flight) | {bk.e2e / bk.multi:.2f} |"
-    )
-    print(
-        f"| offloaded ledgers/s | {off[0]:.0f} | {off[1]:.0f} (DeleteObjects, 2 keys a ledger) "
-        f"| {off[0] / off[1]:.2f} |"
-    )
-    print(
-        f"| offloaded ledgers/s, signed PDLIs | {off_signed[0]:.0f} | {off_signed[1]:.0f} "
-        f"(DeleteObjects, 2 keys a ledger) | {off_signed[0] / off_signed[1]:.2f} |"
-    )
-    print(
-        f"S3 server: {off[2]:.0f} single-object requests/s (raw HEAD, concurrency 64); each "
-        "offloaded ledger costs 3 such requests (2 HEADs in the verifier, 1 confirming listing) "
-        "plus its share of a DeleteObjects"
     )
     print(
         f"peak RSS with a backlog of {args.backlog} PDLIs: {mem[0]:.0f} MB "
@@ -371,6 +285,12 @@ if __name__ == "__main__":
     parser.add_argument("--ledgers", type=int, default=5000)
     parser.add_argument("--offloaded", type=int, default=1000)
     parser.add_argument("--backlog", type=int, default=1_000_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds: offload (raw, unsigned, signed); on Oxia, raw and deleter",
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="memory run length")
     parser.add_argument(
         "--adaptive",
@@ -384,9 +304,6 @@ if __name__ == "__main__":
         help="where the ledger metadata is (oxia: the BookKeeper figure only)",
     )
     parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="raw and deleter rounds (--metadata oxia)"
-    )
     parser.add_argument(
         "--profile",
         type=Path,

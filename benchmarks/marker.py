@@ -42,6 +42,7 @@ import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
 from benchmarks._marker_encode import run_encode
+from benchmarks._proc import cpu_seconds
 from benchmarks._truth import parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
@@ -81,13 +82,6 @@ def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
         msg = encode_intent(build_pdli(request, LedgerRef(1000 + i), _pd.LEDGER, stamp))
         out.append((msg.payload, msg.partition_key, dict(msg.properties)))
     return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time process `pid` has used so far (every thread), from /proc."""
-    # Fields after the command name's closing parenthesis; utime and stime are the 12th and 13th.
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> float:

@@ -309,12 +309,12 @@ async def test_absent_ledgers_are_not_found_on_both_stores(
 
 async def test_offload_evidence_names_the_computed_keys(world: World, parts: Any) -> None:
     """DELETE for an offloaded copy names the bucket, the two keys built from uuid and id, and
-    their total size (the Content-Length of each HEAD; the data and index objects of
-    BlobStoreManagedLedgerOffloader are one byte each here)."""
+    the size of what was HEADed: the data object alone when it is there (the data and index
+    objects of BlobStoreManagedLedgerOffloader are one byte each here)."""
     await world.ml([2])
     keys = await world.objects(1)
     verdict = await parts.engine.verify(pdli(1, **OFF))
-    assert (DELETE, "offload", keys, 2) == (
+    assert (DELETE, "offload", keys, 1) == (
         verdict.decision,
         verdict.offload.bucket,
         verdict.offload.keys,
