@@ -1,8 +1,9 @@
 """Outages pause the deleter, they do not burn retries (issue 12, item 6).
 
 The real parts: ZooKeeper (Debian's server, stopped and started again), the devstack broker,
-moto S3, the verifier, and the deleter as a process. The retry budget is cut to about 11 s
-(1 + 2 + 4 + 4 s of backoff); the dependency stays away for 40 s, far longer. Before the pause
+moto S3, the verifier, and the deleter as a process. The retry budget is cut to about 3.5 s
+(0.5 + 1 + 1 + 1 s of backoff); the dependency stays away for 20 s, far longer: the PDLIs fall
+due a few seconds into it, and more than three budgets of outage follow. Before the pause
 existed, every PDLI due during such an outage ended in the dead-letter topic.
 """
 
@@ -30,11 +31,12 @@ from tests.deleter_e2e.checks import assert_all_gone, assert_safe
 from tests.deleter_e2e.process import DeleterProcess, deleter_env
 from tests.helpers import assert_eventually
 
-OUTAGE = 40.0
-"""Seconds the dependency stays away: more than three times the retry budget."""
+OUTAGE = 20.0
+"""Seconds the dependency stays away: the PDLIs fall due a few seconds into it, and more than
+three retry budgets of outage follow."""
 BUDGET = {
-    "TOMBSTONE_DELETER_RETRY_INITIAL_DELAY": "1s",
-    "TOMBSTONE_DELETER_RETRY_MAX_DELAY": "4s",
+    "TOMBSTONE_DELETER_RETRY_INITIAL_DELAY": "500ms",
+    "TOMBSTONE_DELETER_RETRY_MAX_DELAY": "1s",
     "TOMBSTONE_DELETER_MAX_RETRIES": "4",
     "TOMBSTONE_DELETER_OUTAGE_PROBE_INTERVAL": "500ms",
     "TOMBSTONE_ZOOKEEPER_OPERATION_TIMEOUT": "3s",
@@ -156,7 +158,7 @@ async def run_outage(
         "last ledger_deleted": max(deleted) - stopped,
         "all gone (checked)": gone - stopped,
     }
-    print(f"\n{dependency} outage of {OUTAGE:.0f} s, retry budget ~11 s:")
+    print(f"\n{dependency} outage of {OUTAGE:.0f} s, retry budget ~3.5 s:")
     for what, at in timeline.items():
         print(f"  {at:7.1f} s  {what}")
     print(
