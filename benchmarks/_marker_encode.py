@@ -26,7 +26,8 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 _KEY = Ed25519PrivateKey.generate()
 
 
-def _call_parts(ledgers: int) -> tuple[_pd.PendingDeleteLedgerInfo, list[LedgerRef]]:
+def bench_request() -> MarkRequest:
+    """The Mark request every marker benchmark sends: one managed ledger's ledgers."""
     owner = resolve_owner(
         _pd.MANAGED_LEDGER,
         topic_name="",
@@ -34,7 +35,11 @@ def _call_parts(ledgers: int) -> tuple[_pd.PendingDeleteLedgerInfo, list[LedgerR
         cursor_name="",
         schema_id="",
     )
-    request = MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+    return MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+
+
+def _call_parts(ledgers: int) -> tuple[_pd.PendingDeleteLedgerInfo, list[LedgerRef]]:
+    request = bench_request()
     stamp = Stamp(7, 1_700_000_000_000, 1_700_000_005_000, "marker-bench", "bench")
     return shared_fields(request, stamp), [LedgerRef(1_000_000 + i) for i in range(ledgers)]
 

@@ -41,7 +41,7 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
-from benchmarks._marker_encode import run_encode
+from benchmarks._marker_encode import bench_request, run_encode
 from benchmarks._proc import cpu_seconds
 from benchmarks._truth import parse, require, require_count
 from benchmarks._truth import run as run_checked
@@ -50,8 +50,8 @@ from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
 from services.core.signing_keys import generate_key_pair, write_key_pair
-from services.marker.owners import LedgerRef, resolve_owner
-from services.marker.planning import MarkRequest, Stamp, build_pdli
+from services.marker.owners import LedgerRef
+from services.marker.planning import Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
@@ -68,14 +68,7 @@ _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
     """PDLI messages exactly as the marker builds them."""
-    owner = resolve_owner(
-        _pd.MANAGED_LEDGER,
-        topic_name="",
-        ml_name="public/default/persistent/bench-0",
-        cursor_name="",
-        schema_id="",
-    )
-    request = MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+    request = bench_request()
     stamp = Stamp(fence_token=7, marked_at_ms=1, not_before_ms=5001, marker_id="m", cluster="c")
     out = []
     for i in range(count):
