@@ -88,7 +88,8 @@ async def one_run(
         "TOMBSTONE_DELETER_ZOOKEEPER_CONCURRENCY": str(high),
         "TOMBSTONE_DELETER_ZOOKEEPER_CONCURRENCY_MIN": str(low),
     }
-    child, port = deleter_child(zk, s3, broker, verifier, Path(workdir) / f"{name}.log", **env)
+    log = Path(workdir) / f"{name}.log"
+    child, port = deleter_child(zk, s3, broker, verifier, log, extra=env)
     latencies: list[float] = []
     stop = asyncio.Event()
     prober = asyncio.create_task(probe(zk.address, latencies, stop))

@@ -7,7 +7,7 @@ import asyncio
 import base64
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,7 +182,18 @@ def offload_keys(uuid: str, ledger_id: int) -> list[str]:
     return [data_object_key(uuid, ledger_id), index_object_key(uuid, ledger_id)]
 
 
-async def start_verifier(zk: Metadata, s3: S3Server, workdir: Path) -> tuple[ServiceProcess, str]:
+def service(module: str, log: Path, env: dict[str, str], profile: Path | None) -> ServiceProcess:
+    """`python -m module`, or under cProfile writing `<profile>/<log name>.prof` at its exit."""
+    if profile is None:
+        return ServiceProcess(module, log, env=env)
+    profile.mkdir(parents=True, exist_ok=True)
+    stats = profile / f"{log.stem}.prof"
+    return ServiceProcess("cProfile", log, env=env, args=("-o", str(stats), "-m", module))
+
+
+async def start_verifier(
+    zk: Metadata, s3: S3Server, workdir: Path, *, profile: Path | None = None
+) -> tuple[ServiceProcess, str]:
     env = {
         **metadata_env(zk),
         "TOMBSTONE_VERIFIER_SHADOW_SCAN_INTERVAL": "0s",
@@ -190,7 +201,7 @@ async def start_verifier(zk: Metadata, s3: S3Server, workdir: Path) -> tuple[Ser
         "TOMBSTONE_VERIFIER_TRUSTED_KEYS": trusted_keys_env(),
         **s3.service_env(allowed_buckets=[BUCKET]),
     }
-    child = ServiceProcess("services.verifier", workdir / "verifier.log", env=env)
+    child = service("services.verifier", workdir / "verifier.log", env, profile)
     await child.start()
     return child, child.address
 
@@ -201,7 +212,9 @@ def deleter_child(
     broker: PulsarBrokerProcess,
     verifier: str,
     log: Path,
-    **extra: str,
+    *,
+    profile: Path | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> tuple[ServiceProcess, int]:
     metrics_port = free_port()
     env = {
@@ -214,9 +227,9 @@ def deleter_child(
         "TOMBSTONE_DELETER_ZOOKEEPER_OPS_PER_SECOND": "1000000",
         "TOMBSTONE_DELETER_S3_REQUESTS_PER_SECOND": "1000000",
         **s3.service_env(allowed_buckets=[BUCKET]),
-        **extra,
+        **(extra or {}),
     }
-    return ServiceProcess("services.deleter", log, env=env), metrics_port
+    return service("services.deleter", log, env, profile), metrics_port
 
 
 def metric(port: int, name: str) -> float:
@@ -231,7 +244,13 @@ def metric(port: int, name: str) -> float:
 
 
 async def rate_until(port: int, target: int, timeout: float) -> float:
-    """Acknowledged messages per second, from the first ack seen until `target` acks."""
+    """Acknowledged messages per second, from the first ack seen until `target` acks.
+
+    Each look is a scrape of the deleter's /metrics, which costs the deleter CPU (every
+    metric rendered, the pool's status computed): after the first ack, the next look is
+    timed by the rate so far, half the time the rest should take, so a run of a few seconds
+    takes a few dozen scrapes, not one per 50 ms, and the last one still lands close to the
+    end."""
     name = "tombstone_deleter_acknowledged_total"
     first: tuple[float, float] | None = None
     deadline = time.monotonic() + timeout
@@ -242,6 +261,15 @@ async def rate_until(port: int, target: int, timeout: float) -> float:
             first = (now, acked)
         if acked >= target and first is not None:
             return (acked - first[1]) / max(now - first[0], 1e-9)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(_next_look(first, now, acked, target))
     acked = await asyncio.to_thread(metric, port, name)
     raise UndoneWork(f"only {acked:.0f} of {target} acknowledged in {timeout:.0f} s")
+
+
+def _next_look(first: tuple[float, float] | None, now: float, acked: float, target: int) -> float:
+    """Seconds until the next scrape: 50 ms until acks start, then half the time left at
+    the rate so far (between 20 ms and 1 s)."""
+    if first is None or acked <= first[1] or now <= first[0]:
+        return 0.05
+    rate = (acked - first[1]) / (now - first[0])
+    return min(1.0, max(0.02, (target - acked) / rate / 2))

@@ -2,7 +2,7 @@
 large backlog.
 
     .venv/bin/python -m benchmarks.deleter [--ledgers 5000] [--offloaded 1000] [--backlog 1000000]
-        [--smoke]
+        [--rounds 3] [--smoke]
     .venv/bin/python -m benchmarks.deleter --adaptive [--ledgers 3000] [--levels 1,4,16,64]
 
 Starts its own ZooKeeper, S3 (moto) and devstack broker, a verifier and deleters as child
@@ -10,17 +10,19 @@ processes (as deployed). Figures:
 - BookKeeper: closed Pulsar ledgers that no ML lists, one PDLI each on the system topic;
   acknowledged per second by one deleter (verify batch, conditional znode delete, parents,
   ack), beside raw aiozk get + delete of as many other ledger znodes (concurrency 64).
-- Offload: offloaded ledgers (two objects each) with an OFFLOAD_LEDGER PDLI each, beside raw
-  aiobotocore DeleteObjects of the same number of keys in 1,000-key requests; once with
-  unsigned PDLIs and once with PDLIs signed by a marker key the verifier trusts (each
-  signature checked before the decision).
+- Offload (`_deleter_offload.py`): offloaded ledgers (two objects each, written as Pulsar
+  4.0.4 writes them) with an OFFLOAD_LEDGER PDLI each, in `--rounds` interleaved rounds: raw
+  aiobotocore DeleteObjects of as many keys in 1,000-key requests, then unsigned PDLIs, then
+  PDLIs signed by a marker key the verifier trusts (each signature checked before the
+  decision); the CPU of the moto server and the verifier during the end-to-end runs.
 - Memory: the peak RSS (VmHWM) of a deleter consuming a backlog of `--backlog` PDLIs.
 
 With `--metadata oxia`, only the BookKeeper figure, on a devstack Oxia server (`--shards`, a
 child process: `benchmarks/_oxia.py`) that the verifier and the deleter reach through
 TOMBSTONE_METADATA_STORE_URL, beside the raw `oxia` client's get + conditional delete
 (`expected_version_id`) of as many other ledger keys from as many plain threads as the
-adapter has (16). Offload and memory do not touch the metadata store and are not run.
+adapter has (16), in `--rounds` rounds that alternate the two sides (`_deleter_oxia.py`).
+Offload and memory do not touch the metadata store and are not run.
 
 With `--adaptive`, only the ZooKeeper concurrency comparison (`_deleter_adaptive.py`): static
 limits swept, the adaptive limit beside them, ZooKeeper write latency seen by a probe client.
@@ -34,21 +36,25 @@ import contextlib
 import os
 import tempfile
 import time
-import uuid as _uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiozk
-import boto3
-from aiobotocore.session import get_session
 
 from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
+from benchmarks._deleter_offload import offload_rounds, report_offload
+from benchmarks._deleter_oxia import oxia_rounds
+from benchmarks._deleter_oxia import report as report_oxia
+from benchmarks._deleter_raw import (
+    MULTI_BATCH,
+    MULTI_IN_FLIGHT,
+    Latency,
+    probing,
+    raw_multi_delete,
+)
 from benchmarks._deleter_stack import (
-    BUCKET,
-    CLUSTER,
     CONCURRENCY,
-    ML,
     Metadata,
     OxiaMetadata,
     bounded,
@@ -57,22 +63,19 @@ from benchmarks._deleter_stack import (
     deleter_child,
     encode,
     metric,
-    offload_keys,
     pdli,
     publish,
     rate_until,
-    signed,
     start_verifier,
     write_ledgers,
 )
-from benchmarks._oxia import in_threads, oxia_server, raw_client
-from benchmarks._truth import UndoneWork, parse, require, run
+from benchmarks._oxia import oxia_server
+from benchmarks._proc import cpu_seconds
+from benchmarks._truth import UndoneWork, parse, run
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
-from devstack.simulator._factory import object_user_metadata
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata import LedgerPaths
-from services.metadata.oxia.limits import DEFAULT_MAX_THREADS
 
 
 async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
@@ -95,57 +98,6 @@ async def raw_zookeeper(zk: ZooKeeperServer, ids: range) -> float:
         await client.close()
 
 
-async def raw_oxia(address: str, ids: range) -> float:
-    """The raw oxia client: get each ledger key (value + version), delete it at that version
-    (`expected_version_id`), from as many threads as the adapter's pool."""
-    paths = LedgerPaths()
-
-    def get_and_delete(ledger_id: int) -> None:
-        path = paths.ledger_path(ledger_id)
-        _key, _value, version = raw.get(path)
-        require(raw.delete(path, expected_version_id=version.version_id()), f"raw delete {path}")
-
-    with raw_client(address) as raw:
-        return await in_threads(list(ids), DEFAULT_MAX_THREADS, get_and_delete)
-
-
-def put_objects(s3: S3Server, keys: list[str]) -> None:
-    """Each object with the user metadata Pulsar >= 2.10's offloader writes (cluster, role,
-    ML name: `BlobStoreManagedLedgerOffloader`), which the verifier requires of an object it
-    deletes without another proof of ownership."""
-    client = boto3.client("s3", **s3.client_config())
-    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-        client.create_bucket(Bucket=BUCKET)
-    for key in keys:
-        role = "index" if key.endswith("-index") else "data"
-        metadata = object_user_metadata(CLUSTER, role, ML)
-        client.put_object(Bucket=BUCKET, Key=key, Body=b"x", Metadata=metadata)
-
-
-async def raw_delete_objects(s3: S3Server, keys: list[str]) -> float:
-    """Raw aiobotocore DeleteObjects in 1,000-key requests; keys (objects) per second."""
-    async with get_session().create_client("s3", **s3.client_config()) as client:
-        started = time.perf_counter()
-        for start in range(0, len(keys), 1000):
-            chunk = [{"Key": key} for key in keys[start : start + 1000]]
-            await client.delete_objects(Bucket=BUCKET, Delete={"Objects": chunk, "Quiet": True})
-        return len(keys) / (time.perf_counter() - started)
-
-
-async def raw_heads(s3: S3Server, keys: list[str]) -> float:
-    """Raw aiobotocore HEAD requests per second (concurrency 64): the server's per-request
-    rate, which bounds anything that needs a request per ledger."""
-    async with get_session().create_client("s3", **s3.client_config()) as client:
-
-        async def head(key: str) -> None:
-            with contextlib.suppress(Exception):
-                await client.head_object(Bucket=BUCKET, Key=key)
-
-        started = time.perf_counter()
-        await bounded(keys, head, CONCURRENCY)
-        return len(keys) / (time.perf_counter() - started)
-
-
 @dataclass
 class Parts:
     zk: Metadata
@@ -153,13 +105,23 @@ class Parts:
     broker: PulsarBrokerProcess
     verifier: str
     workdir: Path
+    profile: Path | None = None
+    """Where the deleter writes its cProfile stats (`--profile`), else not profiled."""
+    verifier_pid: int | None = None
+    cpu: dict[tuple[str, str], float] = field(default_factory=dict)
+    """CPU seconds the deleter and the verifier spent during each deleter run, by run name."""
 
 
 async def run_deleter(p: Parts, name: str, target: int) -> float:
-    child, port = deleter_child(p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log")
+    child, port = deleter_child(
+        p.zk, p.s3, p.broker, p.verifier, p.workdir / f"{name}.log", profile=p.profile
+    )
     await child.start()
     try:
+        deleter_cpu, verifier_cpu = cpu_seconds(child.pid), cpu_seconds(p.verifier_pid)
         rate = await rate_until(port, target, timeout=600)
+        p.cpu[name, "deleter"] = cpu_seconds(child.pid) - deleter_cpu
+        p.cpu[name, "verifier"] = cpu_seconds(p.verifier_pid) - verifier_cpu
         dead = await asyncio.to_thread(metric, port, "tombstone_deleter_dead_lettered_total")
         # The rate counts acknowledgements; they must all be deletions, not skips or dead
         # letters, or the figure is the rate of something else.
@@ -174,20 +136,39 @@ async def run_deleter(p: Parts, name: str, target: int) -> float:
         await child.stop()
 
 
-async def bookkeeper(p: Parts, n: int) -> tuple[float, float]:
-    print(f"writing {2 * n} ledger znodes...")
-    await write_ledgers(p.zk, range(1, 2 * n + 1))
+@dataclass(frozen=True)
+class BookKeeperFigures:
+    e2e: float
+    """Ledgers per second settled by the deleter."""
+    raw: float
+    """Raw get + delete, ledgers per second."""
+    multi: float = float("nan")
+    """Raw multi delete (ZooKeeper only): the mean of the runs before and after the deleter's."""
+    e2e_probe: Latency | None = None
+    """The probe's write latency during the deleter's run (ZooKeeper only)."""
+    multi_probe: Latency | None = None
+    """The same during the raw multi deletes."""
+
+
+async def bookkeeper(p: Parts, n: int) -> BookKeeperFigures:
+    """The deleter's run between two raw multi-delete runs of n/2 ledgers each (interleaved,
+    so that a change in the machine's load shows in both), raw get + delete before them."""
+    assert isinstance(p.zk, ZooKeeperServer)  # Oxia: `oxia_rounds`
+    print(f"writing {3 * n} ledger znodes...")
+    await write_ledgers(p.zk, range(1, 3 * n + 1))
     others = range(n + 1, 2 * n + 1)
-    if isinstance(p.zk, OxiaMetadata):
-        raw = await raw_oxia(p.zk.address, others)
-    else:
-        raw = await raw_zookeeper(p.zk, others)
+    raw = await raw_zookeeper(p.zk, others)
     await publish(p.broker, encode(pdli(i) for i in range(1, n + 1)))
-    e2e = await run_deleter(p, "bookkeeper", n)
+    multi_ids = range(2 * n + 1, 3 * n + 1)
+    half = len(multi_ids) // 2
+    before, multi_probe = await raw_multi_delete(p.zk.address, multi_ids[:half])
+    async with probing(p.zk.address) as latencies:
+        e2e = await run_deleter(p, "bookkeeper", n)
+    after, _ = await raw_multi_delete(p.zk.address, multi_ids[half:])
     left = await ledgers_left(p.zk, range(1, n + 1))
     if left:
         raise UndoneWork(f"{left} of the {n} ledger znodes the deleter had are still there")
-    return e2e, raw
+    return BookKeeperFigures(e2e, raw, (before + after) / 2, Latency.of(latencies), multi_probe)
 
 
 async def ledgers_left(zk: Metadata, ids: range) -> int:
@@ -202,35 +183,6 @@ async def ledgers_left(zk: Metadata, ids: range) -> int:
 
         await bounded(ids, check, CONCURRENCY)
         return found
-
-
-async def offload(p: Parts, n: int, *, sign: bool) -> tuple[float, float, float]:
-    base = 20_000_000 if sign else 10_000_000
-    uuids = {i: str(_uuid.uuid4()) for i in range(base, base + 2 * n)}
-    keys = {i: offload_keys(u, i) for i, u in uuids.items()}
-    print(f"writing {4 * n} objects...")
-    await asyncio.to_thread(put_objects, p.s3, [k for ks in keys.values() for k in ks])
-    raw_keys = [k for i in range(base + n, base + 2 * n) for k in keys[i]]
-    heads = await raw_heads(p.s3, raw_keys)
-    raw = await raw_delete_objects(p.s3, raw_keys) / 2  # two objects per ledger
-    intents = [pdli(i, uuids[i]) for i in range(base, base + n)]
-    await publish(p.broker, encode(signed(intents) if sign else intents))
-    e2e = await run_deleter(p, "offload signed" if sign else "offload", n)
-    left = await asyncio.to_thread(
-        objects_left, p.s3, [k for i in intents for k in keys[i.ledger_id]]
-    )
-    if left:
-        raise UndoneWork(f"{left} of the {2 * n} objects the deleter had are still there")
-    return e2e, raw, heads
-
-
-def objects_left(s3: S3Server, keys: list[str]) -> int:
-    """How many of these objects still exist."""
-    client = boto3.client("s3", **s3.client_config())
-    present: set[str] = set()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-        present.update(item["Key"] for item in page.get("Contents", []))
-    return len(present.intersection(keys))
 
 
 async def memory(p: Parts, backlog: int, seconds: float) -> tuple[float, float]:
@@ -269,8 +221,8 @@ async def main(args: argparse.Namespace) -> None:
         workdir = Path(tmp)
         create_topics(broker)
         await write_ledgers(zk, range(0))  # the ledgers root: the verifier checks it at start
-        verifier_child, verifier = await start_verifier(zk, s3, workdir)
-        parts = Parts(zk, s3, broker, verifier, workdir)
+        verifier_child, verifier = await start_verifier(zk, s3, workdir, profile=args.profile)
+        parts = Parts(zk, s3, broker, verifier, workdir, args.profile, verifier_child.pid)
         if args.adaptive:
             assert isinstance(zk, ZooKeeperServer)  # refused with --metadata oxia
             try:
@@ -281,62 +233,51 @@ async def main(args: argparse.Namespace) -> None:
             report_adaptive(runs, args.ledgers)
             return
         try:
-            bk = await bookkeeper(parts, args.ledgers)
             if oxia:
-                report_oxia(args, bk)
+                assert verifier_child.pid is not None
+                rounds = await oxia_rounds(parts, args.ledgers, args.rounds, verifier_child.pid)
+                report_oxia(rounds, args.ledgers, args.shards)
                 return
+            bk = await bookkeeper(parts, args.ledgers)
             nan = float("nan")
-            none = (nan, nan, nan)
-            off = await offload(parts, args.offloaded, sign=False) if args.offloaded else none
-            off_signed = await offload(parts, args.offloaded, sign=True) if args.offloaded else none
+            off = await offload_rounds(
+                s3,
+                broker,
+                verifier_child.pid,
+                lambda name, target: run_deleter(parts, name, target),
+                args.offloaded,
+                args.rounds if args.offloaded else 0,
+            )
             mem = await memory(parts, args.backlog, args.seconds) if args.backlog else (nan, nan)
         finally:
             await verifier_child.stop()
-    report(args, bk, off, off_signed, mem)
+    report(args, bk, mem)
+    report_offload(off, args.offloaded)
+    for (run_of, process), seconds in parts.cpu.items():
+        per = f" ({seconds / args.ledgers * 1e6:.0f} µs a ledger)" if run_of == "bookkeeper" else ""
+        print(f"CPU of the {process} during the {run_of} run: {seconds:.2f} s{per}")
 
 
-def report_oxia(args: argparse.Namespace, bk: tuple[float, float]) -> None:
-    """The ratio first: absolute rates are those of the devstack server (Python)."""
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print()
-    print(
-        f"deleter / raw oxia get + versioned delete: {bk[0] / bk[1]:.0%}; "
-        f"deleter {bk[0]:.0f} ledgers/s, raw {bk[1]:.0f} ledgers/s "
-        f"({args.ledgers} ledgers each, {args.shards} shards); load average {load}"
-    )
-
-
-def report(
-    args: argparse.Namespace,
-    bk: tuple[float, float],
-    off: tuple[float, float, float],
-    off_signed: tuple[float, float, float],
-    mem: tuple[float, float],
-) -> None:
+def report(args: argparse.Namespace, bk: BookKeeperFigures, mem: tuple[float, float]) -> None:
     print()
     print("| | deleter (end to end) | raw client | ratio |")
     print("| --- | --- | --- | --- |")
     print(
-        f"| BookKeeper ledgers/s | {bk[0]:.0f} | {bk[1]:.0f} (aiozk get + delete) "
-        f"| {bk[0] / bk[1]:.2f} |"
+        f"| BookKeeper ledgers/s | {bk.e2e:.0f} | {bk.raw:.0f} (aiozk get + delete) "
+        f"| {bk.e2e / bk.raw:.2f} |"
     )
     print(
-        f"| offloaded ledgers/s | {off[0]:.0f} | {off[1]:.0f} (DeleteObjects, 2 keys a ledger) "
-        f"| {off[0] / off[1]:.2f} |"
-    )
-    print(
-        f"| offloaded ledgers/s, signed PDLIs | {off_signed[0]:.0f} | {off_signed[1]:.0f} "
-        f"(DeleteObjects, 2 keys a ledger) | {off_signed[0] / off_signed[1]:.2f} |"
-    )
-    print(
-        f"S3 server: {off[2]:.0f} single-object requests/s (raw HEAD, concurrency 64); each "
-        "offloaded ledger costs 3 such requests (2 HEADs in the verifier, 1 confirming listing) "
-        "plus its share of a DeleteObjects"
+        f"| BookKeeper ledgers/s | {bk.e2e:.0f} | {bk.multi:.0f} (raw multi delete, "
+        f"{MULTI_BATCH} a multi, {MULTI_IN_FLIGHT} in flight) | {bk.e2e / bk.multi:.2f} |"
     )
     print(
         f"peak RSS with a backlog of {args.backlog} PDLIs: {mem[0]:.0f} MB "
         f"({mem[1]:.0f} settled in {args.seconds:.0f} s)"
     )
+    print(f"ZooKeeper write probe during the deleter's run: {bk.e2e_probe}")
+    print(f"ZooKeeper write probe during the raw multi deletes: {bk.multi_probe}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the end: {load}")
 
 
 if __name__ == "__main__":
@@ -344,6 +285,12 @@ if __name__ == "__main__":
     parser.add_argument("--ledgers", type=int, default=5000)
     parser.add_argument("--offloaded", type=int, default=1000)
     parser.add_argument("--backlog", type=int, default=1_000_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds: offload (raw, unsigned, signed); on Oxia, raw and deleter",
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="memory run length")
     parser.add_argument(
         "--adaptive",
@@ -358,9 +305,16 @@ if __name__ == "__main__":
     )
     parser.add_argument("--shards", type=int, default=3, help="Oxia shards (--metadata oxia)")
     parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a directory: the verifier and the deleters run under cProfile, stats written there",
+    )
+    parser.add_argument(
         "--levels", default="1,4,16,64", help="static ZooKeeper limits swept (--adaptive)"
     )
-    args = parse(parser, {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0})
+    smoke = {"ledgers": 20, "offloaded": 10, "backlog": 200, "seconds": 2.0, "rounds": 1}
+    args = parse(parser, smoke)
     if args.adaptive and args.metadata == "oxia":
         parser.error("--adaptive compares ZooKeeper concurrency limits: not with --metadata oxia")
     run(lambda: asyncio.run(main(args)))

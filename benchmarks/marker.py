@@ -1,7 +1,7 @@
 """Marker throughput and latency against the devstack broker and a real ZooKeeper.
 
     .venv/bin/python -m benchmarks.marker [--owners 500] [--ledgers 100] [--concurrency 32]
-        [--sign] [--smoke]
+        [--sign] [--smoke] [--encode [--cprofile N]]
 
 Prints, from one run on one machine:
 - the raw `pulsar-client` send rate (sync client, `send_async`, batching on) with PDLI-sized
@@ -13,6 +13,11 @@ Prints, from one run on one machine:
   shared, so each ratio compares runs made seconds apart;
 - the same with `--big-ledgers`-ledger calls;
 - p50/p99 latency of a `--ledgers`-ledger Mark, alone and under load;
+- the CPU time per PDLI of the marker process in each round (every thread, from /proc), beside
+  the benchmark process's CPU per message in the raw run: less sensitive to a loaded machine
+  than the rates;
+- with `--encode`, only the CPU per PDLI of encoding (and signing) one call's PDLIs in
+  process, and of each part of signing (`benchmarks/_marker_encode.py`);
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -36,6 +41,8 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
+from benchmarks._marker_encode import bench_request, run_encode
+from benchmarks._proc import cpu_seconds
 from benchmarks._truth import parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
@@ -43,8 +50,8 @@ from devstack.services import ServiceProcess
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import PulsarConfig
 from services.core.signing_keys import generate_key_pair, write_key_pair
-from services.marker.owners import LedgerRef, resolve_owner
-from services.marker.planning import MarkRequest, Stamp, build_pdli
+from services.marker.owners import LedgerRef
+from services.marker.planning import Stamp, build_pdli
 from services.metadata import LedgerInfo, ManagedLedgerInfo, encode_managed_ledger_info
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.systopic import ProducerSettings, encode_intent, open_intent_publisher
@@ -61,14 +68,7 @@ _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
     """PDLI messages exactly as the marker builds them."""
-    owner = resolve_owner(
-        _pd.MANAGED_LEDGER,
-        topic_name="",
-        ml_name="public/default/persistent/bench-0",
-        cursor_name="",
-        schema_id="",
-    )
-    request = MarkRequest(owner=owner, ledger_ids=(), request_id="0" * 32)
+    request = bench_request()
     stamp = Stamp(fence_token=7, marked_at_ms=1, not_before_ms=5001, marker_id="m", cluster="c")
     out = []
     for i in range(count):
@@ -299,6 +299,11 @@ class Round:
     """Raw client msg/s measured just before the marker run of this round."""
     marker: float
     """Marker PDLIs/s in this round."""
+    raw_cpu_us: float = 0.0
+    """CPU µs per message of the benchmark process (the raw client's threads) in its run."""
+    marker_cpu_us: float = 0.0
+    """CPU µs per PDLI of the marker process (every thread) in this round; 0 when py-spy
+    records it (the process is then py-spy's child)."""
 
     @property
     def ratio(self) -> float:
@@ -348,10 +353,15 @@ async def marker_figures(
                 await stub.MarkLedgers(mark_request(i, args.ledgers))
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
+            pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
             for indexes in rounds:
+                raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
+                raw_cpu = cpu_seconds(os.getpid()) - raw_cpu
+                before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
-                results.append(Round(raw, rate))
+                marker_cpu = cpu_seconds(pid) - before if pid else 0.0
+                results.append(Round(raw, rate, raw_cpu / n * 1e6, marker_cpu / n * 1e6))
                 loaded += latencies
             raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
@@ -400,7 +410,8 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
     for i, r in enumerate(marker.rounds, 1):
         print(
             f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
-            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw"
+            f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw; "
+            f"CPU {r.marker_cpu_us:.1f} µs/PDLI (raw client {r.raw_cpu_us:.1f} µs/msg)"
         )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
@@ -439,6 +450,15 @@ def main() -> None:
     parser.add_argument(
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
     )
+    parser.add_argument(
+        "--encode",
+        action="store_true",
+        help="only the encode and sign path of one --ledgers call, in process (no broker)",
+    )
+    parser.add_argument("--encode-calls", type=int, default=200, help="calls per --encode round")
+    parser.add_argument(
+        "--cprofile", type=int, default=0, help="with --encode: print the top N functions"
+    )
     args = parse(
         parser,
         {
@@ -450,8 +470,12 @@ def main() -> None:
             "big_owners": 2,
             "big_ledgers": 50,
             "sign": True,
+            "encode_calls": 5,
         },
     )
+    if args.encode:
+        run_encode(args.ledgers, max(args.rounds, 5), args.encode_calls, args.cprofile)
+        return
     asyncio.run(run(args))
 
 

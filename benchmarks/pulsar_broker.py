@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import pulsar
 
+from benchmarks._proc import cpu_seconds
 from benchmarks._truth import UndoneWork, parse
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
@@ -109,12 +110,6 @@ def consume(consumer: pulsar.Consumer, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _client_cpu() -> float:
     times = os.times()
     return times.user + times.system
@@ -122,9 +117,9 @@ def _client_cpu() -> float:
 
 def measure(broker_pid: int, step: Callable[[], float]) -> tuple[float, float, float]:
     """(msg/s, broker CPU s, client CPU s) of one step."""
-    broker_before, client_before = _cpu_seconds(broker_pid), _client_cpu()
+    broker_before, client_before = cpu_seconds(broker_pid), _client_cpu()
     rate = step()
-    return rate, _cpu_seconds(broker_pid) - broker_before, _client_cpu() - client_before
+    return rate, cpu_seconds(broker_pid) - broker_before, _client_cpu() - client_before
 
 
 def run(

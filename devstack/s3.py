@@ -67,6 +67,11 @@ class S3Server:
     def running(self) -> bool:
         return self._child.running
 
+    @property
+    def pid(self) -> int | None:
+        """The moto server process (benchmarks read its CPU time)."""
+        return self._child.pid
+
     def reset(self) -> None:
         """Drop every bucket and object (moto's reset API)."""
         req = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")

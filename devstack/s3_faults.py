@@ -4,6 +4,9 @@ Requests are forwarded unchanged (the Host header too, so signatures still match
 fault is armed: then matching requests get an S3 error document with the chosen status and
 code instead; `slow()` delays every answer for a while. It also counts requests by S3
 operation, which lets tests see how deletes were batched without mocking the S3 API.
+`answer_deletes()` rewrites the answers of DeleteObjects requests that moto carried out: keys
+reported failed with a per-key error code, or left out of the answer, as a store that fails
+some keys of a request (or answers incompletely) does.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from xml.sax.saxutils import escape
 
 import aiohttp
 from aiohttp import web
@@ -71,6 +77,9 @@ class S3FaultProxy:
         self._fault: Fault | None = None
         self._delay = 0.0
         self._slow_until = 0.0
+        self._key_errors: dict[str, str] = {}
+        self._unreported: set[str] = set()
+        self._pretend = False
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.port = 0
@@ -97,9 +106,27 @@ class S3FaultProxy:
         self._delay = delay
         self._slow_until = time.monotonic() + seconds
 
+    def answer_deletes(
+        self,
+        *,
+        errors: Mapping[str, str] | None = None,
+        unreported: Iterable[str] = (),
+        carried_out: bool = True,
+    ) -> None:
+        """From now on, DeleteObjects answers report each key of `errors` failed with its code
+        and leave each key of `unreported` out; moto has deleted them all the same. Without
+        `carried_out`, requests are not forwarded at all and every key is answered `Deleted`:
+        a store that claims deletes it did not make."""
+        self._key_errors = dict(errors or {})
+        self._unreported = set(unreported)
+        self._pretend = not carried_out
+
     def clear(self) -> None:
         self._fault = None
         self._slow_until = 0.0
+        self._key_errors = {}
+        self._unreported = set()
+        self._pretend = False
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(auto_decompress=False)
@@ -138,7 +165,17 @@ class S3FaultProxy:
                 fault.remaining -= 1
             self.injected[operation] += 1
             return _error(fault.status, fault.code)
-        return await self._forward(request)
+        if operation == "DeleteObjects" and self._pretend:
+            return web.Response(
+                body=_all_deleted(await request.read()), content_type="application/xml"
+            )
+        response = await self._forward(request)
+        if operation == "DeleteObjects" and (self._key_errors or self._unreported):
+            assert isinstance(response.body, bytes)
+            response.body = _rewrite_delete_result(
+                response.body, self._key_errors, self._unreported
+            )
+        return response
 
     async def _forward(self, request: web.Request) -> web.Response:
         assert self._session is not None
@@ -163,3 +200,35 @@ def _error(status: int, code: str) -> web.Response:
         "<RequestId>proxy</RequestId></Error>"
     )
     return web.Response(status=status, body=body.encode(), content_type="application/xml")
+
+
+def _rewrite_delete_result(body: bytes, errors: Mapping[str, str], unreported: set[str]) -> bytes:
+    """A DeleteResult document with the `Deleted` entries of `errors` turned into `Error`
+    entries and those of `unreported` removed."""
+    root = ET.fromstring(body)
+    namespace = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+    for entry in list(root):
+        if entry.tag != f"{namespace}Deleted":
+            continue
+        key = entry.findtext(f"{namespace}Key") or ""
+        if key in unreported or key in errors:
+            root.remove(entry)
+        if key in errors:
+            error = ET.SubElement(root, f"{namespace}Error")
+            for name, text in (("Key", key), ("Code", errors[key]), ("Message", "injected")):
+                ET.SubElement(error, f"{namespace}{name}").text = text
+    ET.register_namespace("", namespace.strip("{}"))
+    rewritten: bytes = ET.tostring(root, xml_declaration=True, encoding="UTF-8")
+    return rewritten
+
+
+def _all_deleted(request_body: bytes) -> bytes:
+    """A DeleteResult naming every key of a Delete request `Deleted`."""
+    request = ET.fromstring(request_body)
+    namespace = request.tag.partition("}")[0] + "}" if request.tag.startswith("{") else ""
+    keys = [obj.findtext(f"{namespace}Key") or "" for obj in request.iter(f"{namespace}Object")]
+    deleted = "".join(f"<Deleted><Key>{escape(key)}</Key></Deleted>" for key in keys)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{deleted}</DeleteResult>'
+    ).encode()

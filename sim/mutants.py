@@ -145,7 +145,10 @@ def _hybrid_path_only() -> Callable[[], None]:
 
 
 def _belief_skips_match() -> Callable[[], None]:
-    """A believed PDLI skips the whole metadata match, metadata naming another owner too."""
+    """A believed PDLI skips the whole metadata match, metadata naming another owner too.
+    The incarnation check (a ledger created after its intent) is off as well: it stops the
+    simulation's re-created ids before the metadata match is reached, so with it on this
+    mutant could not be told from the correct rule."""
     original = decision.DecisionEngine._metadata_mismatch
 
     def mismatch(self: Any, target: Any, owner: Any, metadata: Any, believed: bool) -> Any:
@@ -153,7 +156,14 @@ def _belief_skips_match() -> Callable[[], None]:
             return None
         return original(self, target, owner, metadata, believed)
 
-    return _patch(decision.DecisionEngine, "_metadata_mismatch", mismatch)
+    undo_match = _patch(decision.DecisionEngine, "_metadata_mismatch", mismatch)
+    undo_incarnation = _patch(decision, "other_incarnation", lambda *args, **kwargs: None)
+
+    def undo() -> None:
+        undo_incarnation()
+        undo_match()
+
+    return undo
 
 
 def _absent_owner_anywhere() -> Callable[[], None]:

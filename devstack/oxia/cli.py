@@ -7,7 +7,7 @@ import signal
 
 import click
 
-from .server import DEFAULT_NAMESPACE, OxiaServer
+from .server import DEFAULT_NAMESPACE, MAX_VERSION_ID, OxiaServer
 
 
 @click.command("oxia")
@@ -32,12 +32,20 @@ from .server import DEFAULT_NAMESPACE, OxiaServer
     help=f"A namespace served, with shards of its own; repeat for several "
     f"[default: {DEFAULT_NAMESPACE}].",
 )
+@click.option(
+    "--first-version-id",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0, max=MAX_VERSION_ID),
+    help="Version id of each shard's first put (a high one stands for a busy server's).",
+)
 def oxia(
     host: str,
     advertised_host: str | None,
     port: int,
     shards: int,
     namespaces: tuple[str, ...],
+    first_version_id: int,
 ) -> None:
     """Run an in-memory Oxia server (its namespaces, every shard led here) until Ctrl-C or
     SIGTERM (exit 0)."""
@@ -49,6 +57,7 @@ def oxia(
         shards=shards,
         namespaces=namespaces or (DEFAULT_NAMESPACE,),
         advertised_host=advertised_host,
+        first_version_id=first_version_id,
     )
     try:
         asyncio.run(serve(server))

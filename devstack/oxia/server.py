@@ -19,9 +19,15 @@ from .service import Abort, OxiaService
 DEFAULT_NAMESPACE = "default"
 
 
+#: Oxia's version ids are int64.
+MAX_VERSION_ID = 2**63 - 1
+
+
 class OxiaServer:
     """One Oxia "standalone" server: each of `namespaces` (default: Oxia's `default`) with
-    `shards` shards of its own, all led here."""
+    `shards` shards of its own, all led here. `first_version_id`: the version id of each
+    shard's first put (0 on a new Oxia server; a high one stands for a server that has taken
+    that many writes, for tests of version ids beyond 32 bits)."""
 
     def __init__(
         self,
@@ -31,16 +37,21 @@ class OxiaServer:
         shards: int = 1,
         namespaces: Sequence[str] = (DEFAULT_NAMESPACE,),
         advertised_host: str | None = None,
+        first_version_id: int = 0,
     ) -> None:
         if shards < 1:
             raise ValueError("an Oxia server needs at least one shard")
+        if not 0 <= first_version_id <= MAX_VERSION_ID:
+            raise ValueError(f"first_version_id must be in [0, {MAX_VERSION_ID}]")
         if len(set(namespaces)) != len(namespaces):
             raise ValueError(f"a namespace is named twice: {', '.join(namespaces)}")
         self._host = host
         self._requested_port = port
         self._advertised = advertised_host or host
         self.port = 0
-        self.service = OxiaService(dict.fromkeys(namespaces, shards), lambda: self.address)
+        self.service = OxiaService(
+            dict.fromkeys(namespaces, shards), lambda: self.address, first_version_id
+        )
         self._server: grpc.aio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -180,15 +191,21 @@ def running_in_thread(
     host: str = "127.0.0.1",
     advertised_host: str | None = None,
     namespaces: Sequence[str] = (DEFAULT_NAMESPACE,),
+    first_version_id: int = 0,
 ) -> Iterator[OxiaServer]:
     """A server on a free port, served by an event loop in a daemon thread until exit.
     `advertised_host`: the host named as every shard's leader (a proxy's, in fault tests);
-    `namespaces`: each served with `shards` shards of its own."""
+    `namespaces`: each served with `shards` shards of its own; `first_version_id`: as
+    `OxiaServer`'s."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="oxia-devstack", daemon=True)
     thread.start()
     server = OxiaServer(
-        host=host, shards=shards, namespaces=namespaces, advertised_host=advertised_host
+        host=host,
+        shards=shards,
+        namespaces=namespaces,
+        advertised_host=advertised_host,
+        first_version_id=first_version_id,
     )
     try:
         asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)

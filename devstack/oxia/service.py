@@ -41,9 +41,15 @@ def hash_ranges(count: int) -> list[tuple[int, int]]:
 class OxiaService:
     """`namespaces` maps each namespace to its shard count. As in Oxia, every namespace has
     shards of its own and shard ids are unique across namespaces (numbered in the order the
-    namespaces are given), so a request naming a shard needs no namespace."""
+    namespaces are given), so a request naming a shard needs no namespace. Each shard's first
+    put gets `first_version_id`."""
 
-    def __init__(self, namespaces: Mapping[str, int], leader: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        namespaces: Mapping[str, int],
+        leader: Callable[[], str],
+        first_version_id: int = 0,
+    ) -> None:
         if not namespaces:
             raise ValueError("an Oxia server needs at least one namespace")
         self.namespaces: dict[str, list[int]] = {}
@@ -53,7 +59,7 @@ class OxiaService:
                 raise ValueError(f"namespace {name!r} needs at least one shard")
             first = len(self.shards)
             self.namespaces[name] = list(range(first, first + count))
-            self.shards.update({i: Shard(i) for i in self.namespaces[name]})
+            self.shards.update({i: Shard(i, first_version_id) for i in self.namespaces[name]})
         self._leader = leader
         self.stopping = asyncio.Event()
 

@@ -57,7 +57,7 @@ class _Entry:
 
 
 class Shard:
-    def __init__(self, shard_id: int) -> None:
+    def __init__(self, shard_id: int, first_version_id: int = 0) -> None:
         self.shard_id = shard_id
         self.records = SortedRecords()
         self.indexes: dict[str, SecondaryIndex] = {}
@@ -65,8 +65,9 @@ class Shard:
         self.notifications = NotificationLog()
         #: Offset of the last committed entry; -1 before the first.
         self.commit_offset = -1
-        #: The last version id given to a put; -1 before the first.
-        self.last_version_id = -1
+        #: The last version id given to a put; `first_version_id - 1` before the first (a
+        #: real shard starts at 0; a high start stands for a server that took many writes).
+        self.last_version_id = first_version_id - 1
         self._sequence_watchers: dict[str, set[asyncio.Queue[str]]] = {}
 
     # -- the log ---------------------------------------------------------------

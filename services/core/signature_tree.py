@@ -36,12 +36,17 @@ SIGNATURE = 64
 HEADER = SIGNATURE + _HEAD.size
 
 
+LEAF_PREFIX = b"\x00"
+_NODE_PREFIX = b"\x01"
+_sha256 = hashlib.sha256
+
+
 def leaf_hash(canonical: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + canonical).digest()
+    return hashlib.sha256(LEAF_PREFIX + canonical).digest()
 
 
 def _node(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
+    return hashlib.sha256(_NODE_PREFIX + left + right).digest()
 
 
 def root_message(count: int, root: bytes) -> bytes:
@@ -51,24 +56,35 @@ def root_message(count: int, root: bytes) -> bytes:
 
 def build(leaves: Sequence[bytes]) -> tuple[bytes, list[bytes]]:
     """The root of `leaves` (leaf hashes) and, for each leaf, its sibling hashes joined."""
-    paths: list[list[bytes]] = [[] for _ in leaves]
-    positions = list(range(len(leaves)))
-    level = list(leaves)
-    while len(level) > 1:
-        for leaf, position in enumerate(positions):
-            sibling = position ^ 1
-            if sibling < len(level):
-                paths[leaf].append(level[sibling])
-            positions[leaf] = position // 2
-        level = [
-            _node(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-            for i in range(0, len(level), 2)
+    levels = [list(leaves)]
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        # `_node` inline: no Python call per node.
+        up = [
+            _sha256(_NODE_PREFIX + level[i] + level[i + 1]).digest()
+            for i in range(0, len(level) - 1, 2)
         ]
-    return level[0], [b"".join(path) for path in paths]
+        if len(level) % 2:
+            up.append(level[-1])
+        levels.append(up)
+    # A node's path is its sibling (none for a carried odd node) then its parent's path, so
+    # one pass from the root down builds every leaf's path with one join per node.
+    paths = [b""]
+    for level in reversed(levels[:-1]):
+        width = len(level)
+        paths = [
+            level[i ^ 1] + paths[i >> 1] if i ^ 1 < width else paths[i >> 1] for i in range(width)
+        ]
+    return levels[-1][0], paths
 
 
 def encode(signature: bytes, index: int, count: int, path: bytes) -> bytes:
-    return signature + _HEAD.pack(index, count) + path
+    return signature + encode_position(index, count) + path
+
+
+def encode_position(index: int, count: int) -> bytes:
+    """The index and count that follow the signature in the field."""
+    return _HEAD.pack(index, count)
 
 
 def root_of(leaf: bytes, blob: bytes) -> tuple[bytes, bytes] | None:

@@ -36,7 +36,7 @@ import hashlib
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 
 from cryptography.exceptions import InvalidSignature
@@ -56,6 +56,24 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _ABSENT = b"\x00"
+_PRESENT_LEDGER = struct.Struct(">Bqi")
+"""`_ledger_part` of a PDLI with a ledger id, in one pack."""
+_LEAF_HEAD = tree.LEAF_PREFIX + _PREFIX
+_sha256 = hashlib.sha256
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int (a tag or a field length)."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SIGNATURE_TAG = _varint(_pd.PendingDeleteLedgerInfo.SIGNATURE_FIELD_NUMBER << 3 | 2)
+"""The `signature` field's tag: its number and wire type 2 (length-delimited)."""
 
 
 def _string(value: str) -> bytes:
@@ -128,13 +146,30 @@ class CanonicalTemplate:
     offload context), with the shared parts encoded once (the marker's hot path)."""
 
     def __init__(self, shared: _pd.PendingDeleteLedgerInfo) -> None:
-        self._owner = _PREFIX, _owner_part(shared)
+        self._owner = _owner_part(shared)
         self._intent = _intent_part(shared)
+        self._tail_without_offload = self._owner + _ABSENT + self._intent
+        """What follows the ledger part when there is no offload context (most PDLIs)."""
 
     def bytes_for(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         """`canonical_bytes` of `shared` merged with `own`."""
-        prefix, owner = self._owner
-        return b"".join((prefix, _ledger_part(own), owner, _offload_part(own), self._intent))
+        return b"".join((_PREFIX, _own_ledger_part(own), self._tail(own)))
+
+    def leaf_hash(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
+        """`signature_tree.leaf_hash(self.bytes_for(own))`, hashed from the parts at once."""
+        return _sha256(b"".join((_LEAF_HEAD, _own_ledger_part(own), self._tail(own)))).digest()
+
+    def _tail(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
+        if not own.HasField("offload_context"):
+            return self._tail_without_offload
+        return b"".join((self._owner, _offload_part(own), self._intent))
+
+
+def _own_ledger_part(own: _pd.PendingDeleteLedgerInfo) -> bytes:
+    """`_ledger_part`, in one pack when the ledger id is set."""
+    if own.HasField("ledger_id"):
+        return _PRESENT_LEDGER.pack(1, own.ledger_id, own.ledger_type)
+    return _ABSENT + _I32.pack(own.ledger_type)
 
 
 def key_id_of(public_key: Ed25519PublicKey) -> str:
@@ -175,24 +210,43 @@ class IntentSigner:
 
     def signatures(self, canonicals: Sequence[bytes]) -> list[bytes]:
         """The `signature` field value of each PDLI, given its canonical bytes."""
-        blobs: list[bytes] = []
-        for start in range(0, len(canonicals), tree.MAX_LEAVES):
-            chunk = canonicals[start : start + tree.MAX_LEAVES]
-            root, paths = tree.build([tree.leaf_hash(c) for c in chunk])
-            signature = self._key.sign(tree.root_message(len(chunk), root))
-            count = len(chunk)
-            blobs += [tree.encode(signature, i, count, path) for i, path in enumerate(paths)]
-        return blobs
+        leaves = [tree.leaf_hash(c) for c in canonicals]
+        return [
+            tree.encode(signature, i, count, path)
+            for signature, count, paths in self._batches(leaves)
+            for i, path in enumerate(paths)
+        ]
 
     def signature_fields(self, canonicals: Sequence[bytes]) -> list[bytes]:
         """The serialized `signing_key_id` and `signature` fields of each PDLI.
 
         Appended to a PDLI's serialization they parse as part of it (protobuf merges
         concatenated encodings, the last value of a field winning)."""
-        return [
-            self._id_field + _pd.PendingDeleteLedgerInfo(signature=blob).SerializeToString()
-            for blob in self.signatures(canonicals)
-        ]
+        return self.signature_fields_of_leaves([tree.leaf_hash(c) for c in canonicals])
+
+    def signature_fields_of_leaves(self, leaves: Sequence[bytes]) -> list[bytes]:
+        """`signature_fields`, given each PDLI's leaf hash (`CanonicalTemplate.leaf_hash`).
+
+        The `signature` field is written here as protobuf writes a bytes field (its tag, the
+        length as a varint, the bytes), saving a message object per PDLI."""
+        fields: list[bytes] = []
+        for signature, count, paths in self._batches(leaves):
+            # Everything before the position, by path length (a batch has few lengths).
+            heads: dict[int, bytes] = {}
+            for i, path in enumerate(paths):
+                head = heads.get(len(path))
+                if head is None:
+                    size = _varint(tree.HEADER + len(path))
+                    head = heads[len(path)] = self._id_field + _SIGNATURE_TAG + size + signature
+                fields.append(head + tree.encode_position(i, count) + path)
+        return fields
+
+    def _batches(self, leaves: Sequence[bytes]) -> Iterator[tuple[bytes, int, list[bytes]]]:
+        """(Ed25519 signature, leaf count, sibling paths) of each batch of `MAX_LEAVES`."""
+        for start in range(0, len(leaves), tree.MAX_LEAVES):
+            chunk = leaves[start : start + tree.MAX_LEAVES]
+            root, paths = tree.build(chunk)
+            yield self._key.sign(tree.root_message(len(chunk), root)), len(chunk), paths
 
     def sign(self, *pdlis: _pd.PendingDeleteLedgerInfo) -> None:
         """Set each PDLI's key id and signature over its current fields (one batch)."""

@@ -350,7 +350,12 @@ async def _s3(
         return None  # no bucket may be touched: offload PDLIs dead-letter with that reason
     limits = _limits(config.s3_limits, metrics, "s3", s3_signal)
     return await stack.enter_async_context(
-        open_s3_deleter(config.s3, limits=limits, batch_max=config.s3_batch_keys)
+        open_s3_deleter(
+            config.s3,
+            limits=limits,
+            batch_max=config.s3_batch_keys,
+            confirm_by_listing=config.s3_confirm_by_listing,
+        )
     )
 
 

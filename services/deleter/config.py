@@ -10,6 +10,7 @@ from pathlib import Path
 
 from services.core._env import (
     Setting,
+    parse_bool,
     parse_choice,
     parse_duration,
     parse_int,
@@ -138,6 +139,13 @@ S3_CONCURRENCY_MIN = setting(
 S3_BATCH = setting(
     "DELETER_S3_BATCH_KEYS", parse_int(1, 1000), 1000, "Most keys in one DeleteObjects."
 )
+S3_CONFIRM_BY_LISTING = setting(
+    "DELETER_S3_CONFIRM_BY_LISTING",
+    parse_bool,
+    False,
+    "After each offload delete, also list the ledger's keys and require them absent (one "
+    "request per ledger; DeleteObjects' per-key results are the proof without it).",
+)
 FS_ROOT = setting(
     "DELETER_FILESYSTEM_ROOT",
     parse_optional_str,
@@ -263,6 +271,8 @@ class DeleterConfig:
     s3_limits: Limits = Limits(8, 200)
     """S3 requests at once (adaptive) and per second."""
     s3_batch_keys: int = 1000
+    s3_confirm_by_listing: bool = False
+    """A listing per ledger after its delete, besides DeleteObjects' per-key results."""
     filesystem_root: Path | None = None
     """Base directory of filesystem offloads; None disables that backend."""
     drain_timeout: timedelta = timedelta(seconds=8)
@@ -329,6 +339,7 @@ class DeleterConfig:
             zookeeper_delete_batch=ZK_DELETE_BATCH.read(environ),
             s3_limits=_limits(environ, S3_CONCURRENCY, S3_CONCURRENCY_MIN, S3_RATE),
             s3_batch_keys=S3_BATCH.read(environ),
+            s3_confirm_by_listing=S3_CONFIRM_BY_LISTING.read(environ),
             filesystem_root=Path(fs_root) if fs_root else None,
             drain_timeout=DRAIN_TIMEOUT.read(environ),
             admin_url=ADMIN_URL.read(environ),

@@ -2,7 +2,8 @@
 
 One run directory holds one Parquet dataset per table (`<run>/<table>/`). Every timestamp is
 milliseconds since the epoch (UTC) as a long, so no time zone ever enters the analysis.
-Ledger ids are longs throughout: ids from the 63-bit generator start at 4294967296.
+Ledger ids are longs throughout: ids from the 63-bit generator start at 4294967296. Record
+versions are longs too: Oxia's version ids are 64-bit and pass 2^31 on a busy shard.
 
 Reading is strict: a table whose columns are missing or have another type is an error, never
 silently filled with nulls (a null `ledger_id` column would make every ledger look
@@ -50,7 +51,7 @@ BK_LEDGERS = StructType(
         _f("ctime_ms", _L),  # the metadata's own ctime field, when present
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
-        _f("znode_version", _I),
+        _f("znode_version", _L),
         _f("metadata_format_version", _I),
         # Custom metadata decoded (UTF-8) into columns; null when the key is absent.
         _f("application", _S),
@@ -78,7 +79,7 @@ MANAGED_LEDGERS = StructType(
         _f("domain", _S),
         _f("local_name", _S),  # decoded
         _f("partition", _I),  # null when not a partition
-        _f("znode_version", _I),
+        _f("znode_version", _L),
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
         _f("properties", MapType(_S, _S, True)),
@@ -125,7 +126,7 @@ CURSORS = StructType(
         # Mark-delete properties of the cursor ledger's last PositionInfo, when the extract
         # read it (the live CompactedTopicLedger of an active __compaction cursor); else null.
         _f("position_properties", MapType(_S, _L, True)),
-        _f("znode_version", _I),
+        _f("znode_version", _L),
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
         _f("decode_error", _S),
@@ -141,7 +142,7 @@ SCHEMA_INDEX_ENTRY = StructType(
 SCHEMAS = StructType(
     [
         _f("schema_id", _S, False),
-        _f("locator_version", _I),  # the znode version
+        _f("locator_version", _L),  # the znode version
         _f("znode_ctime_ms", _L),
         _f("znode_mtime_ms", _L),
         _f("index", ArrayType(SCHEMA_INDEX_ENTRY, True)),
@@ -220,6 +221,15 @@ OPTIONAL_COLUMNS: dict[str, frozenset[str]] = {
     "cursors": frozenset({METADATA_CLUSTER}),
     "schemas": frozenset({METADATA_CLUSTER}),
 }
+#: Columns that earlier extracts wrote as int and the contract now has as bigint (record
+#: versions: ZooKeeper's are 32-bit, Oxia's 64-bit). An older extract's int column is read
+#: widened, which loses nothing; any other type mismatch is still an error.
+WIDENED_COLUMNS: dict[str, frozenset[str]] = {
+    "bk_ledgers": frozenset({"znode_version"}),
+    "managed_ledgers": frozenset({"znode_version"}),
+    "cursors": frozenset({"znode_version"}),
+    "schemas": frozenset({"locator_version"}),
+}
 #: Tables added later: an extract written before has none and reads them empty. Whether the
 #: extract read them is told by its manifest (a `namespaces` task), never by emptiness.
 OPTIONAL_TABLES = frozenset({"namespaces"})
@@ -264,15 +274,20 @@ class Extract:
 
 def conform(df: DataFrame, schema: StructType, table: str) -> DataFrame:
     """Select `schema`'s columns from `df` in order; a missing or mistyped column is an error
-    (a column of OPTIONAL_COLUMNS that is missing reads as null)."""
+    (a column of OPTIONAL_COLUMNS that is missing reads as null, an int column of
+    WIDENED_COLUMNS reads as bigint)."""
     actual = {field.name: field.dataType for field in df.schema.fields}
     optional = OPTIONAL_COLUMNS.get(table, frozenset())
+    widened = WIDENED_COLUMNS.get(table, frozenset())
     for field in schema.fields:
         if field.name not in actual and field.name in optional:
             df = df.withColumn(field.name, F.lit(None).cast(field.dataType))
             continue
         if field.name not in actual:
             raise CorruptData(f"extract table {table!r} has no column {field.name!r}")
+        if field.name in widened and isinstance(actual[field.name], IntegerType):
+            df = df.withColumn(field.name, F.col(field.name).cast(field.dataType))
+            continue
         if not _same_type(actual[field.name], field.dataType):
             raise CorruptData(
                 f"extract table {table!r} column {field.name!r} is "

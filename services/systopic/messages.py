@@ -117,21 +117,22 @@ class IntentEncoder:
 
     def encode_many(self, owns: Sequence[_pd.PendingDeleteLedgerInfo]) -> list[OutgoingMessage]:
         """The messages for `shared` merged with each of `owns`, signed together."""
-        messages = [self._unsigned(own) for own in owns]
         if self._signer is None or self._canonical is None:
-            return messages
-        template = self._canonical
-        fields = self._signer.signature_fields([template.bytes_for(own) for own in owns])
-        return [m._replace(payload=m.payload + f) for m, f in zip(messages, fields, strict=True)]
+            return [self._message(own, b"") for own in owns]
+        leaves = [self._canonical.leaf_hash(own) for own in owns]
+        fields = self._signer.signature_fields_of_leaves(leaves)
+        return [self._message(own, tail) for own, tail in zip(owns, fields, strict=True)]
 
-    def _unsigned(self, own: _pd.PendingDeleteLedgerInfo) -> OutgoingMessage:
+    def _message(self, own: _pd.PendingDeleteLedgerInfo, tail: bytes) -> OutgoingMessage:
+        """`own`'s message, `tail` (its signature fields, or nothing) after its fields."""
         ledger_id = str(own.ledger_id)
         properties = {
             **self._properties,
             PROP_LEDGER_ID: ledger_id,
             PROP_LEDGER_TYPE: _type_name(own.ledger_type),
         }
-        return OutgoingMessage(self._head + own.SerializeToString(), ledger_id, properties)
+        payload = b"".join((self._head, own.SerializeToString(), tail))
+        return OutgoingMessage(payload, ledger_id, properties)
 
 
 def decode_intent(

@@ -123,6 +123,7 @@ def build(
             schema_min_age=config.schema_min_age,
             property_ledger_min_age=config.property_ledger_min_age,
             shadow_margin=config.shadow_clock_allowance,
+            incarnation_allowance=config.incarnation_clock_allowance,
         ),
         scope=scope,
         observe=metrics.observe,

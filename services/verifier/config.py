@@ -130,6 +130,14 @@ SHADOW_ALLOWANCE = setting(
     "Clock difference allowed between marker, ZooKeeper and verifier when judging whether a "
     "shadow scan started after a ledger left its owner's list.",
 )
+INCARNATION_ALLOWANCE = setting(
+    "VERIFIER_INCARNATION_CLOCK_ALLOWANCE",
+    parse_duration,
+    timedelta(0),
+    "How far the metadata store's (or a BookKeeper client's) clock may run behind the marker's "
+    "when judging whether a ledger was created after the intent naming it (ledger ids are "
+    "given again after a migration to Oxia).",
+)
 CACHE_SIZE = setting(
     "VERIFIER_OWNER_CACHE_SIZE", parse_int(1), 100_000, "Owner znodes held in the cache."
 )
@@ -251,6 +259,8 @@ class VerifierConfig:
     """Shortest gap between the starts of shadow scans asked for by new intents."""
     shadow_clock_allowance: timedelta = timedelta(seconds=2)
     """Clock allowance when asking for a shadow scan newer than an unlink."""
+    incarnation_clock_allowance: timedelta = timedelta(0)
+    """Clock allowance when judging whether a ledger is newer than the intent naming it."""
 
     @property
     def cluster_name(self) -> str | None:
@@ -322,6 +332,7 @@ class VerifierConfig:
             property_ledger_min_age=PROPERTY_LEDGER_MIN_AGE.read(environ),
             shadow_scan_min_gap=SHADOW_MIN_GAP.read(environ),
             shadow_clock_allowance=SHADOW_ALLOWANCE.read(environ),
+            incarnation_clock_allowance=INCARNATION_ALLOWANCE.read(environ),
         )
 
 

@@ -7,7 +7,9 @@
    compacted ledger of an active `__compaction` cursor is RETRY unless the value the znode
    persisted is above it (`Owner.compaction_unknown`).
 3. Believed? The marker reported this exact identity as unlinked: skip the metadata match.
-4. Match? BookKeeper custom metadata, or the offloaded objects' identity (`offload.py`).
+4. Match? The ledger is the one the intent names: not created after the intent was recorded
+   (`incarnation.py`: ledger ids are given again after a PIP-454 migration). BookKeeper
+   custom metadata, or the offloaded objects' identity (`offload.py`).
    A ledger without Pulsar metadata (before Pulsar 2.2) needs a proof of ownership
    (`ownership.proves_unlink`). An OPEN ledger is decided as closed only by the OPEN rule
    (`open_rule.py`). A compacted ledger or bucket snapshot needs its Pulsar metadata, and
@@ -30,12 +32,13 @@ import structlog
 from services.core.errors import CorruptData, InvalidArgument, TombstoneError, Unavailable
 from services.core.tasks import is_cancelled
 from services.metadata.ledger_metadata import (
-    LedgerMetadata,
     LedgerState,
-    decode_ledger_metadata,
+    LedgerSummary,
+    decode_ledger_summary,
 )
 from services.metadata.paths import LedgerLocations, parse_layout
 from services.verifier.clusters import ClusterScope
+from services.verifier.incarnation import other_incarnation
 from services.verifier.matching import has_pulsar_metadata, metadata_differences
 from services.verifier.model import (
     BookKeeperEvidence,
@@ -103,6 +106,9 @@ class DecisionPolicy:
     shadow_margin: timedelta = timedelta(seconds=2)
     """Clock allowance between the marker, ZooKeeper and the verifier when asking for a
     shadow scan that started after the ledger left its owner's list."""
+    incarnation_allowance: timedelta = timedelta(0)
+    """How far the store's (or a ledger client's) clock may run behind the marker's when
+    judging whether a ledger was created after the intent naming it (`incarnation.py`)."""
 
 
 class _Undecided(Exception):
@@ -351,11 +357,18 @@ class DecisionEngine:
         path, node = ledger
         if node is None:
             return skip(SkipReason.NOT_FOUND, "ledger_absent", f"absent at {path}")
-        metadata = decode_ledger_metadata(node.data, ledger_id=target.ledger_id, path=path)
+        # Only what the rules below read (state, length, ctime, custom metadata).
+        metadata = decode_ledger_summary(node.data, ledger_id=target.ledger_id, path=path)
+        ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
+        # First, and whatever the belief: a ledger id given again names another ledger, which
+        # nothing this intent says (its owner, its token, its belief) is about.
+        allowance = _ms(self._policy.incarnation_allowance)
+        later = other_incarnation(target, created_ms=ctime, allowance_ms=allowance)
+        if later is not None:
+            return later
         mismatch = self._metadata_mismatch(target, owner, metadata, believed)
         if mismatch is not None:
             return mismatch
-        ctime = metadata.ctime if metadata.ctime is not None else node.ctime_ms
         if metadata.state is not LedgerState.CLOSED:
             undecided = open_ledger_verdict(
                 target,
@@ -397,7 +410,7 @@ class DecisionEngine:
         )
 
     def _metadata_mismatch(
-        self, target: Target, owner: Owner, metadata: LedgerMetadata, believed: bool
+        self, target: Target, owner: Owner, metadata: LedgerSummary, believed: bool
     ) -> Verdict | None:
         if not has_pulsar_metadata(metadata) and target.component.by_property:
             # Nothing but the metadata can show whose compacted ledger or bucket this is: a

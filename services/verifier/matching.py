@@ -22,6 +22,7 @@ from services.metadata.ledger_metadata import (
     KEY_MANAGED_LEDGER,
     KEY_SCHEMA_ID,
     LedgerMetadata,
+    LedgerSummary,
 )
 from services.metadata.pulsar_names import java_url_decode
 from services.verifier.model import Component, Difference, Target
@@ -42,7 +43,7 @@ PULSAR_KEYS = (
 )
 
 
-def has_pulsar_metadata(metadata: LedgerMetadata) -> bool:
+def has_pulsar_metadata(metadata: LedgerMetadata | LedgerSummary) -> bool:
     """Whether any key Pulsar writes is present (ledgers of Pulsar ≤ 2.2 have none)."""
     return any(key in metadata.custom_metadata for key in PULSAR_KEYS)
 
@@ -80,7 +81,9 @@ def expected_metadata(target: Target) -> dict[str, str | None]:
     }
 
 
-def metadata_differences(target: Target, metadata: LedgerMetadata) -> list[Difference]:
+def metadata_differences(
+    target: Target, metadata: LedgerMetadata | LedgerSummary
+) -> list[Difference]:
     """Every expected key whose stored value differs, in a stable order."""
     return [
         Difference(key, expected, actual)

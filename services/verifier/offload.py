@@ -8,6 +8,11 @@ are read there, and the verdict names that location for the deleter. A record na
 endpoint or region is at the configured ones; a named endpoint must be on the endpoint
 allow-list (the configured credentials go to no other host).
 
+One HEAD per ledger is enough to know whose the objects are: the data object's, or the
+index object's when the data object is absent (both only for the reconciler's age check).
+Both objects come from the one upload their uuid names, with one metadata map
+(docs/verifier.md, "Offloaded copies: what one delete needs to know").
+
 Objects written before Pulsar 2.10 carry no `managedledgername`: they are deleted only with a
 proof of ownership, either the index object's own segment metadata naming the PDLI's ML, or
 an intent the owner vouches for (signed and unlinked, `ownership.proves_unlink`, or reported
@@ -17,6 +22,7 @@ by the marker into the believed set). Objects or an index naming another owner a
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -67,6 +73,15 @@ META_CLUSTER = "pulsarclustername"
 _FIRST_READ = 4096
 # Segment metadata longer than this is not something Pulsar wrote: no proof from it.
 _MAX_SEGMENT_METADATA = 1 << 20
+
+
+class _NotRead(enum.Enum):
+    """An object the verifier did not HEAD: it may or may not exist."""
+
+    NOT_READ = "not read"
+
+
+NOT_READ = _NotRead.NOT_READ
 
 
 @dataclass(frozen=True)
@@ -199,10 +214,8 @@ class OffloadInspector:
             data_object_key(target.offload.uuid, target.ledger_id),
             index_object_key(target.offload.uuid, target.ledger_id),
         )
-        heads = await asyncio.gather(
-            *(self._objects.head(bucket=bucket, key=k, location=location) for k in keys)
-        )
-        present = [h for h in heads if h is not None]
+        heads = await self._heads(bucket, keys, location, both=min_age_ms is not None)
+        present = [h for h in heads if isinstance(h, ObjectHead)]
         if not present:
             return skip(
                 SkipReason.NOT_FOUND, "objects_absent", f"no object {keys[0]}[-index] in {bucket}"
@@ -212,7 +225,7 @@ class OffloadInspector:
         if differences:
             return _mismatch("offloaded object of another owner", differences)
         if any(META_ML_NAME not in h.user_metadata for h in present):
-            index_key = keys[1] if heads[1] is not None else None
+            index_key = None if heads[1] is None else keys[1]
             refused = await self._owner_proof(target, owner, bucket, location, index_key, believed)
             if refused is not None:
                 return refused
@@ -237,6 +250,23 @@ class OffloadInspector:
             offload=evidence,
             believed=believed,
         )
+
+    async def _heads(
+        self, bucket: str, keys: tuple[str, str], location: S3Location, *, both: bool
+    ) -> tuple[ObjectHead | None, ObjectHead | _NotRead | None]:
+        """The HEADs of (data, index): the data object's first, the index's only when the data
+        object is absent, both at once with `both` (the reconciler's age check needs the
+        index, the youngest). One upload wrote both with one metadata map, so one present
+        object names the owner of both (docs/verifier.md, "what one delete needs to know")."""
+        if both:
+            data, index = await asyncio.gather(
+                *(self._objects.head(bucket=bucket, key=k, location=location) for k in keys)
+            )
+            return data, index
+        data = await self._objects.head(bucket=bucket, key=keys[0], location=location)
+        if data is not None:
+            return data, NOT_READ
+        return None, await self._objects.head(bucket=bucket, key=keys[1], location=location)
 
     def _locate(self, offload: OffloadTarget) -> tuple[str, str, Mapping[str, str]] | Verdict:
         """(driver, bucket, driver properties) of a blob-store copy, or the verdict that it

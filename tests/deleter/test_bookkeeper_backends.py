@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -15,6 +18,7 @@ from services.deleter.backends.limits import BackendLimits
 from services.deleter.backends.zookeeper import ZooKeeperLedgerDeleter
 from services.deleter.ports import DeleteFailed
 from services.metadata import BookKeeperLedgers, LedgerMetadata, LedgerPaths, Segment
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from tests.helpers import assert_eventually
 
@@ -72,6 +76,42 @@ async def test_deletes_the_znode_and_its_empty_parents(
     await deleter.aclose()
 
 
+class _CountedDeletes:
+    """The real store, counting the single deletes asked of each path."""
+
+    def __init__(self, store: ZkMetadataStore) -> None:
+        self._store = store
+        self.deletes: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def delete(self, path: str, *, version: int) -> None:
+        self.deletes[path] += 1
+        await self._store.delete(path, version=version)
+
+
+async def test_a_sweep_tries_each_directory_once(
+    ledgers: BookKeeperLedgers, store: ZkMetadataStore
+) -> None:
+    """Many ledgers of one directory deleted before a sweep: the sweep asks the store to
+    delete that directory once, not once per ledger, and still goes upwards from a
+    directory it emptied."""
+    counted = _CountedDeletes(store)
+    deleter = ZooKeeperLedgerDeleter(
+        cast(MetadataStore, counted), paths=LedgerPaths(), limits=limits(), parent_sweep_delay=3600
+    )
+    for ledger_id in [*range(1, 11), 20001]:
+        await ledgers.create(ledger(ledger_id))
+    for ledger_id in [*range(1, 10), 20001]:
+        await deleter.delete_ledger(ledger_id=ledger_id, path=ledgers.path(ledger_id), version=0)
+    await deleter.aclose()  # the last sweep
+    swept = {path: n for path, n in counted.deletes.items() if "/L" not in path}
+    assert swept == {"/ledgers/00/0000": 1, "/ledgers/00/0002": 1, "/ledgers/00": 1}
+    assert await store.exists("/ledgers/00/0002") is None
+    assert await store.exists(ledgers.path(10)) is not None
+
+
 async def test_close_runs_the_last_sweep(
     deleter: ZooKeeperLedgerDeleter, ledgers: BookKeeperLedgers, store: ZkMetadataStore
 ) -> None:
@@ -80,6 +120,40 @@ async def test_close_runs_the_last_sweep(
     await deleter.delete_ledger(ledger_id=1, path=ledgers.path(1), version=0)
     await deleter.aclose()
     assert None is await store.exists("/ledgers/00")
+
+
+class CountedLimits(BackendLimits):
+    """The limits, counting the single operations (parent removals) that take them."""
+
+    operations = 0
+
+    @contextlib.asynccontextmanager
+    async def operation(self, weight: float = 1.0) -> AsyncIterator[None]:
+        self.operations += 1
+        async with super().operation(weight):
+            yield
+
+
+async def test_thirty_ledgers_of_a_directory_cost_the_sweep_two_tries(
+    ledgers: BookKeeperLedgers, store: ZkMetadataStore
+) -> None:
+    """Thirty deleted ledgers of one directory cost the sweep one try of that directory and
+    one of its parent (which a sibling keeps), not a try per ledger."""
+    counted = CountedLimits(concurrency=8, per_second=10_000)
+    deleter = ZooKeeperLedgerDeleter(
+        store, paths=LedgerPaths(), limits=counted, parent_sweep_delay=3600
+    )
+    ids = range(1, 31)
+    for ledger_id in [*ids, 20001]:
+        await ledgers.create(ledger(ledger_id))
+    for ledger_id in ids:
+        await deleter.delete_ledger(ledger_id=ledger_id, path=ledgers.path(ledger_id), version=0)
+    before = counted.operations
+    await deleter.sweep_parents()
+    assert counted.operations - before == 2
+    assert None is await store.exists("/ledgers/00/0000")
+    assert await store.exists(ledgers.path(20001)) is not None
+    await deleter.aclose()
 
 
 async def test_missing_znode_counts_as_deleted(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import boto3
 import pytest
@@ -53,16 +54,30 @@ def listed(client: object) -> set[str]:
     return {item["Key"] for page in pages for item in page.get("Contents", [])}
 
 
-@pytest.fixture
-async def deleter(proxy: S3FaultProxy, s3: S3Server) -> AsyncIterator[S3OffloadDeleter]:
-    config = S3Config(
+def proxied(proxy: S3FaultProxy, s3: S3Server) -> S3Config:
+    return S3Config(
         endpoint_url=proxy.endpoint,
         access_key_id=s3.client_config()["aws_access_key_id"],
         secret_access_key=s3.client_config()["aws_secret_access_key"],
         allowed_buckets=frozenset({BUCKET}),
     )
+
+
+@pytest.fixture
+async def deleter(proxy: S3FaultProxy, s3: S3Server) -> AsyncIterator[S3OffloadDeleter]:
     limits = BackendLimits(concurrency=1, per_second=1000)
-    async with open_s3_deleter(config, limits=limits) as d:
+    async with open_s3_deleter(proxied(proxy, s3), limits=limits) as d:
+        yield d
+
+
+@pytest.fixture
+async def listing(proxy: S3FaultProxy, s3: S3Server) -> AsyncIterator[S3OffloadDeleter]:
+    """A deleter that also lists each ledger's keys after its delete, one key a page."""
+    limits = BackendLimits(concurrency=1, per_second=1000)
+    config = proxied(proxy, s3)
+    async with open_s3_deleter(
+        config, limits=limits, confirm_by_listing=True, list_page_size=1
+    ) as d:
         yield d
 
 
@@ -148,11 +163,98 @@ async def test_probe_answers_while_s3_answers_and_fails_without_it(
 
 
 async def test_failed_confirmation_listing_is_not_success(
-    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+    listing: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
 ) -> None:
     """If absence cannot be confirmed (listing fails), the delete is not reported done."""
     put(bucket, [1])
     proxy.fail(status=500, code="InternalError", operation="ListObjects")
     with pytest.raises(DeleteFailed) as failure:
-        await deleter.delete_offloaded(ledger_id=1, evidence=evidence(1))
+        await listing.delete_offloaded(ledger_id=1, evidence=evidence(1))
     assert not failure.value.permanent
+
+
+async def test_per_key_results_are_the_proof_without_a_listing(
+    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """By default a delete is done on DeleteObjects' per-key answers: no listing is made."""
+    put(bucket, range(5))
+    await asyncio.gather(
+        *(deleter.delete_offloaded(ledger_id=i, evidence=evidence(i)) for i in range(5))
+    )
+    assert (set(), 0) == (listed(bucket), proxy.requests["ListObjects"])
+
+
+async def test_a_per_key_error_fails_only_its_ledger(
+    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """Two ledgers in one DeleteObjects; the index of ledger 1 comes back AccessDenied: ledger
+    1 fails (permanent, naming the key), ledger 2 is done."""
+    put(bucket, [1, 2])
+    proxy.answer_deletes(errors={keys(1)[1]: "AccessDenied"})
+    one, two = await asyncio.gather(
+        deleter.delete_offloaded(ledger_id=1, evidence=evidence(1)),
+        deleter.delete_offloaded(ledger_id=2, evidence=evidence(2)),
+        return_exceptions=True,
+    )
+    assert isinstance(one, DeleteFailed)
+    assert (
+        one.permanent,
+        keys(1)[1] in one.reason,
+        isinstance(two, BaseException),
+    ) == (True, True, False)
+    assert proxy.requests["DeleteObjects"] == 1
+
+
+async def test_a_per_key_internal_error_is_an_outage(
+    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """A key answered InternalError: the service failed, not the request (the deleter pauses)."""
+    put(bucket, [1])
+    proxy.answer_deletes(errors={keys(1)[0]: "InternalError"})
+    with pytest.raises(DeleteFailed) as failure:
+        await deleter.delete_offloaded(ledger_id=1, evidence=evidence(1))
+    assert (failure.value.permanent, failure.value.outage) == (False, True)
+
+
+async def test_a_key_the_answer_leaves_out_is_not_deleted(
+    deleter: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """A key named neither `Deleted` nor failed is not settled: a transient failure, retried
+    (never taken as deleted)."""
+    put(bucket, [1])
+    proxy.answer_deletes(unreported={keys(1)[1]})
+    with pytest.raises(DeleteFailed) as failure:
+        await deleter.delete_offloaded(ledger_id=1, evidence=evidence(1))
+    assert (
+        failure.value.permanent,
+        failure.value.outage,
+        "Unreported" in failure.value.reason,
+    ) == (False, False, True)
+
+
+async def test_a_confirming_listing_reads_every_page(
+    listing: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """A store that answers `Deleted` and keeps the objects: the listing (one key a page)
+    finds the index object on its second page, behind another key of the same prefix, and
+    the delete is not reported done."""
+    client: Any = bucket
+    client.put_object(Bucket=BUCKET, Key=keys(1)[1], Body=b"x")
+    client.put_object(Bucket=BUCKET, Key=f"{keys(1)[0]}-a", Body=b"x")  # sorts before -index
+    proxy.answer_deletes(carried_out=False)
+    with pytest.raises(DeleteFailed) as failure:
+        await listing.delete_offloaded(ledger_id=1, evidence=evidence(1))
+    assert (keys(1)[1] in failure.value.reason, proxy.requests["ListObjects"]) == (True, 2)
+
+
+async def test_a_confirming_listing_passes_once_the_keys_are_gone(
+    listing: S3OffloadDeleter, bucket: object, proxy: S3FaultProxy
+) -> None:
+    """The listing follows the pages past other keys of the prefix and confirms absence."""
+    client: Any = bucket
+    put(bucket, [1])
+    others = {f"{keys(1)[0]}{suffix}" for suffix in ("-a", "-b")}
+    for key in others:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+    await listing.delete_offloaded(ledger_id=1, evidence=evidence(1))
+    assert (others, 2) == (listed(bucket), proxy.requests["ListObjects"])

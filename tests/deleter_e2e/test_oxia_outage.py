@@ -1,4 +1,4 @@
-"""An Oxia outage pauses the deleter (ZooKeeper's, 40 s long and in a process, is in
+"""An Oxia outage pauses the deleter (ZooKeeper's, 20 s long and in a process, is in
 test_outage.py): the devstack Oxia server halts while the marked PDLIs fall due, and comes
 back on the same port with everything it held."""
 

@@ -71,9 +71,17 @@ async def test_trim_deletes_every_unlinked_ledger_and_nothing_listed(
     assert objects_before - gone_keys == remaining
     assert listed_keys <= remaining
     assert status.dead_letter_backlog == 0
-    # Bytes deleted come from the verifier's evidence: every deleted object's size exactly;
-    # for BookKeeper the lengths of the closed ledgers (open cursor ledgers add nothing).
+    # Bytes deleted come from the verifier's evidence: the size of the object it HEADed for
+    # each deleted ledger exactly (the data object; the index only where no data object was
+    # left); for BookKeeper the lengths of the closed ledgers (open cursor ledgers add nothing).
     deleted_bytes = running.metrics.registry.get_sample_value
     bytes_s3 = deleted_bytes("tombstone_deleter_bytes_deleted_total", {"tier": "s3"})
-    assert bytes_s3 == sum(sizes[key] for key in gone_keys) > 0
+    assert bytes_s3 == headed_sizes(sizes, gone_keys) > 0
     assert (deleted_bytes("tombstone_deleter_bytes_deleted_total", {"tier": "bookkeeper"}) or 0) > 0
+
+
+def headed_sizes(sizes: dict[str, int], keys: set[str]) -> int:
+    """Per upload among `keys`: its data object's size, or its index's when it has no data
+    object (what the verifier HEADs, so what its evidence counts)."""
+    stems = {key.removesuffix("-index") for key in keys}
+    return sum(sizes[stem] if stem in sizes else sizes[f"{stem}-index"] for stem in stems)

@@ -1,5 +1,5 @@
-"""The devstack Oxia server's small parts: key encoding, sequential keys, hash ranges and the
-notification log's retention."""
+"""The devstack Oxia server's small parts: key encoding, sequential keys, hash ranges, the
+notification log's retention and a shard's first version id."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from devstack.oxia import keys, sequences
 from devstack.oxia.notifications import Batch, NotificationLog
 from devstack.oxia.service import hash_ranges
+from devstack.oxia.shard import Put, Shard
 from devstack.oxia.storage import Record, SortedRecords
 
 
@@ -40,6 +41,16 @@ def test_sequential_keys_continue_the_last_one_part_by_part():
         sequences.next_key(parts, "p", [1])  # fewer deltas than the sequence has parts
     with pytest.raises(sequences.SequenceError):
         sequences.next_key([], "p", [0])
+
+
+def test_a_shard_started_high_gives_version_ids_from_there():
+    """`first_version_id` (`--first-version-id`): the first put takes it, the next one more."""
+    shard = Shard(0, first_version_id=2**33)
+    (first,), _, _ = shard.write([Put("/a", b"1")], [], [])
+    (second,), _, _ = shard.write([Put("/a", b"2")], [], [])
+    assert first.record is not None
+    assert second.record is not None
+    assert (first.record.version_id, second.record.version_id) == (2**33, 2**33 + 1)
 
 
 def test_hash_ranges_cover_the_32_bit_space_without_gaps():

@@ -159,6 +159,37 @@ async def test_delete_many_contract(store: MetadataStore):
     assert await store.exists("/d3") is not None
 
 
+async def test_delete_many_refuses_exactly_the_keys_with_children(store: MetadataStore):
+    """Among siblings deleted together, only those with children are `NotEmpty`: a child
+    of a sibling outside the batch, or a grandchild, refuses nothing; names that are
+    prefixes of others (`a`, `aa`) and keys under other parents are told apart."""
+    for path in ["/s/a", "/s/aa/kid", "/s/b", "/s/c/kid/grand", "/s/d", "/s/e", "/t/a/kid"]:
+        await store.create(path, b"", make_parents=True)
+    await store.create("/s/ab/kid", b"", make_parents=True)  # a sibling outside the batch
+    batch = ["/s/a", "/s/aa", "/s/b", "/s/c/kid", "/s/d", "/t/a", "/s/e"]
+    versions = [(await store.get(path)).version for path in batch]
+    outcomes = await store.delete_many(list(zip(batch, versions, strict=True)))
+    if any(isinstance(outcome, Unsupported) for outcome in outcomes):
+        return  # the store cannot batch (`test_delete_many_contract`)
+    refused = {path for path, outcome in zip(batch, outcomes, strict=True) if outcome}
+    assert refused == {"/s/aa", "/s/c/kid", "/t/a"}
+    assert all(isinstance(outcomes[batch.index(path)], NotEmpty) for path in refused)
+    for path in batch:
+        assert (await store.exists(path) is not None) == (path in refused)
+    assert await store.exists("/s/ab/kid") is not None
+
+
+async def test_delete_many_of_one_key_twice_deletes_it_once(store: MetadataStore):
+    """The same item twice in one call: one of them deletes the key, the other finds it
+    gone (`NoNode`); neither is left unknown."""
+    version = (await store.create("/twice", b"")).version
+    outcomes = await store.delete_many([("/twice", version), ("/twice", version)])
+    if any(isinstance(outcome, Unsupported) for outcome in outcomes):
+        return  # the store cannot batch (`test_delete_many_contract`)
+    assert sorted(type(outcome).__name__ for outcome in outcomes) == ["NoNode", "NoneType"]
+    assert await store.exists("/twice") is None
+
+
 async def test_data_watches_fire_on_change_and_delete(store: MetadataStore):
     created = await store.create("/w", b"")
     _read, fired = await store.get_and_watch("/w")

@@ -221,6 +221,34 @@ async def test_an_unanswered_write_is_unavailable_and_never_resent(
             await store.set("/held", b"2", version=created.version)
 
 
+async def test_delete_many_whose_children_check_is_unanswered_is_unknown_and_deletes_nothing(
+    frozen_network: tuple[FreezingProxy, str],
+):
+    """The batched children check held by the network: every item is `StoreUnavailable`
+    (never deleted, never absent), and no delete follows once the check's answer arrives."""
+    proxy, address = frozen_network
+    async with OxiaMetadataStore.connect(
+        address, session_timeout=10.0, request_timeout=1.0
+    ) as store:
+        paths = ["/batch/a", "/batch/b", "/other/c"]
+        items = [
+            (path, (await store.create(path, b"", make_parents=True)).version) for path in paths
+        ]
+        proxy.freeze()
+        outcomes = await store.delete_many(items)
+        assert all(isinstance(outcome, StoreUnavailable) for outcome in outcomes)
+        proxy.thaw()
+
+        async def answered() -> bool:
+            try:
+                return all([await store.exists(path) is not None for path in paths])
+            except StoreUnavailable:
+                return False
+
+        await eventually(answered, "every key read again, still there")
+        assert [await store.get_children(p) for p in ("/batch", "/other")] == [["a", "b"], ["c"]]
+
+
 async def test_a_restarted_server_is_served_again_and_the_store_still_closes(
     store: OxiaMetadataStore, server: OxiaServer
 ):

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from devstack.spark_cluster import QUICK_JVM
 from services.scan.spark import build_session
 
 
@@ -20,8 +21,8 @@ def spark() -> Iterator[SparkSession]:
             # Tiny inputs: one shuffle partition per core is plenty.
             "spark.sql.shuffle.partitions": "1",
             "spark.default.parallelism": "1",
-            # A short-lived JVM: the quick JIT tier and a simple collector start faster.
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            # A short-lived JVM that starts faster (devstack.spark_cluster.QUICK_JVM).
+            "spark.driver.extraJavaOptions": QUICK_JVM,
             # Compiling generated code costs more than it saves on a few dozen rows.
             "spark.sql.codegen.wholeStage": "false",
             "spark.sql.adaptive.enabled": "false",

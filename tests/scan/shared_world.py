@@ -6,17 +6,24 @@ generator), as `pulsar initialize-cluster-metadata --existing-bk-metadata-servic
 leaves them. Both have `public/default`, geo-replicated between them (`Policies.
 replication_clusters` = [east, west]); each has a tenant of its own (`tenant-1`,
 `east-1`). Every topic's current ledger and every cursor ledger is OPEN; the neighbour has a
-schema per topic and orphans of its own (a trimmed ledger, a stale cursor ledger)."""
+schema per topic and orphans of its own (a trimmed ledger, a stale cursor ledger).
+
+On Oxia (`write_oxia_world`) the same two clusters are two namespaces of one server, `west`
+and `east`, as Pulsar's `metadataStoreUrl=oxia://host:port/<namespace>` gives each cluster
+its own; BookKeeper's metadata is in ours (`metadataServiceUri=metadata-store:oxia://
+host:port/west` in both clusters' bookkeeper settings)."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from devstack.simulator import ClusterModel, ClusterSpec, OrphanPlan
 from devstack.simulator.writer import write_cluster
 from devstack.zookeeper import ZooKeeperServer
-from services.core.shared_clusters import ZOOKEEPER, SharedCluster, StoreUrl
+from services.core.shared_clusters import OXIA, ZOOKEEPER, SharedCluster, StoreUrl
 from services.metadata import ZkMetadataStore
+from services.metadata.oxia import OxiaMetadataStore
 
 OURS, THEIRS = "west", "east"
 OUR_CHROOT, THEIR_CHROOT = "/a", "/b"
@@ -97,6 +104,32 @@ async def write_world(zk: ZooKeeperServer) -> World:
         ZkMetadataStore.connect(zk.address, chroot=OUR_CHROOT) as a,
         ZkMetadataStore.connect(zk.address, chroot=THEIR_CHROOT) as b,
     ):
+        ours = await write_cluster(our_spec(), store=a, s3_client=None)
+        theirs = await write_cluster(
+            their_spec(max(ours.ledgers) + 1), store=b, s3_client=None, bookkeeper=a
+        )
+    return World(ours, theirs)
+
+
+def oxia_store(address: str, cluster: str) -> StoreUrl:
+    """The Oxia namespace holding `cluster`'s metadata (named after the cluster)."""
+    return StoreUrl(OXIA, address, cluster)
+
+
+def declared_on_oxia(address: str) -> SharedCluster:
+    return SharedCluster(THEIRS, oxia_store(address, THEIRS))
+
+
+async def write_oxia_world(address: str) -> World:
+    """The two clusters in the namespaces `west` and `east` of the Oxia server at `address`
+    (it must serve both), the neighbour's ledgers in ours."""
+
+    def connect(namespace: str) -> AbstractAsyncContextManager[OxiaMetadataStore]:
+        return OxiaMetadataStore.connect(
+            address, namespace=namespace, session_timeout=10.0, request_timeout=10.0
+        )
+
+    async with connect(OURS) as a, connect(THEIRS) as b:
         ours = await write_cluster(our_spec(), store=a, s3_client=None)
         theirs = await write_cluster(
             their_spec(max(ours.ledgers) + 1), store=b, s3_client=None, bookkeeper=a

@@ -14,11 +14,13 @@ from devstack.s3 import S3Server
 from devstack.simulator import ClusterModel, ClusterSpec, OrphanKind
 from devstack.simulator.run import simulate_into
 from devstack.zookeeper import ZooKeeperServer
+from services.core.shared_clusters import OXIA, StoreUrl
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.extract.job import ExtractOutcome, run_extract
 from services.scan.extract.s3 import S3Settings
 from services.scan.extract.units import ExtractSettings, Unit
+from tests.store_kinds import StoreKind
 
 CLUSTER = "standalone"
 
@@ -50,6 +52,10 @@ OBJECT_KINDS = {
 
 
 def settings(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
+    return _settings(zk.address, s3, spec, **kw)
+
+
+def _settings(zookeeper: str, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
     config = s3.client_config()
     s3_settings = S3Settings(
         endpoint_url=config["endpoint_url"],
@@ -58,13 +64,22 @@ def settings(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, **kw: Any) ->
         secret_access_key=config["aws_secret_access_key"],
     )
     base = ExtractSettings(
-        zookeeper=zk.address,
+        zookeeper=zookeeper,
         cluster=CLUSTER,
         buckets=(spec.bucket,),
         s3=s3_settings,
         zk_timeout_s=2.0,
     )
     return replace(base, **kw)
+
+
+def settings_on(store: StoreKind, s3: S3Server, spec: ClusterSpec) -> ExtractSettings:
+    """`settings` for the store of a test on both stores: the session's ZooKeeper, or the
+    Oxia namespace holding Pulsar's and BookKeeper's metadata."""
+    if store.zk is not None:
+        return settings(store.zk, s3, spec)
+    url = StoreUrl(OXIA, store.address, "default")
+    return _settings("", s3, spec, metadata_store=url)
 
 
 async def write(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec) -> ClusterModel:

@@ -17,7 +17,14 @@ from services.marker.app import METHOD_ROLES
 from services.marker.marking import Marker
 from services.marker.servicer import SERVICE_NAME, MarkerServicer
 from services.scan.submit.send import SubmitReport, SubmitSettings, submit
-from tests.deleter.stack import run_deleter_until_drained, running_marker, running_verifier
+from tests.deleter.stack import (
+    deleter_config,
+    drained,
+    running_deleter,
+    running_marker,
+    running_verifier,
+)
+from tests.store_kinds import StoreKind
 from tombstone.v1 import marker_pb2_grpc as _mk_grpc
 
 
@@ -41,16 +48,18 @@ async def marker_server(marker: Marker) -> AsyncIterator[str]:
 
 async def submit_and_delete(
     candidates: list[dict[str, Any]],
-    zk: ZooKeeperServer,
+    zk: ZooKeeperServer | StoreKind,
     s3: S3Server,
     broker: PulsarBrokerProcess,
     **verifier_overrides: Any,
 ) -> tuple[SubmitReport, Status]:
     """Submit `candidates` to a marker over gRPC (its verifier takes `verifier_overrides` as
-    config fields), then run a deleter until it has drained what was marked. Returns the
-    submit's report and the deleter's status then."""
+    config fields), then run a deleter until it has drained what was marked, all on `zk`'s
+    metadata store (the session's ZooKeeper, or either kind). Returns the submit's report and
+    the deleter's status then."""
     async with running_verifier(zk, s3, **verifier_overrides) as verifier:
         async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
             report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
-        status = await run_deleter_until_drained(zk, s3, broker, verifier)
+        async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
+            status = await drained(running.deleter)
     return report, status

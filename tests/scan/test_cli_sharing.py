@@ -1,6 +1,7 @@
-"""The sharing options are checked before any work: one line and exit 2 for an Oxia store,
-our own cluster declared as a neighbour, a malformed `--deleted-namespace`, or a bad
-TOMBSTONE_SHARED_CLUSTERS; nothing is created."""
+"""The sharing options are checked before any work: one line and exit 2 for our own cluster
+declared as a neighbour, a malformed `--deleted-namespace`, or a bad
+TOMBSTONE_SHARED_CLUSTERS; nothing is created. A neighbour or a configuration store on Oxia
+is accepted."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from services.scan.cli.reconcile import reconcile
-from services.scan.cli.sharing import OXIA_UNSUPPORTED, shared_clusters
+from services.scan.cli.sharing import configuration_store, shared_clusters
 
 #: Nothing listens there: a check that got as far as the pre-flight would exit 5, not 2.
 DEAD = "127.0.0.1:1"
@@ -25,12 +26,9 @@ def _extract(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> 
 @pytest.mark.parametrize(
     ("extra", "env", "message"),
     [
-        (("--shared-cluster", "east=oxia://oxia:6648/east"), None, OXIA_UNSUPPORTED),
         (("--shared-cluster", "west=zk:zk:2181/b"), None, "that is --cluster itself"),
         (("--shared-cluster", "east"), None, "expected <cluster>=<metadata store URL>"),
-        ((), {"TOMBSTONE_SHARED_CLUSTERS": "east=oxia://o:6648"}, OXIA_UNSUPPORTED),
         ((), {"TOMBSTONE_SHARED_CLUSTERS": "east=nowhere"}, "TOMBSTONE_SHARED_CLUSTERS"),
-        (("--configuration-store", "oxia://o:6648"), None, OXIA_UNSUPPORTED),
         (("--metadata-store", "oxia://o:6648"), None, "and so does --zookeeper/--chroot"),
         ((), {"TOMBSTONE_METADATA_STORE_URL": "oxia://o:6648"}, "and so does --zookeeper"),
     ],
@@ -50,6 +48,19 @@ def test_environment_declares_when_no_option(monkeypatch: pytest.MonkeyPatch) ->
     assert (east.name, east.store.servers, east.store.root) == ("east", "zk-east:2181", "/pulsar")
     (north,) = shared_clusters(("north=zk-north:2181",), "west")
     assert north.name == "north"
+
+
+def test_oxia_stores_are_taken_as_zookeeper_ones() -> None:
+    """A neighbour whose metadata store is an Oxia namespace, and a configuration store on
+    Oxia, are read like ZooKeeper ones."""
+    (east,) = shared_clusters(("east=oxia://oxia:6648/east",), "west")
+    assert (east.store.kind, east.store.servers, east.store.root) == ("oxia", "oxia:6648", "east")
+    config = configuration_store("oxia://oxia:6648/config")
+    assert config is not None
+    assert (config.kind, config.servers, config.root) == ("oxia", "oxia:6648", "config")
+    zk = configuration_store("zk:zk:2181/global")
+    assert zk is not None
+    assert (zk.kind, zk.servers, zk.root) == ("zookeeper", "zk:2181", "/global")
 
 
 def test_deleted_namespace_must_be_a_namespace(tmp_path: Path) -> None:

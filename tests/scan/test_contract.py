@@ -12,7 +12,14 @@ from pyspark.sql import functions as F
 from services.core.errors import CorruptData, InvalidArgument, NotFound
 from services.scan.analysis.config import AnalyzeConfig, parse_duration
 from services.scan.analysis.names import ml_name_of_topic, namespace_of_ml
-from services.scan.schema import BK_LEDGERS, conform, extract_from_rows, read_extract
+from services.scan.schema import (
+    BK_LEDGERS,
+    TABLES,
+    WIDENED_COLUMNS,
+    conform,
+    extract_from_rows,
+    read_extract,
+)
 
 
 def test_conform_rejects_a_missing_column(spark: SparkSession) -> None:
@@ -27,6 +34,33 @@ def test_conform_rejects_a_mistyped_column(spark: SparkSession) -> None:
     frame = extract_from_rows(spark, {}).bk_ledgers.withColumn("ledger_id", F.lit(1))
     with pytest.raises(CorruptData, match="'ledger_id' is int, expected bigint"):
         conform(frame, BK_LEDGERS, "bk_ledgers")
+
+
+def test_an_extract_with_32_bit_versions_reads_them_widened(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A run directory written when the version columns were int (before Oxia's 64-bit
+    version ids) is still analysable: its versions read as bigint, unchanged."""
+    rows: dict[str, list[dict[str, object]]] = {
+        "bk_ledgers": [{"ledger_id": 1, "znode_version": 2**31 - 1}],
+        "managed_ledgers": [{"ml_name": "t/ns/persistent/a", "znode_version": 3}],
+        "cursors": [{"ml_name": "t/ns/persistent/a", "cursor_name": "c", "znode_version": 4}],
+        "schemas": [{"schema_id": "t/ns/a", "locator_version": 5}],
+    }
+    current = extract_from_rows(spark, rows)
+    for table in TABLES:
+        frame = getattr(current, table)
+        for column in WIDENED_COLUMNS.get(table, ()):
+            frame = frame.withColumn(column, F.col(column).cast("int"))
+        frame.write.parquet(str(tmp_path / table))
+    read = read_extract(spark, tmp_path)
+    for table, columns in WIDENED_COLUMNS.items():
+        (column,) = columns
+        frame = getattr(read, table)
+        assert (dict(frame.dtypes)[column], frame.collect()[0][column]) == (
+            "bigint",
+            rows[table][0][column],
+        )
 
 
 def test_read_extract_names_a_missing_table(spark: SparkSession, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from devstack.simulator.writer import write_cluster
 from devstack.zookeeper import ZooKeeperServer
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata.oxia import OxiaMetadataStore
-from services.metadata.paths import LedgerLayout
+from services.metadata.paths import LedgerLayout, LedgerPaths
 from services.scan.extract.job import manifest_counts
 from services.scan.extract.units import Unit
 from services.scan.preflight.checks import source_problems
@@ -61,14 +61,19 @@ def _flat() -> ClusterSpec:
     return replace(_spec(IdLayout.SHORT), layout=LedgerLayout.FLAT, path_writer=PathWriter.MIXED)
 
 
+#: Where the Oxia server's version ids start: beyond 32 bits, as on a shard that has taken
+#: billions of writes (Oxia's version ids are one counter per shard).
+HIGH_VERSION_ID = 2**33 + 7
+
+
 @pytest.fixture
 def oxia_server(store: str) -> Iterator[OxiaServer | None]:
-    """A three-shard devstack Oxia server for the Oxia runs (its thread's loop is stopped
-    from a synchronous teardown, outside the test's loop)."""
+    """A three-shard devstack Oxia server for the Oxia runs, its version ids beyond 32 bits
+    (its thread's loop is stopped from a synchronous teardown, outside the test's loop)."""
     if store != OXIA:
         yield None
         return
-    with running_in_thread(shards=3) as server:
+    with running_in_thread(shards=3, first_version_id=HIGH_VERSION_ID) as server:
         yield server
 
 
@@ -98,7 +103,8 @@ async def test_findings_are_exactly_the_planted_orphans(
     deletable ones, the other cluster's objects are excluded (reported, not a refusal), and
     the manifest counts every znode and object the simulator wrote, at whatever path its
     writer put it. On Oxia (Pulsar's and BookKeeper's metadata in one namespace of a
-    three-shard server) the same, with the pre-flight clean and no zxid anywhere."""
+    three-shard server whose version ids are beyond 32 bits) the same, with the pre-flight
+    clean, no zxid anywhere, and every version recorded as the store has it."""
     if oxia_server is not None:
         await _on_oxia(spark, zk, s3, tmp_path, spec, oxia_server.address)
         return
@@ -132,6 +138,34 @@ async def _on_oxia(
     )
     report = (scanned.analysis.out_dir / REPORT_FILE).read_text()
     assert "No transaction id was recorded (Oxia has none" in report
+    await _assert_versions_beyond_32_bits(spark, scanned, address)
+
+
+async def _assert_versions_beyond_32_bits(
+    spark: SparkSession, scanned: sim.Scanned, address: str
+) -> None:
+    """Every record version the extract wrote is the 64-bit one Oxia gave, and the LEDGER
+    candidates carry the version each ledger's key has in the store."""
+    run = scanned.extract.run_dir
+    tables = {"bk_ledgers": "znode_version", "managed_ledgers": "znode_version"}
+    tables |= {"cursors": "znode_version", "schemas": "locator_version"}
+    for table, column in tables.items():
+        frame = spark.read.parquet(str(run / table))
+        assert dict(frame.dtypes)[column] == "bigint"
+        assert frame.agg({column: "min"}).collect()[0][0] >= HIGH_VERSION_ID, table
+    candidates = spark.read.parquet(str(scanned.analysis.out_dir / "candidates"))
+    proposed = {
+        row["ledger_id"]: row["znode_version"]
+        for row in candidates.filter("ledger_type = 'LEDGER'").collect()
+    }
+    assert proposed
+    async with OxiaMetadataStore.connect(
+        address, session_timeout=10.0, request_timeout=10.0
+    ) as store:
+        paths = LedgerPaths()
+        stored = {i: (await store.get(paths.ledger_path(i))).version for i in proposed}
+    assert proposed == stored
+    assert min(stored.values()) > 2**31
 
 
 async def test_bookkeeper_metadata_in_a_chroot_of_its_own(

@@ -49,7 +49,7 @@ async def test_unreadable_stores_are_failed_rows(zk: ZooKeeperServer) -> None:
         cluster="west",
         zk_timeout_s=1.0,
         shared_clusters=(SharedCluster("east", StoreUrl(ZOOKEEPER, dead, "/b")),),
-        configuration_store=dead,
+        configuration_store=StoreUrl(ZOOKEEPER, dead, ""),
     )
     units, rows, _ = await plan_units(settings)
     listed = {row["task_id"]: row["status"] for row in rows}

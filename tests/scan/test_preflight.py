@@ -22,6 +22,7 @@ from devstack.ports import free_port
 from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 from services.core.metadata_stores import parse_bookkeeper_url
+from services.core.shared_clusters import ZOOKEEPER, StoreUrl
 from services.metadata import ZkMetadataStore
 from services.scan.cli.reconcile import reconcile
 from services.scan.extract.s3 import S3Settings
@@ -499,7 +500,7 @@ async def test_a_separate_configuration_store_is_where_the_cluster_is_looked_for
     assert [p.what for p in alone] == [
         f"/admin/clusters missing in ZooKeeper {zk.address}: no Pulsar cluster is registered there"
     ]
-    split = replace(base, configuration_store=f"{zk.address}/config")
+    split = replace(base, configuration_store=StoreUrl(ZOOKEEPER, zk.address, "/config"))
     assert await source_problems(split, [tmp_path / "out"]) == []
 
 

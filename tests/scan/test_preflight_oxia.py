@@ -1,6 +1,7 @@
 """The reconciler's pre-flight and store options on Oxia (the devstack server, no Spark): the
 same checks as on ZooKeeper where they mean something, the ZooKeeper-only ones skipped with
-their reason, and Pulsar's store named by exactly one of `--zookeeper` and `--metadata-store`."""
+their reason, and Pulsar's store named by exactly one of `--zookeeper` and `--metadata-store`;
+a configuration store in an Oxia namespace of its own."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ import pytest
 from devstack.oxia import OxiaServer, running_in_thread
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata import MANAGED_LEDGERS_ROOT
+from services.metadata.namespaces import POLICIES_ROOT, encode_policies
 from services.metadata.oxia import OxiaMetadataStore
 from services.scan.cli.errors import UsageProblem
 from services.scan.cli.sharing import metadata_store
-from services.scan.extract.units import ExtractSettings
+from services.scan.extract.units import NAMESPACES, ExtractSettings, Unit, run_unit
 from services.scan.preflight.checks import require_source, source_problems
 from services.scan.preflight.tree import CLUSTERS_ROOT
 
 CLUSTER = "standalone"
+POLICIES = encode_policies([CLUSTER])
 
 
 @pytest.fixture
@@ -121,3 +124,36 @@ def test_the_metadata_store_is_named_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert StoreUrl(OXIA, "oxia:6648", "pulsar") == metadata_store(None, None, None)
     with pytest.raises(UsageProblem, match="TOMBSTONE_METADATA_STORE_URL"):
         metadata_store(None, "zk:2181", None)
+
+
+@pytest.fixture
+def two_namespaces() -> Iterator[OxiaServer]:
+    """A server with Pulsar's namespace and a configuration store's (stopped from a
+    synchronous teardown, outside the test's loop)."""
+    with running_in_thread(namespaces=("default", "config")) as server:
+        yield server
+
+
+async def test_a_configuration_store_on_oxia_is_where_the_cluster_and_policies_are(
+    two_namespaces: OxiaServer,
+) -> None:
+    """`--configuration-store oxia://.../config`: the cluster's registration is looked for
+    in that namespace (the fix names the option), and the namespace policies are read
+    there."""
+    server = two_namespaces
+    await _pulsar_roots(server.address)
+    config = StoreUrl(OXIA, server.address, "config")
+    settings = replace(_settings(server.address), configuration_store=config)
+    missing = [p.line for p in await source_problems(settings, [])]
+    async with OxiaMetadataStore.connect(
+        server.address, namespace="config", session_timeout=5.0, request_timeout=5.0
+    ) as store:
+        await store.create(f"{CLUSTERS_ROOT}/{CLUSTER}", b"{}", make_parents=True)
+        await store.create(f"{POLICIES_ROOT}/t/ns", POLICIES, make_parents=True)
+    registered = await source_problems(settings, [])
+    out = await run_unit(Unit(NAMESPACES, POLICIES_ROOT), settings)
+    assert len(missing) == 1, missing
+    assert f"{CLUSTERS_ROOT} missing" in missing[0], missing
+    assert "--configuration-store" in missing[0], missing
+    assert registered == []
+    assert [(t, r["namespace"]) for t, r in out if t == "namespaces"] == [("namespaces", "t/ns")]

@@ -7,7 +7,8 @@ replicated namespace are still proposed. Declared (`--shared-cluster`), the neig
 ledgers are referenced or `neighbour_owner`, and all our orphans are proposed. Named as
 deleted (`--deleted-namespace`), the neighbour's namespace is proposed, and the run says the
 option is risky. The policies the simulator writes are Pulsar's `Policies` JSON at
-`NamespaceResources`' `/admin/policies/<tenant>/<ns>` (`TenantInfo` one level up)."""
+`NamespaceResources`' `/admin/policies/<tenant>/<ns>` (`TenantInfo` one level up). The
+declared case runs on Oxia too, each cluster in a namespace of its own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +28,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from devstack.oxia import OxiaServer, running_in_thread
 from devstack.zookeeper import ZooKeeperServer
+from services.core.shared_clusters import OXIA, ZOOKEEPER
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.extract.job import ExtractOutcome, run_extract
@@ -135,13 +139,45 @@ async def test_undeclared_neighbour_is_never_proposed(
     assert DELETED_NAMESPACE in banner.split("</div>", 1)[0]
 
 
+@pytest.fixture
+def oxia_server(store: str) -> Iterator[OxiaServer | None]:
+    """For the Oxia case: a server with a namespace per cluster."""
+    if store != OXIA:
+        yield None
+        return
+    with running_in_thread(namespaces=(W.OURS, W.THEIRS)) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    "store",
+    # A second server and its clients on a loaded machine: more than the default bound.
+    [ZOOKEEPER, pytest.param(OXIA, marks=pytest.mark.timeout(600))],
+)
 async def test_declared_neighbour_references_and_owns(
-    spark: SparkSession, tmp_path: Path, zk: ZooKeeperServer, world: W.World
+    spark: SparkSession,
+    tmp_path: Path,
+    zk: ZooKeeperServer,
+    store: str,
+    oxia_server: OxiaServer | None,
 ) -> None:
     """With the neighbour declared: what it references is referenced; its unreferenced
     ledgers whose owner only it has are `neighbour_owner`; ours are proposed, the replicated
-    namespace's included (no undeclared replica left)."""
-    settings = _settings(zk, shared_clusters=(W.declared(zk),))
+    namespace's included (no undeclared replica left). On Oxia the same, with
+    `--metadata-store oxia://.../west --shared-cluster east=oxia://.../east`."""
+    if oxia_server is None:
+        world = await W.write_world(zk)
+        settings = _settings(zk, shared_clusters=(W.declared(zk),))
+    else:
+        address = oxia_server.address
+        world = await W.write_oxia_world(address)
+        settings = ExtractSettings(
+            zookeeper="",
+            cluster=W.OURS,
+            metadata_store=W.oxia_store(address, W.OURS),
+            shared_clusters=(W.declared_on_oxia(address),),
+            zk_timeout_s=10.0,
+        )
     _, outcome = await _scan(spark, tmp_path, world, settings)
     assert not outcome.verdict.refused, outcome.verdict.reasons
     found = _ledgers(spark, outcome.out_dir)

@@ -14,6 +14,7 @@ from devstack.s3 import S3Server
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import GrpcServerConfig, S3Config, ZooKeeperConfig
 from services.core.metrics import Metrics
+from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
 from services.verifier._s3 import S3ObjectStore
 from services.verifier.app import VerifierParts, build
@@ -90,7 +91,7 @@ def config(zk: ZooKeeperServer, s3: S3Server) -> VerifierConfig:
     )
 
 
-def make_parts(config: VerifierConfig, store: ZkMetadataStore, s3client: Any) -> VerifierParts:
+def make_parts(config: VerifierConfig, store: MetadataStore, s3client: Any) -> VerifierParts:
     return build(
         config, MetadataZnodeStore(store), S3ObjectStore(s3client), VerifierMetrics(Metrics())
     )

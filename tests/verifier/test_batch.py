@@ -116,3 +116,21 @@ async def test_a_failing_batch_read_is_retry_for_its_ledgers(
         [pdli(1), pdli(2), pdli(9, tier=pb.OFFLOAD_LEDGER, uuid=UUID)]
     )
     assert [v.decision for v in verdicts] == [Decision.RETRY, Decision.RETRY, Decision.DELETE]
+
+
+async def test_a_batch_of_one_namespace_reads_its_policies_once(world: World, parts: Any) -> None:
+    """The PDLIs of a batch that share a namespace share one read of its policies znode (the
+    shared-BookKeeper check), instead of one read each; the verdicts stay those of one-by-one
+    verification."""
+    ids = range(1, 41)
+    for ledger_id in ids:
+        await world.ledger(ledger_id)
+    await world.ml([])
+    requests = [pdli(ledger_id) for ledger_id in ids]
+    single = [summary(await parts.engine.verify(request)) for request in requests]
+    other = parts.metrics.reads.labels("other")
+    before = other._value.get()
+    batch = [summary(verdict) for verdict in await parts.engine.verify_batch(requests)]
+    assert batch == single
+    assert [s[0] for s in batch] == [Decision.DELETE] * len(ids)
+    assert other._value.get() - before == 1

@@ -1,5 +1,5 @@
 """The decision table (docs/design.md §4): component × tier × situation → verdict, on real ZK
-and S3."""
+and S3; its absent-ledger rows on Oxia too."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from services.metadata.ledger_metadata import LedgerState, decode_ledger_metadata
+from services.metadata.paths import LAYOUT_ZNODE
 from services.verifier.model import Decision, SkipReason
+from tests.store_kinds import StoreKind
 from tests.verifier.conftest import make_parts
 from tests.verifier.world import (
     CURSOR,
@@ -19,6 +21,7 @@ from tests.verifier.world import (
     OTHER_BUCKET,
     OTHER_ML,
     OTHER_UUID,
+    PATHS,
     SCHEMA,
     UUID,
     Listed,
@@ -270,14 +273,48 @@ async def test_decision_table(c: Case, batch: bool, world: World, parts: Any) ->
         assert verdict.bookkeeper.length_bytes == (stored.length if closed else None)
 
 
+#: The rows whose ledger is absent from BookKeeper: a data, a cursor and a schema ledger.
+ABSENT = [param.values[0] for param in CASES if param.values[0].code == "ledger_absent"]
+
+
+async def test_absent_ledgers_are_not_found_on_both_stores(
+    store_kind: StoreKind, config: Any, s3client: Any
+) -> None:
+    """The absent-from-BookKeeper rows on ZooKeeper and on Oxia: NOT_FOUND alone and in one
+    batch (an absent key read as absent, not as an error), and RETRY `layout_absent` once
+    `LAYOUT` is gone, since absence proves nothing under an unconfirmed root."""
+    assert [c.name for c in ABSENT] == [
+        "ml/absent-from-bookkeeper",
+        "cursor/absent-from-bookkeeper",
+        "schema/absent-from-bookkeeper",
+    ]
+    async with store_kind.open() as store:
+        world = World(store, s3client)
+        await world.bookkeeper_root()
+        for c in ABSENT:
+            for step in c.steps:
+                await step(world)
+        parts = make_parts(config, store, s3client)
+        await parts.believed.refresh()
+        requests = [c.request for c in ABSENT]
+        alone = [await parts.engine.verify(request) for request in requests]
+        together = await parts.engine.verify_batch(requests)
+        layout = f"{PATHS.root}/{LAYOUT_ZNODE}"
+        await store.delete(layout, version=(await store.get(layout)).version)
+        unconfirmed = await parts.engine.verify_batch(requests)
+    found = [(v.decision, v.skip_reason, v.code) for v in alone + together]
+    assert found == [(SKIP, NOT_FOUND, "ledger_absent")] * 6
+    assert [(v.decision, v.code) for v in unconfirmed] == [(RETRY, "layout_absent")] * 3
+
+
 async def test_offload_evidence_names_the_computed_keys(world: World, parts: Any) -> None:
     """DELETE for an offloaded copy names the bucket, the two keys built from uuid and id, and
-    their total size (the Content-Length of each HEAD; the data and index objects of
-    BlobStoreManagedLedgerOffloader are one byte each here)."""
+    the size of what was HEADed: the data object alone when it is there (the data and index
+    objects of BlobStoreManagedLedgerOffloader are one byte each here)."""
     await world.ml([2])
     keys = await world.objects(1)
     verdict = await parts.engine.verify(pdli(1, **OFF))
-    assert (DELETE, "offload", keys, 2) == (
+    assert (DELETE, "offload", keys, 1) == (
         verdict.decision,
         verdict.offload.bucket,
         verdict.offload.keys,

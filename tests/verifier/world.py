@@ -22,7 +22,7 @@ from services.metadata.pulsar_formats import (
     encode_schema_locator,
 )
 from services.metadata.pulsar_names import cursor_path, managed_ledger_path, schema_path
-from services.metadata.zookeeper.store import ZkMetadataStore
+from services.metadata.store import MetadataStore
 from tombstone.v1 import pending_delete_pb2 as pb
 
 ML = "public/default/persistent/orders"
@@ -68,7 +68,7 @@ class Listed:
 
 
 class World:
-    def __init__(self, store: ZkMetadataStore, s3: Any = None) -> None:
+    def __init__(self, store: MetadataStore, s3: Any = None) -> None:
         self.store = store
         self.s3 = s3
         self._buckets: set[str] = set()

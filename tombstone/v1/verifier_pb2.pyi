@@ -151,8 +151,10 @@ class OffloadEvidence(_message.Message):
     bucket: _builtins.str
     filesystem_path: _builtins.str
     size_bytes: _builtins.int
-    """Total size in bytes of the objects found (Content-Length of their HEADs),
-    set only when every one's size is known; unset for the filesystem offloader.
+    """Total size in bytes of the objects the verifier HEADed and found (Content-Length):
+    the data object alone when it is present (the index, a few hundred bytes, is HEADed
+    only when the data object is absent); unset when a size is unknown and for the
+    filesystem offloader.
     """
     endpoint: _builtins.str
     """The location the offload record names, where the verifier found the objects: the

@@ -1,10 +1,15 @@
 """Offload delete on S3 (aiobotocore): the only deleter module that imports it.
 
-Keys of concurrent PDLIs are coalesced per bucket into DeleteObjects requests of up to 1,000
-keys (the S3 limit). A delete counts as done only after a listing shows both objects absent:
-S3 reports a key as deleted whether or not it existed, and "not found" is success. Each
-request is one place under the adaptive concurrency limit; throttling (`SlowDown`, 503) and
-requests without an answer cut it.
+Keys of concurrent PDLIs, of any ledgers, are coalesced per bucket into DeleteObjects
+requests of up to 1,000 keys (the S3 limit), sent with `Quiet` off so that the answer names
+every key. A delete counts as done when each of its keys came back `Deleted` (S3 answers that
+for a key it did not have too: "not found" is success) or `NoSuchKey`; any other per-key
+error fails it, and a key the answer does not name is not settled. S3 is strongly consistent,
+so a key answered `Deleted` is absent (docs/verifier.md, "Offloaded copies: what one delete
+needs to know"). With `confirm_by_listing`, a listing of the ledger's key prefix must also
+show both absent: defence in depth for stores whose answers are not trusted. Each request is
+one place under the adaptive concurrency limit; throttling (`SlowDown`, 503) and requests
+without an answer cut it.
 
 The verdict names where the verifier found the objects (endpoint and region, empty for the
 configured ones); the delete goes there, through one client per location (`S3Clients`), and
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -55,6 +60,10 @@ PERMANENT_CODES = frozenset(
 )
 # Per-key errors that mean the service, not the request, failed (it answers 5xx for them).
 OUTAGE_CODES = frozenset({"InternalError", "ServiceUnavailable", "SlowDown"})
+# Per-key answers that mean the key is absent now.
+_ABSENT_CODES = frozenset({"NoSuchKey", "NotFound"})
+# The result of a key the DeleteObjects answer names neither deleted nor failed.
+UNREPORTED = "Unreported: the DeleteObjects answer does not name this key"
 
 
 class S3OffloadDeleter:
@@ -70,10 +79,13 @@ class S3OffloadDeleter:
         clients: S3Clients | None = None,
         default_location: S3Location = UNCONFIGURED,
         allowed_endpoints: frozenset[str] = frozenset(),
+        confirm_by_listing: bool = False,
+        list_page_size: int = 1000,
     ) -> None:
         """`client` serves the configured location (`default_location`). With `clients`,
         evidence naming another allowed location is deleted through that location's client;
-        without, `client` serves every location (one S3 only)."""
+        without, `client` serves every location (one S3 only). `confirm_by_listing` adds a
+        listing of each ledger's keys after its delete (`list_page_size` keys a page)."""
         self._client = client
         self._clients = clients
         self._default = default_location
@@ -82,6 +94,8 @@ class S3OffloadDeleter:
         self._limits = limits
         self._batch_max = min(batch_max, MAX_KEYS_PER_REQUEST)
         self._batchers: dict[tuple[S3Location, str], Batcher[str, str | None]] = {}
+        self._confirm_by_listing = confirm_by_listing
+        self._list_page_size = list_page_size
 
     async def delete_offloaded(
         self, *, ledger_id: int, evidence: _vf.OffloadEvidence
@@ -100,7 +114,8 @@ class S3OffloadDeleter:
                 permanent=bool(codes & PERMANENT_CODES),
                 outage=codes <= OUTAGE_CODES,
             )
-        await self._confirm_absent(client, bucket, keys)
+        if self._confirm_by_listing:
+            await self._confirm_absent(client, bucket, keys)
         result: dict[str, object] = {"bucket": bucket, "keys": keys, "region": location.region}
         if location.endpoint is not None:
             result["endpoint"] = location.endpoint
@@ -179,9 +194,9 @@ class S3OffloadDeleter:
         self, client: Any, bucket: str, keys: Sequence[str]
     ) -> list[str | None]:
         """One DeleteObjects request (the batcher holds its place under the limit); per key,
-        None or `Code: message`."""
+        None (absent now) or `Code: message`."""
         unique = list(dict.fromkeys(keys))
-        request = {"Objects": [{"Key": key} for key in unique], "Quiet": True}
+        request = {"Objects": [{"Key": key} for key in unique], "Quiet": False}
         try:
             await self._limits.pace()
             response = await client.delete_objects(Bucket=bucket, Delete=request)
@@ -198,19 +213,38 @@ class S3OffloadDeleter:
             raise DeleteFailed(
                 Tier.S3, f"DeleteObjects s3://{bucket}: {exc!r}", outage=True
             ) from exc
-        errors = {
-            error["Key"]: f"{error.get('Code', '')}: {error.get('Message', '')}"
-            for error in response.get("Errors", [])
-            if error.get("Code") not in ("NoSuchKey", "NotFound")
-        }
-        return [errors.get(key) for key in keys]
+        return per_key_results(response, keys)
 
     async def _confirm_absent(self, client: Any, bucket: str, keys: Sequence[str]) -> None:
-        """One listing under the keys' common prefix must show none of them."""
+        """A listing under the keys' common prefix must show none of them. Every page that can
+        hold one is read: a truncated page proves nothing about the keys after it."""
         prefix = os.path.commonprefix(list(keys))  # noqa: RUF071 - S3 keys, not paths
+        last = max(keys)
+        listed: set[str] = set()
+        token: str | None = None
+        while True:
+            page = await self._list_page(client, bucket, prefix, token)
+            found = [item["Key"] for item in page.get("Contents", [])]
+            listed.update(found)
+            token = page.get("NextContinuationToken")
+            # Keys come in UTF-8 binary order: past the last of ours, no page can hold one.
+            if not page.get("IsTruncated") or not token or (found and max(found) >= last):
+                break
+        still = sorted(listed.intersection(keys))
+        if still:
+            raise DeleteFailed(Tier.S3, f"s3://{bucket}: {still} still present after delete")
+
+    async def _list_page(
+        self, client: Any, bucket: str, prefix: str, token: str | None
+    ) -> dict[str, Any]:
+        """One ListObjectsV2 page, under the limit; an unanswered or refused one fails."""
+        more = {"ContinuationToken": token} if token else {}
         try:
             async with self._limits.operation():
-                response = await client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=100)
+                page: dict[str, Any] = await client.list_objects_v2(
+                    Bucket=bucket, Prefix=prefix, MaxKeys=self._list_page_size, **more
+                )
+                return page
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             raise DeleteFailed(
@@ -223,10 +257,6 @@ class S3OffloadDeleter:
             raise DeleteFailed(
                 Tier.S3, f"listing s3://{bucket}/{prefix}: {exc!r}", outage=True
             ) from exc
-        listed = {item["Key"] for item in response.get("Contents", [])}
-        still = sorted(listed.intersection(keys))
-        if still:
-            raise DeleteFailed(Tier.S3, f"s3://{bucket}: {still} still present after delete")
 
     async def aclose(self) -> None:
         for batcher in self._batchers.values():
@@ -253,6 +283,21 @@ async def open_s3_deleter(
             yield deleter
         finally:
             await deleter.aclose()
+
+
+def per_key_results(response: Mapping[str, Any], keys: Sequence[str]) -> list[str | None]:
+    """Per requested key, from a DeleteObjects answer (`Quiet` off): None when it is absent now
+    (`Deleted`, or a `NoSuchKey` error), else `Code: message`; a key named by neither list is
+    `UNREPORTED`, never taken as deleted."""
+    deleted = {item.get("Key") for item in response.get("Deleted", [])}
+    errors: dict[str, str | None] = {}
+    for error in response.get("Errors", []):
+        code = error.get("Code", "")
+        errors[error.get("Key", "")] = (
+            None if code in _ABSENT_CODES else f"{code}: {error.get('Message', '')}"
+        )
+    # An error wins over a `Deleted` entry for the same key: the answer contradicts itself.
+    return [errors.get(key, None if key in deleted else UNREPORTED) for key in keys]
 
 
 def _judge(errors: Sequence[str | None]) -> Signal:

@@ -172,20 +172,28 @@ class ZooKeeperLedgerDeleter:
         await self.sweep_parents()
 
     async def sweep_parents(self) -> None:
-        """Remove the empty parents of deleted ledgers, deepest first, upwards."""
+        """Remove the empty parents of deleted ledgers, deepest first, upwards: each
+        directory once per sweep, however many of its ledgers were deleted (a delete of a
+        parent that still has children costs the store as much as a ledger's delete)."""
         while self._pending_parents:
-            paths = sorted(self._pending_parents, key=lambda p: -p.count("/"))
+            chains: dict[str, tuple[str, ...]] = {}
+            for path in self._pending_parents:
+                chain = self._parents(path)
+                if chain:  # the ledgers of one directory share its chain of parents
+                    chains.setdefault(chain[0], chain)
             self._pending_parents.clear()
-            for path in paths:
-                await self._remove_upwards(path)
+            for chain in sorted(chains.values(), key=lambda c: -c[0].count("/")):
+                await self._remove_upwards(chain)
 
-    async def _remove_upwards(self, path: str) -> None:
+    def _parents(self, path: str) -> tuple[str, ...]:
         """The ledger's own directory levels only (its layout's depth): never the root, never
         a special znode or anything above the root."""
         try:
-            parents = self._locations().parents(path)
+            return self._locations().parents(path)
         except InvalidArgument:
-            return  # the layout changed since: leave the parents (harmless)
+            return ()  # the layout changed since: leave the parents (harmless)
+
+    async def _remove_upwards(self, parents: tuple[str, ...]) -> None:
         for parent in parents:
             try:
                 async with self._limits.operation():

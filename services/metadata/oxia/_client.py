@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
-from oxia.client import Client
+from oxia.client import Client, _check_status
 from oxia.internal.connection_pool import ConnectionPool
 from oxia.internal.proto.io.streamnative.oxia import proto as _pb
 from oxia.internal.service_discovery import ServiceDiscovery
@@ -148,6 +148,32 @@ def shards(client: Any) -> list[tuple[int, Any]]:
 
 def stub_of(client: Any, shard: int) -> Any:
     return client._service_discovery.get_stub(shard)
+
+
+def delete_in_one_request(
+    client: Any, shard: int, deletes: Sequence[tuple[str, int | None]]
+) -> list[Exception | None]:
+    """Deletes of keys of one shard, each at its expected version id (None: any), in one
+    write request: Oxia applies a request's deletes in order, each with a status of its
+    own, as the client's `delete` applies its one (it sends one delete a request). Per
+    key, None when deleted, else the client's error for its status (`KeyNotFound`,
+    `UnexpectedVersionId`, ...). A failed request raises: then no outcome is known."""
+    request = _pb.WriteRequest(
+        shard=shard,
+        deletes=[_pb.DeleteRequest(key=key, expected_version_id=v) for key, v in deletes],
+    )
+    response = stub_of(client, shard).write(request)
+    if len(response.deletes) != len(deletes):
+        raise RuntimeError(f"{len(response.deletes)} delete statuses for {len(deletes)} deletes")
+    outcomes: list[Exception | None] = []
+    for answer in response.deletes:
+        try:
+            _check_status(answer.status)
+        except Exception as e:
+            outcomes.append(e)
+        else:
+            outcomes.append(None)
+    return outcomes
 
 
 def live_session_id(client: Any, shard: int) -> int | None:

@@ -54,6 +54,8 @@ from services.metadata.errors import (
 )
 from services.metadata.oxia import _client
 from services.metadata.oxia._calls import Caller, Conflict
+from services.metadata.oxia._children import children_range
+from services.metadata.oxia._deletes import ManyDeletes
 from services.metadata.oxia._notifications import ShardStreams
 from services.metadata.oxia._watches import Watches, parent_of
 from services.metadata.oxia.limits import (
@@ -65,11 +67,6 @@ from services.metadata.store import ANY_VERSION, MetadataStore, Stat, Versioned,
 
 SEQUENTIAL_ATTEMPTS = 64
 """Rounds a sequential create may lose to concurrent ones before it gives up."""
-
-
-def _children_range(path: str) -> tuple[str, str]:
-    base = "" if path == "/" else path
-    return base + "/", base + "//"
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -94,6 +91,7 @@ class OxiaMetadataStore:
         """Per key, the get waiting for a thread that a new get of the key joins."""
         self._loop = asyncio.get_running_loop()
         self._client: Any = None
+        self._many: ManyDeletes | None = None
         self._streams: ShardStreams | None = None
         self._watches = Watches()
         self._up: set[int] = set()
@@ -141,6 +139,9 @@ class OxiaMetadataStore:
             self._client = await self._loop.run_in_executor(self._calls.pool, opening)
         except Exception as e:
             raise StoreUnavailable("/", f"cannot reach Oxia at {address}: {e}") from e
+        self._many = ManyDeletes(
+            self._client, self._calls, check_path=_check_path, refine=self._refine
+        )
         self._streams = ShardStreams(
             self._client,
             self._loop,
@@ -342,7 +343,7 @@ class OxiaMetadataStore:
         self._watches.recursive(path, listener)
 
     async def _list_children(self, path: str) -> list[str]:
-        start, end = _children_range(path)
+        start, end = children_range(path)
         keys = await self._call(path, self._client.list, start, end)
         return [key[len(start) :] for key in keys]
 
@@ -456,6 +457,10 @@ class OxiaMetadataStore:
         _check_path(path)
         if await self._list_children(path):
             raise NotEmpty(path)
+        await self._delete_checked(path, version)
+
+    async def _delete_checked(self, path: str, version: int) -> None:
+        """The conditional delete itself, once the children check found none."""
         expected = None if version == ANY_VERSION else version
         try:
             deleted = await self._call(
@@ -485,16 +490,15 @@ class OxiaMetadataStore:
         return error
 
     async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
-        """One conditional delete per item, concurrently through the pool: the client deletes
-        one key per call, and each item's outcome is what `delete` gives for it."""
-        return list(await asyncio.gather(*(self._delete_or_error(p, v) for p, v in items)))
-
-    async def _delete_or_error(self, path: str, version: int) -> MetadataError | None:
-        try:
-            await self.delete(path, version=version)
-        except MetadataError as e:
-            return e
-        return None
+        """The children check of every item at once, one list per parent of the items (on
+        each shard) rather than one per item; then the conditional deletes of the items
+        without children, one write request per shard (`_deletes`). Each item's outcome is
+        what `delete` gives for it: `NotEmpty` when the check found children; when the check
+        got no answer, that error (nothing of the item was sent); when its write got no
+        answer, `StoreUnavailable` (unknown)."""
+        if self._many is None:
+            raise StoreUnavailable("/", "the store is not open")
+        return await self._many.delete(items)
 
 
 _: type[MetadataStore] = OxiaMetadataStore

@@ -73,7 +73,7 @@ def object_candidates(object_findings: DataFrame) -> DataFrame:
         "bucket",
         "uuid",
         "object_keys",
-        F.lit(None).cast("int").alias("znode_version"),
+        F.lit(None).cast("long").alias("znode_version"),
         F.lit("offload_no_match").alias("kind"),
         "namespace",
         "size_bytes",

@@ -17,7 +17,6 @@ from services.core.metadata_stores import (
     parse_bookkeeper_url,
 )
 from services.core.shared_clusters import (
-    OXIA,
     ZOOKEEPER,
     SharedCluster,
     StoreUrl,
@@ -28,7 +27,6 @@ from services.metadata.pulsar_names import check_named_entity
 from services.scan.cli.errors import UsageProblem
 
 F = Callable[..., Any]
-OXIA_UNSUPPORTED = "Oxia metadata stores are not supported by the reconciler yet"
 
 
 def shared_cluster_option(func: F) -> F:
@@ -38,9 +36,9 @@ def shared_cluster_option(func: F) -> F:
         multiple=True,
         metavar="NAME=URL",
         help="Another Pulsar cluster sharing this BookKeeper's ledgers root (repeatable): its "
-        "name and metadata store, URL zk:host:port[,host:port...][/chroot] or "
-        "host:port[,...][/chroot] (Oxia is not supported). Its managed ledgers, cursors and "
-        "schemas are read too: what it references or owns is never proposed. Default: "
+        "name and metadata store, URL zk:host:port[,host:port...][/chroot], "
+        "host:port[,...][/chroot] or oxia://host:port[/namespace]. Its managed ledgers, "
+        "cursors and schemas are read too: what it references or owns is never proposed. Default: "
         "TOMBSTONE_SHARED_CLUSTERS (white-space separated NAME=URL entries).",
     )(func)
 
@@ -59,11 +57,6 @@ def deleted_namespace_option(func: F) -> F:
     )(func)
 
 
-def _refuse_oxia(store: StoreUrl, what: str) -> None:
-    if store.kind == OXIA:
-        raise UsageProblem(f"{what}: {OXIA_UNSUPPORTED}")
-
-
 def shared_clusters(values: Sequence[str], cluster: str) -> tuple[SharedCluster, ...]:
     """The declared neighbours: the options, else TOMBSTONE_SHARED_CLUSTERS."""
     try:
@@ -76,15 +69,15 @@ def shared_clusters(values: Sequence[str], cluster: str) -> tuple[SharedCluster,
     except ValueError as exc:
         raise UsageProblem(f"--shared-cluster: {exc}") from None
     for shared in declared:
-        _refuse_oxia(shared.store, f"--shared-cluster {shared.name}")
         if shared.name == cluster:
             raise UsageProblem(f"--shared-cluster {shared.name}: that is --cluster itself")
     return declared
 
 
-def configuration_store(raw: str | None) -> str | None:
-    """`--configuration-store` (else TOMBSTONE_CONFIGURATION_STORE) checked and normalized to
-    `host:port[,...][/chroot]`; None: the metadata store holds the configuration too."""
+def configuration_store(raw: str | None) -> StoreUrl | None:
+    """`--configuration-store` (else TOMBSTONE_CONFIGURATION_STORE) checked: a ZooKeeper
+    (`host:port[,...][/chroot]`) or an Oxia namespace; None: the metadata store holds the
+    configuration too."""
     try:
         if raw is None:
             env = CONFIGURATION_STORE.read(os.environ)
@@ -97,8 +90,7 @@ def configuration_store(raw: str | None) -> str | None:
         raise UsageProblem(str(exc)) from None
     except ValueError as exc:
         raise UsageProblem(f"--configuration-store: {exc}") from None
-    _refuse_oxia(store, "--configuration-store")
-    return f"{store.servers}{store.root}"
+    return store
 
 
 def metadata_store(raw: str | None, zookeeper: str | None, chroot: str | None) -> StoreUrl:

@@ -42,19 +42,18 @@ def as_tuple(row: Row, schema: StructType) -> tuple[Any, ...]:
     return tuple(row.get(name) for name in schema.fieldNames())
 
 
-#: The contract's `znode_version` columns are 32-bit, as ZooKeeper's versions are. Oxia's
-#: version ids count a shard's writes (64-bit): one beyond this cannot be recorded, and a
-#: wrong version would make a candidate's compare-and-delete name another record's state.
-MAX_RECORDED_VERSION = 2**31 - 1
+#: The contract's version columns are 64-bit: ZooKeeper's versions are 32-bit, Oxia's version
+#: ids 64-bit (a shard's write counter, past 2^31 on a busy server). A version outside this
+#: cannot be recorded, and a wrong one would make a candidate's compare-and-delete name
+#: another record's state.
+MAX_RECORDED_VERSION = 2**63 - 1
 
 
 def recorded_version(node: Versioned) -> int:
     """The znode's version as the contract records it; ValueError when it does not fit."""
     if not 0 <= node.version <= MAX_RECORDED_VERSION:
         # Fails the task (the analysis of a run with a failed task proposes nothing).
-        raise ValueError(
-            f"version {node.version} does not fit the extract's 32-bit znode_version column"
-        )
+        raise ValueError(f"version {node.version} does not fit the extract's version columns")
     return node.version
 
 

@@ -65,10 +65,10 @@ class ExtractSettings:
     cluster: str
     chroot: str | None = None
     ledgers_root: str = "/ledgers"
-    configuration_store: str | None = None
-    """Pulsar's configuration store (`host:port[,...][/chroot]`) when it is a ZooKeeper of
-    its own: the cluster's registration (pre-flight) and the namespace policies are read
-    there; else in `zookeeper` under `chroot`."""
+    configuration_store: StoreUrl | None = None
+    """Pulsar's configuration store when it is a store of its own (a ZooKeeper or an Oxia
+    namespace): the cluster's registration (pre-flight) and the namespace policies are read
+    there; else in our metadata store."""
     bookkeeper_store: StoreUrl | None = None
     """Where BookKeeper keeps its ledger metadata (the ledgers root) when it is not the
     metadata store (`--bookkeeper-metadata`, a ZooKeeper store); the BookKeeper units are
@@ -165,10 +165,7 @@ def bookkeeper_of(settings: ExtractSettings) -> StoreUrl:
 
 def policies_store(settings: ExtractSettings) -> StoreUrl:
     """Where namespace policies live: the configuration store, else our metadata store."""
-    if settings.configuration_store is None:
-        return store_of(settings, None)
-    servers, slash, chroot = settings.configuration_store.partition("/")
-    return StoreUrl(ZOOKEEPER, servers, f"/{chroot}" if slash and chroot else "")
+    return settings.configuration_store or store_of(settings, None)
 
 
 def store_session(

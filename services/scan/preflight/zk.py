@@ -68,7 +68,7 @@ async def check_metadata(
     ledgers_root: str,
     cluster: str,
     *,
-    configuration_store: str | None = None,
+    configuration_store: StoreUrl | None = None,
     bookkeeper_store: StoreUrl | None = None,
     metadata_store: StoreUrl | None = None,
     security: ZooKeeperSecurity | None = None,
@@ -99,16 +99,7 @@ async def check_metadata(
     if bookkeeper_store is not None:
         checks.append(_check_bookkeeper_store(bookkeeper_store, ledgers_root, secured, timeout_s))
     if configuration_store is not None:
-        config_hosts, _, config_chroot = configuration_store.partition("/")
-        checks.append(
-            _check_configuration_store(
-                config_hosts,
-                f"/{config_chroot}" if config_chroot else None,
-                cluster,
-                secured,
-                timeout_s,
-            )
-        )
+        checks.append(_check_configuration_store(configuration_store, cluster, secured, timeout_s))
     found = await asyncio.gather(*checks)
     return [problem for problems in found for problem in problems]
 
@@ -138,14 +129,20 @@ async def _check_bookkeeper_store(
 
 
 async def _check_configuration_store(
-    connect_string: str,
-    chroot: str | None,
-    cluster: str,
-    security: ZooKeeperSecurity,
-    timeout_s: float,
+    store: StoreUrl, cluster: str, security: ZooKeeperSecurity, timeout_s: float
 ) -> list[Problem]:
+    option = "--configuration-store"
+    if store.kind == OXIA:
+        return await check_oxia_store(
+            store,
+            option=option,
+            ledgers_root=None,
+            cluster=cluster,
+            managed_ledgers=False,
+            timeout_s=timeout_s,
+        )
     return await _reach_then_check(
-        "--configuration-store", connect_string, chroot, None, cluster, security, timeout_s
+        option, store.servers, store.root or None, None, cluster, security, timeout_s
     )
 
 
