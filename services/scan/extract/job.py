@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import structlog
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from services.scan.extract.rows import Row, as_tuple
-from services.scan.extract.units import ExtractSettings, Unit, now_ms, plan_units, run_unit
+from services.scan.extract.units import ExtractSettings, Unit, now_ms, plan_units, read_unit
 from services.scan.progress import TaskProgress
 from services.scan.schema import TABLES, Extract, write_extract
 
@@ -52,17 +54,33 @@ class ExtractOutcome:
 #: rows cross from Python into the JVM once and every table is then a JVM-side projection.
 TASK_TABLES = tuple(t for t in TABLES if t != "scan_run")
 WIDE = StructType([StructField(t, TABLES[t], True) for t in TASK_TABLES])
-_INDEX = {t: i for i, t in enumerate(TASK_TABLES)}
+#: The wide row as Arrow: the tasks hand their rows to the JVM as Arrow record batches
+#: (`mapInArrow`), a column at a time, instead of pickling one tuple per row.
+WIDE_ARROW = to_arrow_schema(WIDE)
+_TYPES = {t: WIDE_ARROW.field(t).type for t in TASK_TABLES}
 
 
-def run_partition(settings: ExtractSettings, units: Iterable[Unit]) -> Iterator[tuple[Any, ...]]:
-    """The body of one Spark task: its units' rows, each as a wide row of WIDE."""
-    empty: list[tuple[Any, ...] | None] = [None] * len(TASK_TABLES)
-    for unit in units:
-        for table, row in asyncio.run(run_unit(unit, settings)):
-            wide = list(empty)
-            wide[_INDEX[table]] = as_tuple(row, TABLES[table])
-            yield tuple(wide)
+def run_partition(
+    settings: ExtractSettings, units: Sequence[Unit], ids: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The body of one Spark task: the rows of the units whose indexes `ids` carries, as
+    record batches of WIDE_ARROW, one table per batch."""
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            result = asyncio.run(read_unit(units[index], settings))
+            if result.ledgers is not None and len(result.ledgers):
+                yield _wide("bk_ledgers", result.ledgers.arrow(_TYPES["bk_ledgers"]))
+            tables: dict[str, list[Row]] = {}
+            for table, row in result.rows:
+                tables.setdefault(table, []).append(row)
+            for table, rows in tables.items():
+                yield _wide(table, pa.array(rows, type=_TYPES[table]))
+
+
+def _wide(table: str, values: pa.Array) -> pa.RecordBatch:
+    n = len(values)
+    columns = [values if t == table else pa.nulls(n, _TYPES[t]) for t in TASK_TABLES]
+    return pa.RecordBatch.from_arrays(columns, schema=WIDE_ARROW)
 
 
 def run_extract(
@@ -81,10 +99,9 @@ def run_extract(
     if after_listing is not None:
         after_listing(units)
     sc = spark.sparkContext
-    tasks = sc.parallelize(units, max(1, len(units))).mapPartitions(
-        partial(run_partition, settings)
-    )
-    wide = spark.createDataFrame(tasks, WIDE, verifySchema=False)
+    # One partition per unit, so one Spark task each; a task gets its unit's index.
+    indexes = spark.range(0, len(units), 1, numPartitions=max(1, len(units)))
+    wide = indexes.mapInArrow(partial(run_partition, settings, units), WIDE)
     wide = wide.persist(StorageLevel.MEMORY_AND_DISK)
     sc.setJobGroup(JOB_GROUP, "tombstone extract")
     with TaskProgress(sc, JOB_GROUP, enabled=progress, total=len(units), unit="units"):

@@ -13,13 +13,11 @@ from pyspark.sql.types import StructType
 
 from services.core.errors import InvalidArgument
 from services.metadata import (
-    LedgerMetadata,
     Versioned,
     parse_object_key,
     topic_from_managed_ledger_name,
     uuid_from_bits,
 )
-from services.metadata.ledger_metadata import APPLICATION_PULSAR
 from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.formats import schema_pb2 as _schema
 
@@ -51,39 +49,20 @@ def as_tuple(row: Row, schema: StructType) -> tuple[Any, ...]:
 MAX_RECORDED_VERSION = 2**63 - 1
 
 
-def _znode(node: Versioned) -> Row:
+def recorded_version(node: Versioned) -> int:
+    """The znode's version as the contract records it; ValueError when it does not fit."""
     if not 0 <= node.version <= MAX_RECORDED_VERSION:
         # Fails the task (the analysis of a run with a failed task proposes nothing).
         raise ValueError(f"version {node.version} does not fit the extract's version columns")
+    return node.version
+
+
+def _znode(node: Versioned) -> Row:
     return {
         "znode_ctime_ms": node.ctime_ms,
         "znode_mtime_ms": node.mtime_ms,
-        "znode_version": node.version,
+        "znode_version": recorded_version(node),
     }
-
-
-def ledger_row(
-    ledger_id: int, subtree: str, node: Versioned, metadata: LedgerMetadata | None, error: str
-) -> Row:
-    """A `bk_ledgers` row (`metadata` None and `error` set when the znode did not decode)."""
-    row: Row = {"ledger_id": ledger_id, "subtree": subtree, **_znode(node)}
-    if metadata is None:
-        row["decode_error"] = error or "undecodable"
-        return row
-    custom = dict(metadata.custom_metadata)
-    row.update(
-        state=metadata.state.name,
-        length=metadata.length,
-        last_entry_id=metadata.last_entry_id,
-        ensemble_size=metadata.ensemble_size,
-        ctime_ms=metadata.ctime,
-        metadata_format_version=metadata.format_version,
-        custom_metadata=custom,
-        has_pulsar_metadata=metadata.application == APPLICATION_PULSAR,
-    )
-    for key, column in CUSTOM_COLUMNS.items():
-        row[column] = metadata.custom_text(key)
-    return row
 
 
 def managed_ledger_row(ml_name: str, node: Versioned, info: _ml.ManagedLedgerInfo | None) -> Row:

@@ -1,7 +1,8 @@
 """What one extract task reads: a BookKeeper subtree, a namespace's topics and cursors, a
 tenant's schema locators, or a bucket (live listing or an inventory file).
 
-Each reader is a coroutine that appends `(table, row)` pairs to `out`. A znode deleted between
+Each reader is a coroutine that appends `(table, row)` pairs to `out`, except the BookKeeper
+reader, which adds its ledgers to the task's `LedgerColumns`. A znode deleted between
 the listing and the read was a successful read of absence and is skipped; any other failure
 propagates, and the task that ran the reader reports itself failed. Ledger znodes, the bulk
 of a scan, are read `MULTI_READ_CHUNK` at a time with one multiRead each (`get_many`).
@@ -24,7 +25,6 @@ from services.metadata import (
     NoNode,
     Versioned,
     decode_cursor_info,
-    decode_ledger_metadata,
     decode_managed_ledger_info,
     decode_schema_locator,
 )
@@ -33,6 +33,7 @@ from services.metadata.pulsar_names import DOMAINS, PERSISTENT
 from services.metadata.zookeeper.store import MULTI_READ_CHUNK
 from services.scan.extract import rows as R
 from services.scan.extract.inventory import read_inventory
+from services.scan.extract.ledger_columns import LedgerColumns
 from services.scan.extract.s3 import S3Lister
 
 Out = list[tuple[str, R.Row]]
@@ -86,34 +87,31 @@ def multi_reads_in_flight(limits: ReadLimits) -> int:
 
 
 async def read_bk_subtree(
-    store: MetadataStore, paths: LedgerPaths, subtree: str, out: Out, limits: ReadLimits
+    store: MetadataStore,
+    paths: LedgerPaths,
+    subtree: str,
+    ledgers: LedgerColumns,
+    limits: ReadLimits,
 ) -> int:
-    """Every ledger znode below `subtree` (relative to the root); returns the row count."""
-    ledgers = BookKeeperLedgers(store, paths=paths, list_concurrency=limits.concurrency)
-    ids = await ledgers.ledger_ids_under(subtree)
-    scope = f"{paths.root}/{subtree}" if subtree else paths.root
-    before = len(out)
-
-    def append(ledger_id: int, path: str, node: Versioned) -> None:
-        try:
-            metadata = decode_ledger_metadata(node.data, ledger_id=ledger_id, path=path)
-        except CorruptMetadata as e:
-            out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, None, e.problem)))
-            return
-        out.append(("bk_ledgers", R.ledger_row(ledger_id, scope, node, metadata, "")))
+    """Every ledger znode below `subtree` (relative to the root), added to `ledgers`;
+    returns the row count."""
+    listing = BookKeeperLedgers(store, paths=paths, list_concurrency=limits.concurrency)
+    ids = await listing.ledger_ids_under(subtree)
+    before = len(ledgers)
+    add = ledgers.add
 
     async def read(batch: Sequence[int]) -> None:
         found = [(i, _path_in(paths, subtree, i)) for i in batch]
         results = await store.get_many([path for _, path in found])
         for (ledger_id, path), node in zip(found, results, strict=True):
             if isinstance(node, Versioned):
-                append(ledger_id, path, node)
+                add(ledger_id, path, node)
             elif node is not None:  # unknown, never absent: the task fails
                 raise node
 
     batches = [ids[i : i + MULTI_READ_CHUNK] for i in range(0, len(ids), MULTI_READ_CHUNK)]
     await bounded(batches, read, multi_reads_in_flight(limits))
-    return len(out) - before
+    return len(ledgers) - before
 
 
 def _path_in(paths: LedgerPaths, subtree: str, ledger_id: int) -> str:

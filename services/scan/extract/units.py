@@ -35,6 +35,7 @@ from services.metadata import (
 from services.metadata.namespaces import POLICIES_ROOT
 from services.scan.extract import tasks as T
 from services.scan.extract.inventory import DEFAULT_CSV_SCHEMA
+from services.scan.extract.ledger_columns import LedgerColumns
 from services.scan.extract.namespaces import read_namespaces
 from services.scan.extract.rows import Row
 from services.scan.extract.s3 import S3Settings, open_lister
@@ -298,40 +299,73 @@ async def _list_units(store: MetadataStore, settings: ExtractSettings, kind: str
     return [Unit(SCHEMAS, tenant) for tenant in await _children(store, SCHEMAS_ROOT)]
 
 
-async def run_unit(unit: Unit, settings: ExtractSettings) -> list[tuple[str, Row]]:
-    """Read one unit; its rows plus its manifest row(s). Never raises for a failed read."""
+@dataclass
+class UnitOutput:
+    """What one unit read."""
+
+    rows: T.Out
+    """Every table's rows but `bk_ledgers`, then the unit's manifest row(s)."""
+    ledgers: LedgerColumns | None
+    """A BookKeeper unit's ledger rows, as columns (None for the other units)."""
+
+
+async def read_unit(unit: Unit, settings: ExtractSettings) -> UnitOutput:
+    """Read one unit, with its manifest row(s). Never raises for a failed read: the rows read
+    before a failure are kept, and the manifest says the task failed."""
     started = now_ms()
     out: T.Out = []
+    ledgers = None
+    if unit.kind == BK:
+        root = unit_paths(settings.ledgers_root, unit.scope).root
+        ledgers = LedgerColumns(f"{root}/{unit.scope}" if unit.scope else root)
     status, error, zxid = "ok", None, None
     try:
         async with asyncio.timeout(settings.task_timeout_s):
-            zxid = await _dispatch(unit, settings, out)
+            zxid = await _dispatch(unit, settings, out, ledgers)
     except T.Truncated as e:
         status, error = "truncated", str(e)
     except TimeoutError:
         status, error = "failed", f"timed out after {settings.task_timeout_s:g}s"
     except Exception as e:  # reported in the manifest, never "no rows"
         status, error = "failed", f"{type(e).__name__}: {e}"
-    out.extend(_manifest(unit, out, status, error, started, zxid))
-    return out
+    out.extend(_manifest(unit, out, ledgers, status, error, started, zxid))
+    return UnitOutput(out, ledgers)
+
+
+async def run_unit(unit: Unit, settings: ExtractSettings) -> list[tuple[str, Row]]:
+    """Read one unit; its rows (ledgers as dicts too) plus its manifest row(s)."""
+    result = await read_unit(unit, settings)
+    ledgers = [] if result.ledgers is None else result.ledgers.rows()
+    return [(BK, row) for row in ledgers] + result.rows
 
 
 def _manifest(
-    unit: Unit, out: T.Out, status: str, error: str | None, started: int, zxid: int | None
+    unit: Unit,
+    out: T.Out,
+    ledgers: LedgerColumns | None,
+    status: str,
+    error: str | None,
+    started: int,
+    zxid: int | None,
 ) -> list[tuple[str, Row]]:
     kinds = {ML: (ML, "cursors"), BUCKET: (OBJECTS,), INVENTORY: (OBJECTS,)}.get(
         unit.kind, (unit.kind,)
     )
     rows = []
     for kind in kinds:
-        count = sum(1 for table, _ in out if table == kind)
+        if kind == BK and ledgers is not None:
+            count = len(ledgers)
+        else:
+            count = sum(1 for table, _ in out if table == kind)
         task_id = unit.task_id if kind == unit.kind else f"{kind}{_at(unit.cluster)}:{unit.scope}"
         row = manifest_row(task_id, kind, unit.scope, count, status, error, started, zxid)
         rows.append(("scan_manifest", row))
     return rows
 
 
-async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | None:
+async def _dispatch(
+    unit: Unit, settings: ExtractSettings, out: T.Out, ledgers: LedgerColumns | None
+) -> int | None:
     limits = T.ReadLimits(settings.concurrency)
     if unit.kind in (BUCKET, INVENTORY):
         await _objects(unit, settings, out, limits)
@@ -343,9 +377,9 @@ async def _dispatch(unit: Unit, settings: ExtractSettings, out: T.Out) -> int | 
     where = bookkeeper_of(settings) if unit.kind == BK else store_of(settings, unit.cluster)
     async with store_session(settings, where) as store:
         before = len(out)
-        if unit.kind == BK:
+        if ledgers is not None:
             paths = unit_paths(settings.ledgers_root, unit.scope)
-            await T.read_bk_subtree(store, paths, unit.scope, out, limits)
+            await T.read_bk_subtree(store, paths, unit.scope, ledgers, limits)
         elif unit.kind == ML:
             await T.read_managed_ledgers(store, unit.scope, out, limits)
         else:
