@@ -52,10 +52,10 @@ OBJECT_KINDS = {
 
 
 def settings(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
-    return _settings(zk.address, s3, spec, **kw)
+    return settings_at(zk.address, s3, spec, **kw)
 
 
-def _settings(zookeeper: str, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
+def settings_at(zookeeper: str, s3: S3Server, spec: ClusterSpec, **kw: Any) -> ExtractSettings:
     config = s3.client_config()
     s3_settings = S3Settings(
         endpoint_url=config["endpoint_url"],
@@ -79,7 +79,7 @@ def settings_on(store: StoreKind, s3: S3Server, spec: ClusterSpec) -> ExtractSet
     if store.zk is not None:
         return settings(store.zk, s3, spec)
     url = StoreUrl(OXIA, store.address, "default")
-    return _settings("", s3, spec, metadata_store=url)
+    return settings_at("", s3, spec, metadata_store=url)
 
 
 async def write(zk: ZooKeeperServer, s3: S3Server, spec: ClusterSpec) -> ClusterModel:

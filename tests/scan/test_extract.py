@@ -128,7 +128,7 @@ async def _on_oxia(
     ):
         model = await write_cluster(spec, store=writer, s3_client=objects)
     url = StoreUrl(OXIA, address, "")
-    settings = sim.settings(zk, s3, spec, zookeeper="", metadata_store=url)
+    settings = sim.settings_at("", s3, spec, metadata_store=url)
     assert await source_problems(settings, []) == []
     scanned = await sim.extract_and_analyze(spark, tmp_path, model, settings)
     _assert_planted_found(spark, scanned)

@@ -165,10 +165,17 @@ def _summary(out: Path) -> dict[str, Any]:
     return {key: summary[key] for key in SUMMARY_FINDINGS}
 
 
+def _runs_the_units(rdd_names: set[str]) -> bool:
+    """A stage of the unit indexes (`spark.range`: a parallel collection) fed to the Python
+    task body (`mapInArrow`, whose RDD is named after the plan: `MapInArrow run_partition…`)."""
+    arrow = any(name.startswith("MapInArrow") for name in rdd_names)
+    return arrow and "ParallelCollectionRDD" in rdd_names
+
+
 def _extract_task_placement(events: Path) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """From the event log: the executors added (id → host) and, per successful extract task,
     (executor id, host). The extract tasks are the first job of the `tombstone-extract` group,
-    its stage over the units (`parallelize` → Python `mapPartitions`); later jobs of the
+    its stage over the units (a range of unit indexes → `mapInArrow`); later jobs of the
     group read the cached rows."""
     (log,) = list(events.iterdir())
     # Spark 4 writes a directory of rolled files (`eventlog_v2_<app>/events_<n>_<app>`),
@@ -188,8 +195,7 @@ def _extract_task_placement(events: Path) -> tuple[dict[str, str], list[tuple[st
                 extract_stages = {
                     stage["Stage ID"]
                     for stage in event["Stage Infos"]
-                    if {"ParallelCollectionRDD", "PythonRDD"}
-                    <= {rdd["Name"] for rdd in stage["RDD Info"]}
+                    if _runs_the_units({rdd["Name"] for rdd in stage["RDD Info"]})
                 }
         elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in (extract_stages or ()):
             info = event["Task Info"]
