@@ -21,6 +21,10 @@ _log = structlog.get_logger(__name__)
 
 REPORT_CHUNK = 5000
 
+#: How long closing waits for reports in flight before cancelling them (seconds): a report
+#: is one verifier call, normally milliseconds; an unreachable verifier must not hold a stop.
+CLOSE_GRACE = 5.0
+
 
 class BelieveClient(Protocol):
     """The verifier's `Believe` RPC."""
@@ -62,8 +66,12 @@ class BackgroundBeliever:
             self._metrics.believe_failures.inc()
             _log.warning("believe_failed", pdlis=len(pdlis), error=str(exc))
 
-    async def aclose(self) -> None:
-        """Cancel what is still pending (reports are best effort)."""
+    async def aclose(self, grace: float = CLOSE_GRACE) -> None:
+        """Give the reports in flight up to `grace` seconds, then cancel the rest. A marker
+        that stops right after a Mark call (a rolling restart) would otherwise drop the
+        reports of its last calls, and their OPEN ledgers would wait for another proof."""
+        if self._tasks and grace > 0:
+            await asyncio.wait(set(self._tasks), timeout=grace)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

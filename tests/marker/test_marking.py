@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -342,6 +343,39 @@ async def test_unlinked_ledgers_are_reported_to_the_believed_set(
     assert [[(p.ledger_id, p.ledger_type) for p in r] for r in client.reports] == [
         [(1, 1), (2, 1), (2, 2)]
     ]
+
+
+class _SlowBelieveClient:
+    """A verifier whose Believe answers after `delay` seconds (or never, for `None`)."""
+
+    def __init__(self, delay: float | None) -> None:
+        self.delay = delay
+        self.reports: list[int] = []
+
+    async def believe(self, pdlis: Sequence[_pd.PendingDeleteLedgerInfo]) -> None:
+        if self.delay is None:
+            await asyncio.Event().wait()
+        else:
+            await asyncio.sleep(self.delay)
+        self.reports.append(len(pdlis))
+
+
+async def test_close_lets_reports_in_flight_land() -> None:
+    """A marker stopped right after its last Mark call still reports that call's ledgers."""
+    client = _SlowBelieveClient(0.05)
+    believer = BackgroundBeliever(client, MarkerMetrics())
+    believer.submit([_pd.PendingDeleteLedgerInfo(ledger_id=1).SerializeToString()])
+    await believer.aclose()
+    assert client.reports == [1]
+
+
+async def test_close_cancels_reports_that_outlive_the_grace() -> None:
+    """A verifier that never answers holds a stop for the grace only."""
+    client = _SlowBelieveClient(None)
+    believer = BackgroundBeliever(client, MarkerMetrics())
+    believer.submit([_pd.PendingDeleteLedgerInfo(ledger_id=1).SerializeToString()])
+    await asyncio.wait_for(believer.aclose(grace=0.05), timeout=5)
+    assert client.reports == []
 
 
 async def test_metrics_count_pdlis_calls_unlinks_and_conflicts(
