@@ -30,6 +30,7 @@ from pathlib import Path
 
 import aiozk
 
+from benchmarks._pool import run_pool
 from benchmarks._truth import UndoneWork, parse, require_count, run
 from devstack.zookeeper import ZooKeeperServer
 from services.metadata.zookeeper.store import ZkMetadataStore
@@ -66,19 +67,11 @@ def make_keys(count: int, seed: int) -> list[int]:
     return [(ledger_id << 64) | rng.getrandbits(64) for ledger_id in range(1, count + 1)]
 
 
-async def run_pool(count: int, concurrency: int, work: Callable[[int], Awaitable[object]]) -> float:
-    """Run `work(0..count-1)` with `concurrency` workers; return the seconds taken."""
-    numbers = iter(range(count))
-
-    async def worker() -> None:
-        for number in numbers:
-            await work(number)
-
-    start = time.perf_counter()
-    async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(worker())
-    return time.perf_counter() - start
+async def seconds_of(
+    count: int, concurrency: int, work: Callable[[int], Awaitable[object]]
+) -> float:
+    """Run `work(0..count-1)` with `concurrency` workers (`_pool.run_pool`); the seconds taken."""
+    return count / await run_pool(range(count), concurrency, work)
 
 
 async def raw_creates(address: str, count: int, concurrency: int) -> float:
@@ -91,7 +84,7 @@ async def raw_creates(address: str, count: int, concurrency: int) -> float:
         async def create(number: int) -> None:
             await client.create(f"/raw/n{number}", data)
 
-        return await run_pool(count, concurrency, create)
+        return await seconds_of(count, concurrency, create)
     finally:
         await client.close()
 
@@ -117,7 +110,7 @@ async def believe_calls(store: ZkMetadataStore, count: int, concurrency: int) ->
     async def call(number: int) -> None:
         await believed.add([keys[number]])
 
-    seconds = await run_pool(count, concurrency, call)
+    seconds = await seconds_of(count, concurrency, call)
     require_count("single-ledger Believe calls held", len(believed), count)
     shape = await layout(store, CALLS_ROOT)
     believed.close()
@@ -139,7 +132,7 @@ async def write_set(store: ZkMetadataStore, entries: int, call_size: int) -> dic
     async def call(number: int) -> None:
         await believed.add(calls[number])
 
-    seconds = await run_pool(len(calls), 16, call)
+    seconds = await seconds_of(len(calls), 16, call)
     require_count("entries of the big set held", len(believed), entries)
     shape = await layout(store, SET_ROOT)
     believed.close()
