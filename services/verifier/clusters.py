@@ -175,10 +175,11 @@ class ClusterScope:
         """The namespace's policies znode, the read in flight for `path` joined if there is
         one. The PDLIs of a VerifyBatch mostly share a few namespaces and reach this together:
         one read per namespace instead of one per PDLI (a round trip each, and a place under
-        the read limit each). A joined read was sent at most one round trip before the
-        caller's own would have been, and after the caller's owner was read; as with any
-        read, what it returns may change right after. Its failure is each joiner's own:
-        `Unavailable`, a RETRY."""
+        the read limit each). A joined read may have been sent before the caller's own owner
+        read, by another PDLI of the batch, and at most one round trip before the caller's own
+        would have been. That is safe for this check: an absent namespace only ever gives
+        SKIP FOREIGN, and a present one what a read a moment earlier would have given. Its
+        failure is each joiner's own: `Unavailable`, a RETRY."""
         reading = self._reading.get(path)
         if reading is None:
             reading = asyncio.create_task(self._configuration.read(path))
