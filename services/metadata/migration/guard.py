@@ -226,10 +226,17 @@ class MigrationGuardedStore(Generic[S]):
         )
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         self._check_write(prefix)
-        return await self._store.create_sequential(prefix, data, make_parents=make_parents)
+        return await self._store.create_sequential(
+            prefix, data, make_parents=make_parents, ephemeral=ephemeral
+        )
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:
         self._check_write(path)
