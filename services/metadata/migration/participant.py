@@ -65,6 +65,9 @@ PARTICIPANT_PREFIX = f"{PARTICIPANTS_PATH}/id-"
 DRAIN_WARNING = 60.0
 """Seconds `DualMetadataStore.handleMigrationStart` waits for its writes in flight."""
 
+MAX_RETRY_DELAY = 30.0
+"""Seconds between attempts once they keep failing."""
+
 _REGISTER = frozenset({MigrationPhase.NOT_STARTED, MigrationPhase.FAILED})
 _LEAVE = frozenset({MigrationPhase.PREPARATION, MigrationPhase.COPYING})
 
@@ -123,7 +126,10 @@ class Participant:
 
     async def run(self) -> None:
         """Background loop: act on every change of the reading and after every connection
-        loss, until cancelled. A failure is logged and the step tried again."""
+        loss, until cancelled. A failure is logged and the step tried again, at growing
+        intervals (a refusal that lasts, an ACL say, is logged every `MAX_RETRY_DELAY`
+        seconds, not every second)."""
+        delay = self._retry_delay
         while True:
             # Nothing here works without a session; and while disconnected the loss future
             # below would be done at once.
@@ -133,17 +139,19 @@ class Participant:
             try:
                 await self._act(reading)
             except MetadataError as e:
-                _log.warning("metadata_migration_participant_failed", problem=str(e))
-                lost.cancel()
-                await asyncio.sleep(self._retry_delay)
-                continue
+                _log.warning(
+                    "metadata_migration_participant_failed", problem=str(e), retry_in_s=delay
+                )
             except Exception:
                 # A bug here must not end participation for the life of the service.
-                _log.exception("metadata_migration_participant_error")
-                lost.cancel()
-                await asyncio.sleep(self._retry_delay)
+                _log.exception("metadata_migration_participant_error", retry_in_s=delay)
+            else:
+                delay = self._retry_delay
+                await self._next_change(reading, lost)
                 continue
-            await self._next_change(reading, lost)
+            lost.cancel()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_DELAY)
 
     async def _next_change(self, reading: Reading, lost: asyncio.Future[None]) -> None:
         """Return when the reading differs from `reading` or the connection was lost."""
