@@ -29,6 +29,13 @@ session that expired is never applied, so the wait ends (the znode then goes wit
 session). Pulsar's own participant in that case keeps its znode for good; the coordinator
 gives up on it after 60 s in the revision that bounds the wait.
 
+A write that timed out on our side counts as ended, though ZooKeeper may still apply it if
+it received it. When it was sent on the session that registered, the delete of the znode is
+a later request of the same session, and ZooKeeper applies a session's requests in order: the
+write, if applied at all, lands before the delete, so before the copy. A write on another
+session (BookKeeper's metadata in a chroot of its own) has no such order: there the wait is
+the only protection, and a write timed out on our side is not covered.
+
 A failure to register does not stop writes: the cost of not being registered is the gap of a
 Tombstone that never registers (a write can land after the copy of its key, one that the
 migration-window page says how to recover from: a lost unlink keeps the ledger referenced on
