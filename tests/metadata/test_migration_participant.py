@@ -14,8 +14,10 @@ from structlog.testing import capture_logs
 
 from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
+from services.core.config import ZooKeeperConfig
 from services.metadata import NoNode, ZkMetadataStore
 from services.metadata.acl import ADMIN, ALL, READ, AclEntry
+from services.metadata.connect import open_stores
 from services.metadata.errors import StoreUnavailable
 from services.metadata.migration import (
     PARTICIPANTS_PATH,
@@ -249,3 +251,31 @@ async def test_a_refused_registration_does_not_stop_writes_and_is_retried(
 
             await assert_eventually(registered, timeout=WAIT)
     assert "metadata_migration_participant_failed" in [entry["event"] for entry in logs]
+
+
+async def test_bookkeeper_s_own_chroot_shares_pulsar_s_registration(
+    zk: ZooKeeperServer, store: ZkMetadataStore
+) -> None:
+    """BookKeeper's metadata in a chroot of its own: one participant, in Pulsar's chroot beside
+    the record, which counts the writes of both sessions."""
+    config = ZooKeeperConfig.from_env(
+        {
+            "TOMBSTONE_METADATA_STORE_URL": f"zk:{zk.address}/pulsar",
+            "TOMBSTONE_BOOKKEEPER_METADATA_URL": f"metadata-store:zk:{zk.address}/bk",
+        }
+    )
+    await store.create("/pulsar")
+    await store.create("/bk/ledgers", make_parents=True)
+    async with contextlib.AsyncExitStack() as stack:
+        pulsar, bookkeeper = await open_stores(stack, config)
+        assert isinstance(pulsar, MigrationGuardedStore)
+        assert isinstance(bookkeeper, MigrationGuardedStore)
+        assert bookkeeper.participant is pulsar.participant
+        assert list((await participants(store, "/pulsar")).values()) == [pulsar.session_id]
+        assert await participants(store, "/bk") == {}
+        # A write on BookKeeper's session is counted by Pulsar's participant while it is sent.
+        writing = asyncio.create_task(bookkeeper.create("/ledgers/L1", b"x"))
+        await asyncio.sleep(0)  # the task runs up to its request, and waits for the answer
+        assert pulsar.participant.in_flight == 1
+        await writing
+        assert pulsar.participant.in_flight == 0
