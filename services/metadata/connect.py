@@ -33,6 +33,7 @@ def connect_store(
     *,
     setting: str = METADATA_STORE_URL.name,
     migration: Participant | None = None,
+    read_only: bool = False,
 ) -> AbstractAsyncContextManager[MetadataStore]:
     """A session to `store` (default: Pulsar's metadata store, `zk.stores.pulsar`). `setting`
     is the one that named the store, for the error when this build cannot open it.
@@ -41,11 +42,12 @@ def connect_store(
     (`services.metadata.migration`): writes pause while the copy runs, and a migrated store is
     not read. The record is read from the store itself, where the session registers as a
     migration participant, or followed by `migration` (another guard's participant, which
-    then counts this session's writes too) when it lives elsewhere. Pulsar keeps no record on
-    Oxia: Oxia is never guarded."""
+    then counts this session's writes too) when it lives elsewhere. A `read_only` session (a
+    neighbour cluster's store, the configuration store) follows the record without
+    registering. Pulsar keeps no record on Oxia: Oxia is never guarded."""
     where = store or zk.stores.pulsar
     if where.kind == ZOOKEEPER:
-        return _guarded(_connect_zookeeper(_at(zk, where)), migration)
+        return _guarded(_connect_zookeeper(_at(zk, where)), migration, register=not read_only)
     if where.kind == OXIA:
         return _connect_oxia(zk, where, setting)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
@@ -82,9 +84,15 @@ def _connect_oxia(
 
 @contextlib.asynccontextmanager
 async def _guarded(
-    session: AbstractAsyncContextManager[ZkMetadataStore], migration: Participant | None
+    session: AbstractAsyncContextManager[ZkMetadataStore],
+    migration: Participant | None,
+    *,
+    register: bool,
 ) -> AsyncIterator[MigrationGuardedStore[ZkMetadataStore]]:
-    async with session as raw, MigrationGuardedStore(raw, participant=migration) as guarded:
+    async with (
+        session as raw,
+        MigrationGuardedStore(raw, participant=migration, register=register) as guarded,
+    ):
         yield guarded
 
 

@@ -15,9 +15,10 @@ from structlog.testing import capture_logs
 from devstack.zk_faults import ZooKeeperFaultProxy
 from devstack.zookeeper import ZooKeeperServer
 from services.core.config import ZooKeeperConfig
+from services.core.shared_clusters import parse_store_url
 from services.metadata import NoNode, ZkMetadataStore
 from services.metadata.acl import ADMIN, ALL, READ, AclEntry
-from services.metadata.connect import open_stores
+from services.metadata.connect import connect_store, open_stores
 from services.metadata.errors import StoreUnavailable
 from services.metadata.migration import (
     PARTICIPANTS_PATH,
@@ -86,6 +87,31 @@ async def test_registers_at_start_in_the_brokers_chroot(
         assert guard.participant.registered == f"{PARTICIPANTS_PATH}/{name}"
     # Gone with the session.
     assert await participants(store, "/cluster-a") == {}
+
+
+async def test_a_read_only_session_follows_the_record_without_registering(
+    zk: ZooKeeperServer, store: ZkMetadataStore
+) -> None:
+    """A session Tombstone only reads (a neighbour cluster's store, the configuration store)
+    writes no participant znode there: that store is not ours to write, and its cluster's
+    migration must not wait on us. It still follows the record (its reads stop after
+    COMPLETED)."""
+    await store.create("/neighbour")
+    zk_config = ZooKeeperConfig.from_env({"TOMBSTONE_METADATA_STORE_URL": f"zk:{zk.address}"})
+    neighbour = parse_store_url(f"zk:{zk.address}/neighbour")
+    async with connect_store(zk_config, neighbour, read_only=True) as session:
+        assert isinstance(session, MigrationGuardedStore)
+        assert session.follower.reading is not None
+        await asyncio.sleep(0.5)
+        assert await participants(store, "/neighbour") == {}
+    # The same store as one Tombstone writes: registered.
+    async with connect_store(zk_config, neighbour) as session:
+        assert isinstance(session, MigrationGuardedStore)
+
+        async def registered() -> None:
+            assert list((await participants(store, "/neighbour")).values()) == [session.session_id]
+
+        await assert_eventually(registered)
 
 
 async def test_coordinator_waits_for_the_write_in_flight_and_none_lands_after(

@@ -89,12 +89,19 @@ class MigrationGuardedStore(Generic[S]):
         listener: Callable[[Reading], None] | None = None,
         participant: Participant | None = None,
         drain_warning: float = DRAIN_WARNING,
+        register: bool = True,
     ) -> None:
         """`participant`: another guard's, when the record that governs `store` is kept in
         another store (BookKeeper's metadata in its own chroot follows Pulsar's record); that
         guard keeps its follower current and its registration, and counts this guard's writes
-        in flight with its own."""
+        in flight with its own.
+
+        `register=False`: follow the record without registering. For the sessions Tombstone
+        only reads (a neighbour cluster's store, the configuration store): a participant znode
+        there would be a write into a store that is not ours to write, and would make another
+        cluster's migration wait on a session that never writes to it."""
         self._store: S = store
+        self._register = register
         self._owns_participant = participant is None
         if participant is None:
             follower = MigrationFollower(store, retry_delay=retry_delay, listener=listener)
@@ -126,6 +133,8 @@ class MigrationGuardedStore(Generic[S]):
         self._tasks.append(
             asyncio.create_task(self.follower.run(), name="metadata-migration-watch")
         )
+        if not self._register:
+            return self
         # Registered before the first write when the store answers; a failure is retried by
         # the loop below and does not hold writes back (participant.py says why).
         await self.participant.settle()
