@@ -106,10 +106,15 @@ class SplitStore:
         )
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         return await self.store_of(prefix).create_sequential(
-            prefix, data, make_parents=make_parents
+            prefix, data, make_parents=make_parents, ephemeral=ephemeral
         )
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:

@@ -141,14 +141,16 @@ class ZooKeeper:
         assert stat is not None
         return stat
 
-    def create_sequential(self, prefix: str, data: bytes, *, make_parents: bool) -> str:
+    def create_sequential(
+        self, prefix: str, data: bytes, *, make_parents: bool, ephemeral_owner: int = 0
+    ) -> str:
         parent = _parent(prefix)
         if parent not in self.nodes:
             if not make_parents:
                 raise NoNode(parent)
             self.create(parent, b"", make_parents=True)
         path = f"{prefix}{self.nodes[parent].cversion:010d}"
-        self.create(path, data)
+        self.create(path, data, ephemeral_owner=ephemeral_owner)
         return path
 
     def set(self, path: str, data: bytes, *, version: int) -> int:
@@ -446,10 +448,18 @@ class Session:
         return await self._request("create", path, apply)
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         def apply() -> tuple[str, Stat]:
-            path = self._server.create_sequential(prefix, data, make_parents=make_parents)
+            owner = (self.session_id or 0) if ephemeral else 0
+            path = self._server.create_sequential(
+                prefix, data, make_parents=make_parents, ephemeral_owner=owner
+            )
             stat = self._server.stat(path)
             assert stat is not None
             return path, stat

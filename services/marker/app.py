@@ -179,7 +179,9 @@ def follower_settings(config: MarkerConfig) -> FollowerSettings:
 def _connect_neighbour(
     config: MarkerConfig, cluster: SharedCluster
 ) -> AbstractAsyncContextManager[MetadataStore]:
-    return connect_store(config.zookeeper, cluster.store, setting=SHARED_CLUSTERS.name)
+    return connect_store(
+        config.zookeeper, cluster.store, setting=SHARED_CLUSTERS.name, read_only=True
+    )
 
 
 async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:

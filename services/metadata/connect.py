@@ -18,7 +18,7 @@ from services.core.errors import ConfigError
 from services.core.metadata_stores import BOOKKEEPER_METADATA_URL, METADATA_STORE_URL
 from services.core.shared_clusters import OXIA, ZOOKEEPER, StoreUrl
 from services.metadata.migration.guard import MigrationGuardedStore
-from services.metadata.migration.state import MigrationFollower
+from services.metadata.migration.participant import Participant
 from services.metadata.oxia.limits import CLIENT_RELEASE, MAX_SESSION_TIMEOUT, MIN_SESSION_TIMEOUT
 from services.metadata.store import MetadataStore
 from services.metadata.zookeeper.store import ZkMetadataStore
@@ -32,18 +32,22 @@ def connect_store(
     store: StoreUrl | None = None,
     *,
     setting: str = METADATA_STORE_URL.name,
-    migration: MigrationFollower | None = None,
+    migration: Participant | None = None,
+    read_only: bool = False,
 ) -> AbstractAsyncContextManager[MetadataStore]:
     """A session to `store` (default: Pulsar's metadata store, `zk.stores.pulsar`). `setting`
     is the one that named the store, for the error when this build cannot open it.
 
     A ZooKeeper session comes guarded against PIP-454's migration to Oxia
     (`services.metadata.migration`): writes pause while the copy runs, and a migrated store is
-    not read. The record is read from the store itself, or followed by `migration` (another
-    guard's) when it lives elsewhere. Pulsar keeps no record on Oxia: Oxia is never guarded."""
+    not read. The record is read from the store itself, where the session registers as a
+    migration participant, or followed by `migration` (another guard's participant, which
+    then counts this session's writes too) when it lives elsewhere. A `read_only` session (a
+    neighbour cluster's store, the configuration store) follows the record without
+    registering. Pulsar keeps no record on Oxia: Oxia is never guarded."""
     where = store or zk.stores.pulsar
     if where.kind == ZOOKEEPER:
-        return _guarded(_connect_zookeeper(_at(zk, where)), migration)
+        return _guarded(_connect_zookeeper(_at(zk, where)), migration, register=not read_only)
     if where.kind == OXIA:
         return _connect_oxia(zk, where, setting)
     raise ConfigError(setting, f"{where}: unknown metadata store kind {where.kind!r}")
@@ -80,9 +84,15 @@ def _connect_oxia(
 
 @contextlib.asynccontextmanager
 async def _guarded(
-    session: AbstractAsyncContextManager[ZkMetadataStore], migration: MigrationFollower | None
+    session: AbstractAsyncContextManager[ZkMetadataStore],
+    migration: Participant | None,
+    *,
+    register: bool,
 ) -> AsyncIterator[MigrationGuardedStore[ZkMetadataStore]]:
-    async with session as raw, MigrationGuardedStore(raw, follower=migration) as guarded:
+    async with (
+        session as raw,
+        MigrationGuardedStore(raw, participant=migration, register=register) as guarded,
+    ):
         yield guarded
 
 
@@ -116,8 +126,9 @@ async def open_stores(
     if not stores.split:
         return pulsar, pulsar
     # Pulsar's migration record governs BookKeeper's metadata too (bookies take part in the
-    # same migration), wherever in ZooKeeper that metadata is.
-    migration = pulsar.follower if isinstance(pulsar, MigrationGuardedStore) else None
+    # same migration), wherever in ZooKeeper that metadata is; its writes are counted by the
+    # participant registered next to that record.
+    migration = pulsar.participant if isinstance(pulsar, MigrationGuardedStore) else None
     bookkeeper = await stack.enter_async_context(
         connect_store(
             zk, stores.bookkeeper, setting=BOOKKEEPER_METADATA_URL.name, migration=migration

@@ -148,11 +148,17 @@ class MetadataStore(Protocol):
         ...
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
-        """Create the persistent sequential znode `<prefix><10-digit number>` (ZooKeeper
-        appends the parent's cversion); return its path and stat. `NoNode` when the parent is
-        absent, unless `make_parents`."""
+        """Create the sequential znode `<prefix><10-digit number>` (ZooKeeper appends the
+        parent's cversion); return its path and stat. `NoNode` when the parent is absent,
+        unless `make_parents`. `ephemeral`: it lives as long as this session (parents never
+        are), as a PIP-454 participant's registration does."""
         ...
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:

@@ -178,7 +178,7 @@ async def _open_stores(stack: contextlib.AsyncExitStack, config: VerifierConfig)
     neighbours: dict[str, ZnodeStore] = {
         cluster.name: MetadataZnodeStore(
             await stack.enter_async_context(
-                connect_store(zk, cluster.store, setting=SHARED_CLUSTERS.name)
+                connect_store(zk, cluster.store, setting=SHARED_CLUSTERS.name, read_only=True)
             )
         )
         for cluster in config.shared_clusters
@@ -187,7 +187,12 @@ async def _open_stores(stack: contextlib.AsyncExitStack, config: VerifierConfig)
     if config.configuration_store is not None:
         configuration = MetadataZnodeStore(
             await stack.enter_async_context(
-                connect_store(zk, config.configuration_store, setting=CONFIGURATION_STORE.name)
+                connect_store(
+                    zk,
+                    config.configuration_store,
+                    setting=CONFIGURATION_STORE.name,
+                    read_only=True,
+                )
             )
         )
     return _Stores(pulsar, bookkeeper, neighbours, configuration)

@@ -279,6 +279,34 @@ async def test_ephemerals_belong_to_their_session_and_go_with_it(
     assert persistent.ephemeral_owner == 0
 
 
+async def test_ephemeral_sequential_creates_are_numbered_and_go_with_their_session(
+    store: MetadataStore, open_store: Opener
+):
+    """A PIP-454 participant's registration: numbered as the persistent ones are, the parent
+    made persistent, the child owned by its session and removed with it."""
+    async with open_store() as other:
+        first, made = await other.create_sequential(
+            "/parts/id-", b"", make_parents=True, ephemeral=True
+        )
+        second, _stat = await other.create_sequential("/parts/id-", b"", ephemeral=True)
+        assert (first, second) == ("/parts/id-0000000000", "/parts/id-0000000001")
+        assert made.ephemeral_owner == other.session_id
+        seen = await store.exists(first)
+        assert seen is not None
+        assert seen.ephemeral_owner not in (0, store.session_id)
+
+    async def gone() -> bool:
+        return await store.get_children("/parts") == []
+
+    await eventually(gone, "the ephemeral sequential nodes removed with their session")
+    parent = await store.exists("/parts")
+    assert parent is not None
+    assert parent.ephemeral_owner == 0
+    again, _stat = await store.create_sequential("/parts/id-", b"", ephemeral=True)
+    # Not given out twice (ZooKeeper counts the deletes too: its next number is 4).
+    assert int(again.removeprefix("/parts/id-")) >= 2
+
+
 async def test_sync_then_read_sees_another_session_s_write(
     store: MetadataStore, open_store: Opener
 ):

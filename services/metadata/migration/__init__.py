@@ -3,7 +3,8 @@
 In: a `MetadataStore` (the source store, where Pulsar keeps the migration record). Out: the
 same store wrapped in `MigrationGuardedStore`, which refuses writes while the data is being
 copied and everything once the data lives in Oxia. `state` reads and follows the record;
-`guard` decides what each phase allows.
+`guard` decides what each phase allows, `participant` registers Tombstone as a
+participant so that the coordinator waits for its writes in flight.
 """
 
 from services.metadata.migration.guard import (
@@ -13,6 +14,7 @@ from services.metadata.migration.guard import (
     read_refusal_reason,
     write_refusal_reason,
 )
+from services.metadata.migration.participant import PARTICIPANT_PREFIX, Participant
 from services.metadata.migration.state import (
     MIGRATION_FLAG_PATH,
     NO_MIGRATION,
@@ -29,11 +31,13 @@ __all__ = [
     "MIGRATION_FLAG_PATH",
     "NO_MIGRATION",
     "PARTICIPANTS_PATH",
+    "PARTICIPANT_PREFIX",
     "STORE_URL_SETTINGS",
     "MigrationFollower",
     "MigrationGuardedStore",
     "MigrationPhase",
     "MigrationState",
+    "Participant",
     "Reading",
     "Unknown",
     "decode_state",

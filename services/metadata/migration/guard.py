@@ -17,8 +17,10 @@ What each reading of the migration record (`state.py`) means for the store it is
   read): treated as the window, writes refused, until a read says otherwise.
 
 The record is followed by a watch and re-read after every connection loss. Between the
-coordinator's write and our watch's notification a write of ours can still pass (Pulsar's
-brokers close that gap by registering as participants; Tombstone does not).
+coordinator's write and our watch's notification a write of ours can still pass; the guard
+closes that gap as Pulsar's brokers do, by registering as a migration participant
+(`participant.py`): every write is counted while in flight, and the coordinator waits for
+them to end before it copies.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from types import TracebackType
 from typing import Generic, Self, TypeVar
 
 from services.metadata.errors import MetadataError, StoreUnavailable
+from services.metadata.migration.participant import DRAIN_WARNING, Participant
 from services.metadata.migration.state import (
     MigrationFollower,
     MigrationPhase,
@@ -73,9 +76,10 @@ def read_refusal_reason(reading: Reading) -> str | None:
 class MigrationGuardedStore(Generic[S]):
     """`MetadataStore` over `store`, refusing what PIP-454's phase forbids (module doc).
 
-    Enter it (`async with`) to read the record once and start following it; until then, and
-    after it is closed, the state is unknown: reads pass, writes are refused. `inner` is the
-    store itself, for what only its adapter offers (ZooKeeper's ACL checks)."""
+    Enter it (`async with`) to read the record once, register as a migration participant when
+    no migration runs, and start following the record; until then, and after it is closed,
+    the state is unknown: reads pass, writes are refused. `inner` is the store itself, for
+    what only its adapter offers (ZooKeeper's ACL checks)."""
 
     def __init__(
         self,
@@ -83,17 +87,30 @@ class MigrationGuardedStore(Generic[S]):
         *,
         retry_delay: float = 1.0,
         listener: Callable[[Reading], None] | None = None,
-        follower: MigrationFollower | None = None,
+        participant: Participant | None = None,
+        drain_warning: float = DRAIN_WARNING,
+        register: bool = True,
     ) -> None:
-        """`follower`: another guard's, when the record that governs `store` is kept in
+        """`participant`: another guard's, when the record that governs `store` is kept in
         another store (BookKeeper's metadata in its own chroot follows Pulsar's record); that
-        guard keeps it current."""
+        guard keeps its follower current and its registration, and counts this guard's writes
+        in flight with its own.
+
+        `register=False`: follow the record without registering. For the sessions Tombstone
+        only reads (a neighbour cluster's store, the configuration store): a participant znode
+        there would be a write into a store that is not ours to write, and would make another
+        cluster's migration wait on a session that never writes to it."""
         self._store: S = store
-        self._owns_follower = follower is None
-        self.follower = follower or MigrationFollower(
-            store, retry_delay=retry_delay, listener=listener
-        )
-        self._task: asyncio.Task[None] | None = None
+        self._register = register
+        self._owns_participant = participant is None
+        if participant is None:
+            follower = MigrationFollower(store, retry_delay=retry_delay, listener=listener)
+            participant = Participant(
+                store, follower, retry_delay=retry_delay, drain_warning=drain_warning
+            )
+        self.participant = participant
+        self.follower = participant.follower
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def inner(self) -> S:
@@ -110,10 +127,20 @@ class MigrationGuardedStore(Generic[S]):
         return None if reason is None else StoreUnavailable("/", reason)
 
     async def __aenter__(self) -> Self:
-        if not self._owns_follower:
+        if not self._owns_participant:
             return self
         await self.follower.refresh()
-        self._task = asyncio.create_task(self.follower.run(), name="metadata-migration-watch")
+        self._tasks.append(
+            asyncio.create_task(self.follower.run(), name="metadata-migration-watch")
+        )
+        if not self._register:
+            return self
+        # Registered before the first write when the store answers; a failure is retried by
+        # the loop below and does not hold writes back (participant.py says why).
+        await self.participant.settle()
+        self._tasks.append(
+            asyncio.create_task(self.participant.run(), name="metadata-migration-participant")
+        )
         return self
 
     async def __aexit__(
@@ -125,11 +152,11 @@ class MigrationGuardedStore(Generic[S]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks, self._tasks = self._tasks, []
+        for task in reversed(tasks):
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     def _check_write(self, path: str) -> None:
         reason = write_refusal_reason(self.reading)
@@ -217,33 +244,45 @@ class MigrationGuardedStore(Generic[S]):
         ephemeral: bool = False,
     ) -> Stat:
         self._check_write(path)
-        return await self._store.create(
-            path,
-            data,
-            make_parents=make_parents,
-            container_parents=container_parents,
-            ephemeral=ephemeral,
-        )
+        with self.participant.writing():
+            return await self._store.create(
+                path,
+                data,
+                make_parents=make_parents,
+                container_parents=container_parents,
+                ephemeral=ephemeral,
+            )
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         self._check_write(prefix)
-        return await self._store.create_sequential(prefix, data, make_parents=make_parents)
+        with self.participant.writing():
+            return await self._store.create_sequential(
+                prefix, data, make_parents=make_parents, ephemeral=ephemeral
+            )
 
     async def set(self, path: str, data: bytes, *, version: int) -> int:
         self._check_write(path)
-        return await self._store.set(path, data, version=version)
+        with self.participant.writing():
+            return await self._store.set(path, data, version=version)
 
     async def delete(self, path: str, *, version: int) -> None:
         self._check_write(path)
-        await self._store.delete(path, version=version)
+        with self.participant.writing():
+            await self._store.delete(path, version=version)
 
     async def delete_many(self, items: Sequence[tuple[str, int]]) -> list[MetadataError | None]:
         reason = write_refusal_reason(self.reading)
         if reason is not None:  # reported per item, as the port says; nothing was sent
             return [StoreUnavailable(path, reason) for path, _version in items]
-        return await self._store.delete_many(items)
+        with self.participant.writing():
+            return await self._store.delete_many(items)
 
 
 def guarded_write_refusal(store: MetadataStore) -> StoreUnavailable | None:

@@ -21,7 +21,7 @@ pulsar-metadata `MigrationCoordinator` and `DualMetadataStore`):
   waits for that before COPYING.
 
 This module only decodes the record and follows it; `guard.py` decides what that means for
-Tombstone's reads and writes.
+Tombstone's reads and writes, and `participant.py` registers Tombstone as a participant.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ COORDINATOR_PATH = "/pulsar/migration-coordinator"
 MIGRATION_FLAG_PATH = f"{COORDINATOR_PATH}/migration"
 """`MigrationState.MIGRATION_FLAG_PATH`: where the coordinator writes the phase."""
 PARTICIPANTS_PATH = f"{COORDINATOR_PATH}/participants"
-"""`MigrationState.PARTICIPANTS_PATH`: where participants register (Tombstone does not)."""
+"""`MigrationState.PARTICIPANTS_PATH`: where participants register (`participant.py`)."""
 
 
 class MigrationPhase(enum.StrEnum):

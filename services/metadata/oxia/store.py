@@ -402,14 +402,21 @@ class OxiaMetadataStore:
                 await self._put_new("/" + "/".join(parts[:depth]), b"")
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         """`<prefix><%010d>` numbered by the parent's modifications count, as Pulsar's
         `OxiaMetadataStore` names sequential keys, with the parent advanced after the child
         is made: a creator that finds number n taken advances the parent from n itself and
         tries n + 1. So every number below the parent's count (its `cversion`) names a child
         that was created, the first is 0, and a create that got no answer leaves no gap.
-        Holds for a parent whose value is never set otherwise (each set advances the count)."""
+        Holds for a parent whose value is never set otherwise (each set advances the count).
+        `ephemeral`: the child is bound to this store's session on its shard (the parent is
+        persistent, and keeps its count when the child goes)."""
         _check_path(prefix)
         parent = parent_of(prefix)
         try:
@@ -423,7 +430,7 @@ class OxiaMetadataStore:
             number = current.cversion if current is not None else 0
             path = f"{prefix}{number:010d}"
             try:
-                stat = await self._put_new(path, data)
+                stat = await self._put_new(path, data, ephemeral=ephemeral)
             except NodeExists:
                 await self._advance(parent, current)
                 continue

@@ -385,22 +385,30 @@ class ZkMetadataStore:
         return await self._create(path, data, container=False, ephemeral=ephemeral)
 
     async def create_sequential(
-        self, prefix: str, data: bytes = b"", *, make_parents: bool = False
+        self,
+        prefix: str,
+        data: bytes = b"",
+        *,
+        make_parents: bool = False,
+        ephemeral: bool = False,
     ) -> tuple[str, Stat]:
         """The server names the znode, so a create that got no answer is never resent (a
-        second znode could be made); its outcome is unknown (`StoreUnavailable`)."""
+        second znode could be made); its outcome is unknown (`StoreUnavailable`). An
+        ephemeral one (ZooKeeper's EPHEMERAL_SEQUENTIAL) goes with this session."""
         try:
-            return await self._create_sequential(prefix, data)
+            return await self._create_sequential(prefix, data, ephemeral=ephemeral)
         except NoNode:
             if not make_parents:
                 raise
         await self._create_parents(prefix, container=False)
-        return await self._create_sequential(prefix, data)
+        return await self._create_sequential(prefix, data, ephemeral=ephemeral)
 
-    async def _create_sequential(self, prefix: str, data: bytes) -> tuple[str, Stat]:
+    async def _create_sequential(
+        self, prefix: str, data: bytes, *, ephemeral: bool
+    ) -> tuple[str, Stat]:
         full = self._abs(prefix)
         request = zk_protocol.Create2Request(path=full, data=data, acl=self._create_acl)
-        request.set_flags(ephemeral=False, sequential=True, container=False)
+        request.set_flags(ephemeral=ephemeral, sequential=True, container=False)
         response = await self._send(request, prefix)
         # The reply's path is the server's (a chroot included): keep only the new name.
         name = str(response.path).rsplit("/", 1)[-1]
