@@ -405,12 +405,14 @@ def build_index(mls: int) -> OwnerIndex:
         path = f"/managed-ledgers/tenant-{i % 50}/ns-{i % 997}/persistent/topic-{i}"
         first = 1_000_000 + i * 40
         offloaded = 4 if i % 5 == 0 else 0
-        entry = array("q", (0, 17 + i % 100, 4_294_967_296 + i, LISTED, offloaded))
+        seen = 1_700_000_000_000 + i * 997  # the version's mtime, ms: distinct per owner
+        entry = array("q", (0, 17 + i % 100, 4_294_967_296 + i, seen, LISTED, offloaded))
         entry.extend(range(first, first + LISTED))
         for position in range(offloaded):
             entry.extend((position, 3, -(i + 1), i + 7, driver, 1_700_000_000_000))
         index.put(path, entry)
-        index.put(f"{path}/sub-{i % 3}", array("q", (1, 3, 4_294_967_296 + i, first + 99)))
+        cursor = (1, 3, 4_294_967_296 + i, seen + 13, first + 99)
+        index.put(f"{path}/sub-{i % 3}", array("q", cursor))
     return index
 
 

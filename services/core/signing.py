@@ -21,10 +21,20 @@ Canonical encoding, version 1:
     source             int32
     marker_id, cluster, request_id                                string each
 
+Canonical encoding, version 2: the same with version byte 0x02, followed by
+
+    seen_at_ms         int64
+
+Version 2 is used exactly when `seen_at_ms` is set (not 0), so a PDLI without it signs
+byte for byte as before the field existed (the golden vectors hold), and one with it has it
+covered: a verifier that reads the field builds the bytes the sender signed, and one that
+predates it (and sees an unknown field) builds version 1 bytes, which fail: such a PDLI is
+dead-lettered as badly signed there, never trusted with a stamp nobody checked.
+
 Integers are big-endian two's complement; a string is a uint32 byte length and its UTF-8
 bytes. Every field of `PendingDeleteLedgerInfo` is covered except `not_before_ms` (the retry
 path and the DLQ replay rewrite it), `signing_key_id` and `signature`. A field added to the
-PDLI that the verifier must trust needs a new version of this encoding.
+PDLI that the verifier must trust needs a new version of this encoding (as `seen_at_ms` had).
 
 The signature covers these bytes through a hash tree, so that PDLIs sent together share one
 Ed25519 signature (`signature_tree.py` defines the tree and the `signature` field's layout).
@@ -49,7 +59,10 @@ from tombstone.v1 import pending_delete_pb2 as _pd
 DOMAIN = b"tombstone/pdli-signature\x00"
 """Domain separation: these bytes are never a valid message of another protocol."""
 VERSION = 1
+VERSION_SEEN = 2
+"""The encoding of a PDLI whose `seen_at_ms` is set."""
 _PREFIX = DOMAIN + bytes([VERSION])
+_PREFIX_SEEN = DOMAIN + bytes([VERSION_SEEN])
 KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 _I32 = struct.Struct(">i")
@@ -59,6 +72,7 @@ _ABSENT = b"\x00"
 _PRESENT_LEDGER = struct.Struct(">Bqi")
 """`_ledger_part` of a PDLI with a ledger id, in one pack."""
 _LEAF_HEAD = tree.LEAF_PREFIX + _PREFIX
+_LEAF_HEAD_SEEN = tree.LEAF_PREFIX + _PREFIX_SEEN
 _sha256 = hashlib.sha256
 
 
@@ -136,9 +150,22 @@ def _intent_part(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
 
 def canonical_bytes(pdli: _pd.PendingDeleteLedgerInfo) -> bytes:
     """The bytes a signature covers (the module docstring defines them)."""
+    seen = pdli.seen_at_ms
     return b"".join(
-        (_PREFIX, _ledger_part(pdli), _owner_part(pdli), _offload_part(pdli), _intent_part(pdli))
+        (
+            _PREFIX_SEEN if seen else _PREFIX,
+            _ledger_part(pdli),
+            _owner_part(pdli),
+            _offload_part(pdli),
+            _intent_part(pdli),
+            _seen_part(seen),
+        )
     )
+
+
+def _seen_part(seen: int) -> bytes:
+    """Version 2's last field; nothing in version 1."""
+    return _I64.pack(seen) if seen else b""
 
 
 class CanonicalTemplate:
@@ -150,14 +177,22 @@ class CanonicalTemplate:
         self._intent = _intent_part(shared)
         self._tail_without_offload = self._owner + _ABSENT + self._intent
         """What follows the ledger part when there is no offload context (most PDLIs)."""
+        self._seen = shared.seen_at_ms
+        """`seen_at_ms` unless `own` sets its own (merged, the later encoding wins)."""
 
     def bytes_for(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         """`canonical_bytes` of `shared` merged with `own`."""
-        return b"".join((_PREFIX, _own_ledger_part(own), self._tail(own)))
+        seen = own.seen_at_ms or self._seen
+        prefix = _PREFIX_SEEN if seen else _PREFIX
+        return b"".join((prefix, _own_ledger_part(own), self._tail(own), _seen_part(seen)))
 
     def leaf_hash(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         """`signature_tree.leaf_hash(self.bytes_for(own))`, hashed from the parts at once."""
-        return _sha256(b"".join((_LEAF_HEAD, _own_ledger_part(own), self._tail(own)))).digest()
+        seen = own.seen_at_ms or self._seen
+        if not seen:
+            return _sha256(b"".join((_LEAF_HEAD, _own_ledger_part(own), self._tail(own)))).digest()
+        parts = (_LEAF_HEAD_SEEN, _own_ledger_part(own), self._tail(own), _I64.pack(seen))
+        return _sha256(b"".join(parts)).digest()
 
     def _tail(self, own: _pd.PendingDeleteLedgerInfo) -> bytes:
         if not own.HasField("offload_context"):

@@ -240,7 +240,9 @@ class Marker:
         """Publish what the journal does not already know; returns the per-ledger outcome and
         the journal handle of the receipts (already in its file, settled by the caller)."""
         now = now_ms()
-        encoder = IntentEncoder(shared_fields(request, self._stamp(token, now)), self._signer)
+        encoder = IntentEncoder(
+            shared_fields(request, self._stamp(request, token, now)), self._signer
+        )
         path = request.owner.path
         # Reconciler PDLIs unlink nothing and never reuse receipts: two scans may name two
         # uploads of one ledger at one owner version, which the journal cannot tell apart.
@@ -278,13 +280,14 @@ class Marker:
         receipts = [] if request.reconciler else accepted
         return sent, self._journal.append(path, version, receipts, now_ms())
 
-    def _stamp(self, token: int, now: int) -> Stamp:
+    def _stamp(self, request: MarkRequest, token: int, now: int) -> Stamp:
         return Stamp(
             fence_token=token,
             marked_at_ms=now,
             not_before_ms=now + int(self._settings.delivery_delay.total_seconds() * 1000),
             marker_id=self._settings.marker_id,
             cluster=self._settings.cluster,
+            seen_at_ms=request.seen_at_ms,
         )
 
     async def _publish(

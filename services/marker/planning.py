@@ -26,6 +26,8 @@ class MarkRequest:
     new_cursor_ledger_id: int = -1
     reconciler_ledgers: tuple[LedgerRef, ...] = ()
     """RECONCILER only: ledgers with explicit tiers (and offload contexts found by a scan)."""
+    seen_at_ms: int = 0
+    """RECONCILER only: when the scan that found the ledgers started (0: unknown)."""
 
     @property
     def reconciler(self) -> bool:
@@ -133,6 +135,9 @@ class Stamp:
     not_before_ms: int
     marker_id: str
     cluster: str
+    seen_at_ms: int = 0
+    """When the sender last saw the ledgers as the ones it means (0: unknown). Never later
+    than `marked_at_ms` (`shared_fields` holds it there)."""
 
 
 def shared_fields(request: MarkRequest, stamp: Stamp) -> _pd.PendingDeleteLedgerInfo:
@@ -145,6 +150,9 @@ def shared_fields(request: MarkRequest, stamp: Stamp) -> _pd.PendingDeleteLedger
         marker_id=stamp.marker_id,
         cluster=stamp.cluster,
         request_id=request.request_id,
+        # The verifier refuses a stamp later than the recording; a sender's clock ahead of
+        # the marker's (the store's, for the follower) must not make its intents invalid.
+        seen_at_ms=min(stamp.seen_at_ms, stamp.marked_at_ms),
     )
     request.owner.stamp(pdli)
     return pdli

@@ -13,6 +13,7 @@ from grpc import aio
 
 from services.core.errors import InvalidArgument, Unavailable
 from services.core.validation import require, require_no_duplicates, require_nonempty
+from services.marker.journal import now_ms
 from services.marker.marking import Marker, MarkResult
 from services.marker.metrics import MarkerMetrics
 from services.marker.owners import LedgerRef, resolve_owner
@@ -57,7 +58,22 @@ def to_request(message: _mk.MarkLedgersRequest, *, max_batch: int) -> MarkReques
         request_id=message.request_id or uuid.uuid4().hex,
         new_cursor_ledger_id=_new_cursor_ledger_id(message, ledger_ids),
         reconciler_ledgers=reconciler_ledgers,
+        seen_at_ms=_seen_at(message),
     )
+
+
+def _seen_at(message: _mk.MarkLedgersRequest) -> int:
+    """The reconciler's stamp, checked: every PDLI of the call carries it as `seen_at_ms`,
+    which the verifier refuses when it is later than `marked_at_ms` (stamped after this
+    check, so not earlier than the clock read here)."""
+    seen = message.seen_at_ms
+    if seen == 0:
+        return 0
+    require(message.source == _pd.RECONCILER, "seen_at_ms", "only RECONCILER requests carry it")
+    require(seen > 0, "seen_at_ms", f"must be ≥ 0, got {seen}")
+    now = now_ms()
+    require(seen <= now, "seen_at_ms", f"{seen} is later than the marker's clock ({now})")
+    return seen
 
 
 def _ledger_ids(message: _mk.MarkLedgersRequest, max_batch: int) -> tuple[int, ...]:

@@ -9,14 +9,28 @@ the dead-letter topic, a second intent from another source) then meets a new led
 same path, possibly of the same owner, where the OPEN rule's "below the owner's lowest
 reference" and "the owner reached the fence token" would speak of the old one.
 
-What tells them apart is the creation time. Every intent is stamped when it is recorded
-(`marked_at_ms`, signed with the rest); the ledger it names existed then: the marker reads
-the owner that lists it, the follower the version that listed it, the reconciler a scan of
-existing ledgers. A later incarnation is created after the earlier one was deleted, which is
-after the intent was recorded (the intent is what gets it deleted, at `not_before_ms` at the
-earliest; on an unmodified broker see docs/oxia.md for the follower's case). So a ledger
-created after the intent's stamp is not the intent's ledger: the verdict is MISMATCH
-(dead-lettered with its reason), never DELETE, whatever the believed set says.
+What tells them apart is the creation time, compared with a stamp the intent carries
+(signed with the rest): a moment at which the ledger the intent names existed and was seen
+as the one it means. A later incarnation is created after the earlier one was deleted, and
+that delete follows the stamp, so a ledger created after the stamp is not the intent's
+ledger: the verdict is MISMATCH (dead-lettered with its reason), never DELETE, whatever the
+believed set says. The stamp is:
+
+- `seen_at_ms` when set. The follower sets it to the modification time of the last owner
+  version it read that listed the ledger: the ledger existed then (it was listed, and an
+  owner unlinks before its ledger is deleted), and an unmodified broker's delete comes
+  after the unlink, however late the follower records the intent. The reconciler sets it to
+  the start of the scan that found the ledger: the ledger was created before (it is older
+  than the age window then) and was still there when the scan read it, after.
+- else `marked_at_ms`, when the marker recorded the intent. The ledger existed then for
+  the marker's own intents (it read the owner listing it, before the unlink), and a later
+  incarnation exists only once Tombstone acted on the intent, at `not_before_ms` at the
+  earliest. For an intent recorded after the unlink by a sender that did not stamp
+  `seen_at_ms` (an older follower) the broker's own delete may precede it: docs/oxia.md,
+  "Known limit".
+
+Validation refuses a `seen_at_ms` later than `marked_at_ms`, so the stamp used is never
+later than the one the marker's recording alone proves.
 
 The creation time is the ledger metadata's own `ctime` when the client stored it (it is part
 of the value, so PIP-454's copy keeps it), else the store's: the znode's `ctime` on ZooKeeper,
@@ -31,22 +45,30 @@ from services.verifier.model import Difference, SkipReason, Target, Verdict, ski
 
 
 def other_incarnation(target: Target, *, created_ms: int, allowance_ms: int) -> Verdict | None:
-    """MISMATCH when the ledger was created after the intent was recorded; None otherwise.
+    """MISMATCH when the ledger was created after the intent's stamp; None otherwise.
 
-    `allowance_ms`: how far the store's (or the ledger client's) clock may run behind the
-    marker's; a ledger created less than this before the intent is refused as well. An
-    intent without a stamp (`marked_at_ms` 0: none the marker sends) is not checked.
+    The stamp is `seen_at_ms` when set, else `marked_at_ms`. `allowance_ms`: how far the
+    store's (or the ledger client's) clock may run behind the stamp's; a ledger created less
+    than this before the stamp is refused as well. An intent without a stamp (both 0: none
+    the marker sends) is not checked.
     """
-    marked_at = target.marked_at_ms
-    if marked_at <= 0:
+    stamp, what = _stamp(target)
+    if stamp <= 0:
         return None
-    latest = marked_at - allowance_ms
+    latest = stamp - allowance_ms
     if created_ms <= latest:
         return None
     return skip(
         SkipReason.MISMATCH,
         "other_incarnation",
         f"ledger {target.ledger_id} was created at {created_ms} ms, after the intent naming it "
-        f"was recorded ({marked_at} ms): its id was given again, this is another ledger",
+        f"{what} ({stamp} ms): its id was given again, this is another ledger",
         differences=(Difference("created_ms", f"<= {latest}", str(created_ms)),),
     )
+
+
+def _stamp(target: Target) -> tuple[int, str]:
+    """The time compared with the ledger's creation, and how the reason names it."""
+    if target.seen_at_ms > 0:
+        return target.seen_at_ms, "saw it (seen_at_ms)"
+    return target.marked_at_ms, "was recorded"

@@ -83,6 +83,9 @@ class Target:
     cluster: str = ""
     marked_at_ms: int = 0
     """When the marker recorded the intent (its clock), ms since the epoch; 0 when unset."""
+    seen_at_ms: int = 0
+    """A time the sender saw the ledger as the one it names (never after `marked_at_ms`);
+    0 when unset."""
     believed_key: int = 0
     """Identity of this (ledger, tier, owner) in the believed set (see `believed.identity_key`)."""
     signed: bool = False

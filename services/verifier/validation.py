@@ -60,6 +60,8 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
     fence = pdli.fence_token if pdli.HasField("fence_token") else None
     if fence is not None and fence < 0:
         raise InvalidArgument("fence_token", f"must be non-negative, got {fence}")
+    marked_at = max(pdli.marked_at_ms, 0)
+    seen_at = checked_seen_at(pdli.seen_at_ms, marked_at)
     key = make_identity_key(ledger_id, tier, component, ml_name, cursor, schema_id, offload)
     return Target(
         ledger_id=ledger_id,
@@ -75,9 +77,29 @@ def parse_target(pdli: _pb.PendingDeleteLedgerInfo) -> Target:
         fence_token=fence,
         source=source,
         cluster=pdli.cluster,
-        marked_at_ms=max(pdli.marked_at_ms, 0),
+        marked_at_ms=marked_at,
+        seen_at_ms=seen_at,
         believed_key=key,
     )
+
+
+def checked_seen_at(seen_at: int, marked_at: int) -> int:
+    """`seen_at_ms`, or `InvalidArgument` naming it.
+
+    Negative is no time. Later than `marked_at_ms` is refused rather than clamped: every
+    sender sees the ledger before it records the intent (the follower reads the owner version
+    that listed it, the reconciler scans, then the marker stamps), so such a PDLI comes from
+    a broken or hostile sender, and the operator should see it dead-lettered. Taken as is, it
+    would also move the incarnation rule's bound past the one `marked_at_ms` proves; and 0
+    in `marked_at_ms` (no stamp) with a `seen_at_ms` is refused the same way.
+    """
+    if seen_at < 0:
+        raise InvalidArgument("seen_at_ms", f"must be non-negative, got {seen_at}")
+    if seen_at > marked_at:
+        raise InvalidArgument(
+            "seen_at_ms", f"{seen_at} is later than marked_at_ms {marked_at}: never sent so"
+        )
+    return seen_at
 
 
 def _ledger_id(pdli: _pb.PendingDeleteLedgerInfo) -> int:

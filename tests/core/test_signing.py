@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,7 @@ TAMPERS = {
     "marker_id": lambda p: setattr(p, "marker_id", "n"),
     "cluster": lambda p: setattr(p, "cluster", "d"),
     "request_id": lambda p: setattr(p, "request_id", "r2"),
+    "seen_at_ms": lambda p: setattr(p, "seen_at_ms", 999),
 }
 
 
@@ -261,6 +263,72 @@ def test_encoders_sign_exactly_as_sign_does() -> None:
     by_encoder = decode_intent(IntentEncoder(shared, signer()).encode(own).payload)
     by_function = decode_intent(encode_intent(full, signer()).payload)
     assert expected == by_encoder == by_function
+    assert canonical_bytes(full) == CanonicalTemplate(shared).bytes_for(own)
+
+
+def seen_pdli(seen: int = 900) -> _pd.PendingDeleteLedgerInfo:
+    pdli = vector_pdli()
+    pdli.seen_at_ms = seen
+    return pdli
+
+
+def test_a_pdli_without_seen_at_encodes_as_version_1() -> None:
+    """`seen_at_ms` 0 (unset) adds nothing: every PDLI sent before the field existed, and
+    every one sent without it, signs exactly as before."""
+    assert canonical_bytes(seen_pdli(0)) == VECTOR
+
+
+def test_seen_at_is_version_2_with_the_stamp_last() -> None:
+    """A set `seen_at_ms` makes the encoding version 2: version 1's fields, then the stamp."""
+    expected = b"tombstone/pdli-signature\x00\x02" + VECTOR[26:] + (900).to_bytes(8, "big")
+    assert canonical_bytes(seen_pdli()) == expected
+
+
+SEEN_TAMPERS: dict[str, Callable[[_pd.PendingDeleteLedgerInfo], None]] = {
+    "seen_at_ms changed": lambda p: setattr(p, "seen_at_ms", 901),
+    "seen_at_ms cleared": lambda p: p.ClearField("seen_at_ms"),
+    "seen_at_ms negative": lambda p: setattr(p, "seen_at_ms", -900),
+    "marked_at_ms": lambda p: setattr(p, "marked_at_ms", 1001),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(SEEN_TAMPERS))
+def test_seen_at_is_covered_by_the_signature(tamper: str) -> None:
+    """A PDLI signed with `seen_at_ms` verifies; changing or removing the stamp (or any
+    other signed field beside it) breaks the signature."""
+    pdli = signed(seen_pdli(), signer())
+    trusted = trusting(("k1", KEY))
+    assert trusted.check(pdli) == SignatureStatus.VALID
+    SEEN_TAMPERS[tamper](pdli)
+    assert trusted.check(pdli) == SignatureStatus.BAD_SIGNATURE
+
+
+def test_adding_seen_at_to_a_signed_pdli_breaks_it() -> None:
+    """A stamp added after signing (a forger moving the incarnation bound) is not covered."""
+    pdli = signed(vector_pdli(), signer())
+    pdli.seen_at_ms = 1
+    assert trusting(("k1", KEY)).check(pdli) == SignatureStatus.BAD_SIGNATURE
+
+
+@pytest.mark.parametrize("where", ["shared", "own"])
+def test_encoders_sign_seen_at_as_sign_does(where: str) -> None:
+    """With `seen_at_ms` in the shared part (the follower's change, the reconciler's call) or
+    in the ledger's own part, the encoder's payload carries the signature `sign` computes."""
+    full = seen_pdli()
+    own = _pd.PendingDeleteLedgerInfo(
+        ledger_id=full.ledger_id, ledger_type=full.ledger_type, offload_context=full.offload_context
+    )
+    shared = _pd.PendingDeleteLedgerInfo()
+    shared.CopyFrom(full)
+    for name in ("ledger_id", "ledger_type", "offload_context"):
+        shared.ClearField(name)
+    if where == "own":
+        shared.ClearField("seen_at_ms")
+        own.seen_at_ms = full.seen_at_ms
+    expected = signed(full, signer())
+    by_encoder = decode_intent(IntentEncoder(shared, signer()).encode(own).payload)
+    assert expected == by_encoder
+    assert trusting(("k1", KEY)).check(by_encoder) == SignatureStatus.VALID
     assert canonical_bytes(full) == CanonicalTemplate(shared).bytes_for(own)
 
 

@@ -82,12 +82,12 @@ def test_a_ledger_first_seen_flagged_unlinks_its_bookkeeper_copy() -> None:
     old = _ml(ledger(1), drivers=d)
     new = _ml(ledger(1), ledger(2, offload="bk_deleted"), ledger(3), version=4, drivers=d)
     change = unlinked(old, new, d)
-    assert [(ref.ledger_id, ref.tiers) for ref in change.refs] == [(2, (L,))]
-    assert change.token == 4
-    assert change.refs[0].offload is not None
-    assert change.refs[0].offload.bookkeeper_deleted
+    assert [(ref.ledger_id, ref.tiers) for ref in change.unseen] == [(2, (L,))]
+    assert (change.refs, change.token) == ((), 4)
+    assert change.unseen[0].offload is not None
+    assert change.unseen[0].offload.bookkeeper_deleted
     fresh = unlinked(None, new, d)
-    assert ([(r.ledger_id, r.tiers) for r in fresh.refs], fresh.token) == ([(2, (L,))], 4)
+    assert ([(r.ledger_id, r.tiers) for r in fresh.unseen], fresh.token) == ([(2, (L,))], 4)
 
 
 def test_a_new_upload_unlinks_the_objects_of_the_previous_one() -> None:
@@ -185,3 +185,36 @@ def test_a_shadow_topics_list_unlinks_nothing() -> None:
     assert _gone(old, _shadow(ledger(2, offload="complete"), version=4, drivers=d), d) == set()
     assert _gone(old, None, d) == set()
     assert ml_refs(old, d) == {}
+
+
+def _timed(
+    *ledgers: LedgerInfo, version: int, mtime: int, czxid: int = 7, d: Drivers
+) -> array[int]:
+    node = Versioned(ml_bytes(*ledgers), version, 0, mtime, czxid, czxid + version)
+    return encode(Kind.ML, node, ML_PATH, d)
+
+
+def test_what_left_was_seen_when_the_store_wrote_the_last_version_naming_it() -> None:
+    """`seen_ms` is the modification time of the indexed version that still listed the
+    ledgers (the store's clock), not of the version read now; a deleted or re-created owner's
+    ledgers likewise; a first-seen flagged copy, never seen referenced, has none."""
+    d = Drivers()
+    old = _timed(ledger(1), ledger(2), version=3, mtime=1_000, d=d)
+    new = _timed(ledger(2), ledger(3, offload="bk_deleted"), version=9, mtime=5_000, d=d)
+    change = unlinked(old, new, d)
+    assert ([r.ledger_id for r in change.refs], change.seen_ms) == ([1], 1_000)
+    assert [r.ledger_id for r in change.unseen] == [3]
+    assert unlinked(old, None, d).seen_ms == 1_000
+    recreated = _timed(ledger(9), version=0, mtime=7_000, czxid=99, d=d)
+    assert unlinked(old, recreated, d).seen_ms == 1_000
+    assert unlinked(None, new, d).seen_ms == 0
+
+
+def test_a_cursor_s_ledgers_were_seen_at_its_last_indexed_version() -> None:
+    """The previous cursor ledger was seen when the store wrote the version naming it."""
+    d = Drivers()
+    node = Versioned(cursor_bytes(20), 2, 0, 3_000, 7, 9)
+    old = encode(Kind.CURSOR, node, CURSOR_PATH, d)
+    new = encode(Kind.CURSOR, _node(cursor_bytes(21), 3), CURSOR_PATH, d)
+    change = unlinked(old, new, d)
+    assert ([r.ledger_id for r in change.refs], change.seen_ms) == ([20], 3_000)

@@ -35,14 +35,18 @@ PATHS = [
 ]
 
 
-def entry_for(path: str, ids: list[int]) -> array[int]:
+SEEN = 1_800_000_000_000
+"""An owner version's modification time (the entry's `seen`), ms."""
+
+
+def entry_for(path: str, ids: list[int], seen: int = SEEN) -> array[int]:
     found = classify(path)
     assert found is not None, path
     if found.kind is Kind.ML:
-        return array("q", (Kind.ML, 3, 77, len(ids), 0, *ids))
+        return array("q", (Kind.ML, 3, 77, seen, len(ids), 0, *ids))
     if found.kind is Kind.CURSOR:
-        return array("q", (Kind.CURSOR, 1, 78, ids[0] if ids else -1))
-    return array("q", (Kind.SCHEMA, 0, 79, *ids))
+        return array("q", (Kind.CURSOR, 1, 78, seen, ids[0] if ids else -1))
+    return array("q", (Kind.SCHEMA, 0, 79, seen, *ids))
 
 
 @given(st.lists(INT64, max_size=40))
@@ -80,7 +84,7 @@ def test_index_behaves_as_a_dict_of_paths(changes: list[tuple[str, list[int] | N
     assert (sorted(index.entries), len(index)) == (sorted(model), len(model))
     for path in PATHS:
         assert (index.get(path), path in index.entries) == (model.get(path), path in model)
-    refs = sum(e[3] if e[0] == Kind.ML else sum(1 for i in e[3:] if i >= 0) for e in model.values())
+    refs = sum(e[4] if e[0] == Kind.ML else sum(1 for i in e[4:] if i >= 0) for e in model.values())
     assert index.ledger_count() == refs
     back = decompress(compress(index))
     assert (dict(back.items()), back.ledger_count(), len(back)) == (model, refs, len(model))
@@ -99,14 +103,44 @@ def test_a_cursor_and_its_ml_share_one_record() -> None:
     assert (list(index.records()), len(index), index.ledger_count()) == ([], 0, 0)
 
 
+def _without_seen(entry: array[int]) -> array[int]:
+    """The entry as written before `seen` was kept: a three-integer header."""
+    return entry[:3] + entry[4:]
+
+
 def test_a_checkpoint_of_the_first_format_is_read() -> None:
-    """TSFC1: drivers, then per owner its path, u32 length and little-endian int64s."""
-    entry = entry_for(ML, [5, 6])
+    """TSFC1: drivers, then per owner its path, u32 length and little-endian int64s (a
+    three-integer header: read with `seen` 0, unknown)."""
+    entry = _without_seen(entry_for(ML, [5, 6]))
     raw = b"TSFC1" + struct.pack("<I", 0) + struct.pack("<Q", 1)
     raw += struct.pack("<H", len(ML)) + ML.encode() + struct.pack("<I", len(entry))
     raw += struct.pack(f"<{len(entry)}q", *entry)
     back = decompress(zlib.compress(raw))
-    assert (dict(back.items()), back.ledger_count()) == ({ML: entry}, 2)
+    assert (dict(back.items()), back.ledger_count()) == ({ML: entry_for(ML, [5, 6], 0)}, 2)
+
+
+def test_a_checkpoint_from_before_seen_was_kept_reads_it_as_unknown() -> None:
+    """A TSFC3 checkpoint (records as stored then, three-integer headers) is read whole, each
+    entry with `seen` 0: its diffs send no `seen_at_ms`, as the follower did then. The
+    pointer's write time is not used instead: the index may hold an entry older than its
+    owner was when the checkpoint was written."""
+    cursor = f"{ML}/sub-1"
+    old = OwnerIndex()
+    old.put(ML, _without_seen(entry_for(ML, [5, 6])))
+    old.put(cursor, _without_seen(entry_for(cursor, [7])))
+    blob = zlib.decompress(compress(old))
+    assert blob.startswith(b"TSFC4")
+    back = decompress(zlib.compress(b"TSFC3" + blob[5:]))
+    expected = {ML: entry_for(ML, [5, 6], 0), cursor: entry_for(cursor, [7], 0)}
+    assert (dict(back.items()), back.ledger_count()) == (expected, 3)
+
+
+def test_seen_survives_the_checkpoint() -> None:
+    """Entries keep their `seen` through a checkpoint written now."""
+    index = OwnerIndex()
+    index.put(ML, entry_for(ML, [5, 6], SEEN + 5))
+    back = decompress(compress(index))
+    assert dict(back.items()) == {ML: entry_for(ML, [5, 6], SEEN + 5)}
 
 
 def test_a_record_that_does_not_parse_is_refused() -> None:

@@ -98,7 +98,7 @@ def test_a_value_that_is_no_ledger_id_is_not_followed() -> None:
 def test_entries_from_before_properties_were_kept_name_none() -> None:
     """An entry of a TSFC2 checkpoint holds the cursorsLedgerId alone: a later read naming
     property ledgers unlinks none of them."""
-    old = array("q", (int(Kind.CURSOR), 1, 7, 20))
+    old = array("q", (int(Kind.CURSOR), 1, 7, 0, 20))
     assert (compacted_of(old), list(buckets_of(old))) == (-1, [])
     new = _entry(COMPACTION_PATH, compaction_cursor(40), 2)
     assert _step(old, new) == ((20,), (), (), (2,))
@@ -116,6 +116,6 @@ def test_property_ledgers_survive_the_checkpoint() -> None:
 def test_a_cursor_naming_no_property_ledger_costs_nothing_more() -> None:
     """Most cursors name neither: their entry is the cursorsLedgerId alone, as before."""
     plain = _entry(CURSOR_PATH, bucket_cursor(cursor_ledger=20), 0)
-    assert list(plain[3:]) == [20]
+    assert list(plain[4:]) == [20]
     only_buckets = _entry(CURSOR_PATH, bucket_cursor((1, 5, 50)), 0)
     assert (compacted_of(only_buckets), list(buckets_of(only_buckets))) == (-1, [50])

@@ -160,3 +160,47 @@ def test_bad_reconciler_ledgers_name_the_field(
     with pytest.raises(InvalidArgument) as info:
         to_request(_request(**fields), max_batch=10)
     assert field == info.value.field
+
+
+SCAN_STARTED = 1_700_000_000_000
+"""When the reconciler's scan started, ms (long before the marker's clock now)."""
+
+
+async def test_the_scan_start_is_every_pdli_s_seen_at(
+    marker: Marker, store: FakeStore, publisher: FakePublisher
+) -> None:
+    """A reconciler request's `seen_at_ms` is carried by each PDLI of the call, beside the
+    marker's own `marked_at_ms`, which is later."""
+    store.put(ML_PATH, ml_bytes(ledger(1, offload="complete")), version=4)
+    message = _request(ledger_ids=[5], reconciler_ledgers=[_entry(1)], seen_at_ms=SCAN_STARTED)
+    await marker.mark(to_request(message, max_batch=10))
+    assert [(p.ledger_id, p.seen_at_ms) for p in publisher.pdlis] == [
+        (5, SCAN_STARTED),
+        (1, SCAN_STARTED),
+    ]
+    assert all(p.marked_at_ms > SCAN_STARTED for p in publisher.pdlis)
+
+
+async def test_a_request_without_seen_at_sends_none(
+    marker: Marker, publisher: FakePublisher
+) -> None:
+    """Reconcilers that do not stamp (older ones) send PDLIs as before: `seen_at_ms` 0."""
+    await marker.mark(to_request(_request(reconciler_ledgers=[_entry(9)]), max_batch=10))
+    assert [p.seen_at_ms for p in publisher.pdlis] == [0]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        _request(reconciler_ledgers=[_entry(9)], seen_at_ms=-5),
+        _request(reconciler_ledgers=[_entry(9)], seen_at_ms=2**62),
+        _request(source=_pd.BROKER, ledger_ids=[1], seen_at_ms=SCAN_STARTED),
+        _request(source=_pd.OPERATOR, ledger_ids=[1], seen_at_ms=SCAN_STARTED),
+    ],
+)
+def test_a_bad_seen_at_is_invalid_argument(message: _mk.MarkLedgersRequest) -> None:
+    """Negative, later than the marker's clock (the PDLIs would be invalid at the verifier),
+    or on a request that is not the reconciler's: INVALID_ARGUMENT naming the field."""
+    with pytest.raises(InvalidArgument) as caught:
+        to_request(message, max_batch=10)
+    assert caught.value.field == "seen_at_ms"

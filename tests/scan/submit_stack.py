@@ -51,15 +51,18 @@ async def submit_and_delete(
     zk: ZooKeeperServer | StoreKind,
     s3: S3Server,
     broker: PulsarBrokerProcess,
+    *,
+    seen_at_ms: int = 0,
     **verifier_overrides: Any,
 ) -> tuple[SubmitReport, Status]:
     """Submit `candidates` to a marker over gRPC (its verifier takes `verifier_overrides` as
     config fields), then run a deleter until it has drained what was marked, all on `zk`'s
-    metadata store (the session's ZooKeeper, or either kind). Returns the submit's report and
-    the deleter's status then."""
+    metadata store (the session's ZooKeeper, or either kind), the calls stamped with
+    `seen_at_ms`. Returns the submit's report and the deleter's status then."""
     async with running_verifier(zk, s3, **verifier_overrides) as verifier:
         async with running_marker(zk, broker, verifier) as marker, marker_server(marker) as address:
-            report = await submit(candidates, SubmitSettings(marker=ClientConfig(address)))
+            settings = SubmitSettings(marker=ClientConfig(address))
+            report = await submit(candidates, settings, seen_at_ms=seen_at_ms)
         async with running_deleter(deleter_config(zk, s3, broker, verifier)) as running:
             status = await drained(running.deleter)
     return report, status

@@ -14,7 +14,7 @@ from devstack.pulsar import PulsarBrokerProcess
 from devstack.s3 import S3Server
 from devstack.simulator import ClusterSpec, OrphanPlan
 from services.metadata import BookKeeperLedgers
-from services.scan.submit.send import read_candidates
+from services.scan.submit.send import read_candidates, scan_started_ms
 from tests.deleter.stack import BUCKET, CLUSTER, create_topics, write_cluster
 from tests.deleter_e2e.checks import objects_in_s3
 from tests.scan import sim
@@ -64,7 +64,8 @@ async def test_submit_deletes_exactly_the_planted_orphans(
     every other ledger, object (another cluster's in the shared bucket too), ML, cursor and
     schema record is as before (same data, same version). On both stores: the marker's
     RECONCILER marks read the owners there, and the verifier re-verifies every intent there
-    before the deleter's conditional deletes."""
+    before the deleter's conditional deletes. The intents carry the scan's start as
+    `seen_at_ms`, which the ledgers they name pass (they were created before it)."""
     create_topics(broker)
     model = await write_cluster(store_kind, s3, SPEC)
     ledgers_before, nodes_before = await _state(store_kind)
@@ -74,7 +75,9 @@ async def test_submit_deletes_exactly_the_planted_orphans(
     assert scanned.analysis.verdict.reasons == ()
     assert scanned.analysis.summary["other_clusters"]["objects"] > 0
     candidates = await asyncio.to_thread(read_candidates, scanned.analysis.out_dir)
-    report, status = await submit_and_delete(candidates, store_kind, s3, broker)
+    seen_at = scan_started_ms(scanned.analysis.out_dir)
+    assert seen_at == scanned.analysis.summary["scan"]["started_ms"] > 0
+    report, status = await submit_and_delete(candidates, store_kind, s3, broker, seen_at_ms=seen_at)
     gone_ledgers = {p.ledger_id for p in model.planted if p.deletable and not p.object_keys}
     gone_keys = {k for p in model.planted if p.deletable for k in p.object_keys}
     ledgers_after, nodes_after = await _state(store_kind)

@@ -3,12 +3,19 @@ offloaded copies with the scan's context; candidates without an owner are skippe
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from services.core.config import ClientConfig
 from services.metadata import uuid_to_bits
 from services.scan.progress import render
-from services.scan.submit.send import SubmitReport, SubmitSettings, plan_requests
+from services.scan.submit.send import (
+    SubmitReport,
+    SubmitSettings,
+    plan_requests,
+    scan_started_ms,
+)
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 ML = "public/default/persistent/t"
@@ -118,3 +125,25 @@ def test_cursor_owned_ledgers_go_to_their_cursor() -> None:
         (_pd.DELAYED_INDEX_BUCKET, ML, "my+sub", [8], _pd.RECONCILER),
     ]
     assert [s["candidate"]["ledger_id"] for s in report.skipped] == [9]
+
+
+def test_every_call_carries_the_scan_start_as_seen_at() -> None:
+    """Each call of every owner and tier is stamped with the scan's start."""
+    candidates = [cand(1), cand(2), cand(3), offload(5, U1), offload(5, U2)]
+    requests = plan_requests(candidates, SETTINGS, SubmitReport(), seen_at_ms=1_700_000_000_000)
+    assert len(requests) > 1
+    assert {r.seen_at_ms for r in requests} == {1_700_000_000_000}
+    unstamped = plan_requests(candidates, SETTINGS, SubmitReport())
+    assert {r.seen_at_ms for r in unstamped} == {0}
+
+
+def test_the_scan_start_is_read_from_the_run_summary(tmp_path: Path) -> None:
+    """The stamp is the analysed scan's `started_ms` (the analysis's "now"); a run folder
+    that does not say (no summary, an older or damaged one) gives 0: no stamp, as before."""
+    assert scan_started_ms(tmp_path) == 0
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"scan": {"started_ms": 1_700_000_000_123}}))
+    assert scan_started_ms(tmp_path) == 1_700_000_000_123
+    for damaged in ("{", json.dumps({"scan": {}}), json.dumps({"scan": {"started_ms": "x"}})):
+        summary.write_text(damaged)
+        assert scan_started_ms(tmp_path) == 0

@@ -169,3 +169,81 @@ def test_the_rule_alone() -> None:
     assert refused.differences[0].field == "created_ms"
     assert other_incarnation(target, created_ms=MARKED_AT - 10, allowance_ms=10) is None
     assert other_incarnation(target, created_ms=MARKED_AT - 9, allowance_ms=10) is not None
+
+
+SEEN_AT = MARKED_AT - 30_000
+"""When the follower read the last owner version listing the ledger: before it recorded the
+intent, as a follower that lagged behind the unlink does."""
+
+
+def seen_intent(seen_at: int = SEEN_AT, marked_at: int = MARKED_AT) -> pb.PendingDeleteLedgerInfo:
+    message = intent(marked_at)
+    message.source = pb.OBSERVED
+    message.seen_at_ms = seen_at
+    return message
+
+
+@pytest.mark.parametrize("state", [LedgerState.OPEN, LedgerState.CLOSED])
+async def test_a_ledger_created_between_seen_at_and_marked_at_is_not_deleted(
+    state: LedgerState,
+) -> None:
+    """The follower's known limit, closed: the id was given again after the follower last
+    saw the old ledger listed and before it recorded the intent. `marked_at_ms` alone would
+    pass the new ledger; `seen_at_ms` refuses it, believed or not."""
+    created = SEEN_AT + 1_000
+    znodes = cluster(node_ctime=created, metadata_ctime=None, state=state)
+    assert (await verdict(znodes, intent())).decision is Decision.DELETE  # the stamp alone
+    assert_other_incarnation(await verdict(znodes, seen_intent()))
+    assert_other_incarnation(await verdict(znodes, seen_intent(), believed=False))
+
+
+async def test_the_ledger_seen_is_still_deleted() -> None:
+    """A ledger created before (or at) `seen_at_ms` is the one the sender saw."""
+    znodes = cluster(node_ctime=SEEN_AT, metadata_ctime=None, state=LedgerState.CLOSED)
+    assert (await verdict(znodes, seen_intent())).decision is Decision.DELETE
+
+
+async def test_the_allowance_applies_to_seen_at() -> None:
+    """The clock allowance is taken off `seen_at_ms` as off `marked_at_ms`."""
+    znodes = cluster(node_ctime=SEEN_AT - 500, metadata_ctime=None, state=LedgerState.CLOSED)
+    assert (await verdict(znodes, seen_intent())).decision is Decision.DELETE
+    refused = await verdict(znodes, seen_intent(), allowance=timedelta(seconds=1))
+    assert_other_incarnation(refused)
+
+
+def test_the_rule_alone_with_seen_at() -> None:
+    """`seen_at_ms` replaces `marked_at_ms` as the bound, and the reason says which."""
+    target = parse_target(seen_intent())
+    assert (target.seen_at_ms, target.marked_at_ms) == (SEEN_AT, MARKED_AT)
+    assert other_incarnation(target, created_ms=SEEN_AT, allowance_ms=0) is None
+    refused = other_incarnation(target, created_ms=SEEN_AT + 1, allowance_ms=0)
+    assert refused is not None
+    assert "seen_at_ms" in refused.reason
+    assert refused.differences[0].expected == f"<= {SEEN_AT}"
+    assert other_incarnation(target, created_ms=SEEN_AT - 10, allowance_ms=10) is None
+    assert other_incarnation(target, created_ms=SEEN_AT - 9, allowance_ms=10) is not None
+
+
+@pytest.mark.parametrize(
+    ("seen_at", "marked_at", "problem"),
+    [
+        (-1, MARKED_AT, "must be non-negative"),
+        (MARKED_AT + 1, MARKED_AT, "later than marked_at_ms"),
+        (1, 0, "later than marked_at_ms"),
+    ],
+)
+async def test_an_impossible_seen_at_is_invalid(seen_at: int, marked_at: int, problem: str) -> None:
+    """Negative, or later than the intent's recording (no sender stamps so, and the bound
+    would be weaker than the one `marked_at_ms` proves): SKIP INVALID naming the field."""
+    znodes = cluster(node_ctime=1, metadata_ctime=None, state=LedgerState.CLOSED)
+    got = await verdict(znodes, seen_intent(seen_at, marked_at))
+    assert (got.decision, got.skip_reason) == (Decision.SKIP, SkipReason.INVALID), got
+    assert got.reason.startswith("seen_at_ms"), got.reason
+    assert problem in got.reason, got.reason
+
+
+async def test_seen_at_equal_to_marked_at_is_accepted() -> None:
+    """The bound itself is a possible stamp (the same instant)."""
+    znodes = cluster(node_ctime=MARKED_AT, metadata_ctime=None, state=LedgerState.CLOSED)
+    got = await verdict(znodes, seen_intent(MARKED_AT, MARKED_AT))
+    assert got.decision is Decision.DELETE

@@ -112,6 +112,23 @@ async def test_an_alias_in_verify_batch_is_skip_invalid(service: Any, alias: str
     }
 
 
+def _seen(message: pdpb.PendingDeleteLedgerInfo, seen_at: int) -> pdpb.PendingDeleteLedgerInfo:
+    message.seen_at_ms = seen_at
+    return message
+
+
+@pytest.mark.parametrize("seen_at", [-1, 10**13])
+async def test_an_impossible_seen_at_in_verify_is_skip_invalid(service: Any, seen_at: int) -> None:
+    """`seen_at_ms` negative or later than `marked_at_ms`: SKIP INVALID naming the field, in
+    Verify and VerifyBatch alike (Believe refuses it as INVALID_ARGUMENT, below)."""
+    stub, _ = service
+    single = await stub.Verify(pb.VerifyRequest(pdli=_seen(pdli(1), seen_at)))
+    batch = await stub.VerifyBatch(pb.VerifyBatchRequest(pdlis=[_seen(pdli(1), seen_at)]))
+    assert {(v.skip_reason, v.reason.split(":")[0]) for v in (single, *batch.verdicts)} == {
+        (pb.INVALID, "seen_at_ms")
+    }
+
+
 @pytest.mark.parametrize(
     ("method", "request_", "field"),
     [
@@ -135,6 +152,8 @@ async def test_an_alias_in_verify_batch_is_skip_invalid(service: Any, alias: str
             pb.BelieveRequest(pdlis=[pdli(1, cursor="..", component=pdpb.MANAGED_CURSOR)]),
             "pdlis[0].cursor_name",
         ),
+        ("Believe", pb.BelieveRequest(pdlis=[_seen(pdli(1), -1)]), "pdlis[0].seen_at_ms"),
+        ("Believe", pb.BelieveRequest(pdlis=[_seen(pdli(1), 10**13)]), "pdlis[0].seen_at_ms"),
     ],
 )
 async def test_bad_requests_are_invalid_argument(

@@ -25,27 +25,27 @@ _sym_db = _symbol_database.Default()
 from tombstone.v1 import pending_delete_pb2 as tombstone_dot_v1_dot_pending__delete__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tombstone/v1/marker.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"\xc6\x03\n\x12MarkLedgersRequest\x12\x30\n\tcomponent\x18\x01 \x01(\x0e\x32\x1d.tombstone.v1.LedgerComponent\x12\x12\n\ntopic_name\x18\x02 \x01(\t\x12\x1b\n\x13managed_ledger_name\x18\x03 \x01(\t\x12\x13\n\x0b\x63ursor_name\x18\x04 \x01(\t\x12\x11\n\tschema_id\x18\x05 \x01(\t\x12\x12\n\nledger_ids\x18\x06 \x03(\x03\x12+\n\nwrite_mode\x18\x07 \x01(\x0e\x32\x17.tombstone.v1.WriteMode\x12\x1d\n\x10\x65xpected_version\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12$\n\x06source\x18\t \x01(\x0e\x32\x14.tombstone.v1.Source\x12\x12\n\nrequest_id\x18\n \x01(\t\x12!\n\x14new_cursor_ledger_id\x18\x0b \x01(\x03H\x01\x88\x01\x01\x12:\n\x12reconciler_ledgers\x18\x0c \x03(\x0b\x32\x1e.tombstone.v1.ReconcilerLedgerB\x13\n\x11_expected_versionB\x17\n\x15_new_cursor_ledger_id\"\x85\x01\n\x10ReconcilerLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\'\n\x05tiers\x18\x02 \x03(\x0e\x32\x18.tombstone.v1.LedgerType\x12\x35\n\x0foffload_context\x18\x03 \x01(\x0b\x32\x1c.tombstone.v1.OffloadContext\"J\n\x0cMarkedLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\'\n\x05tiers\x18\x02 \x03(\x0e\x32\x18.tombstone.v1.LedgerType\"d\n\x0fNotMarkedLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.tombstone.v1.NotMarkedReason\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xed\x01\n\x13MarkLedgersResponse\x12*\n\x06marked\x18\x01 \x03(\x0b\x32\x1a.tombstone.v1.MarkedLedger\x12\x31\n\nnot_marked\x18\x02 \x03(\x0b\x32\x1d.tombstone.v1.NotMarkedLedger\x12\x13\n\x0bnew_version\x18\x03 \x01(\x03\x12\x13\n\x0b\x66\x65nce_token\x18\x04 \x01(\x03\x12\x0f\n\x07written\x18\x05 \x01(\x08\x12\x12\n\npdlis_sent\x18\x06 \x01(\x05\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x14\n\x0cread_version\x18\x08 \x01(\x03*M\n\tWriteMode\x12\x1a\n\x16WRITE_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rMARKER_WRITES\x10\x01\x12\x11\n\rCALLER_WRITES\x10\x02*\xa9\x01\n\x0fNotMarkedReason\x12!\n\x1dNOT_MARKED_REASON_UNSPECIFIED\x10\x00\x12\x12\n\x0eNOT_REFERENCED\x10\x01\x12\x14\n\x10STILL_REFERENCED\x10\x02\x12\x0f\n\x0bSEND_FAILED\x10\x03\x12\x10\n\x0cWRITE_FAILED\x10\x04\x12\x11\n\rCANNOT_UNLINK\x10\x05\x12\x13\n\x0fOWNED_ELSEWHERE\x10\x06\x32\\\n\x06Marker\x12R\n\x0bMarkLedgers\x12 .tombstone.v1.MarkLedgersRequest\x1a!.tombstone.v1.MarkLedgersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tombstone/v1/marker.proto\x12\x0ctombstone.v1\x1a!tombstone/v1/pending_delete.proto\"\xda\x03\n\x12MarkLedgersRequest\x12\x30\n\tcomponent\x18\x01 \x01(\x0e\x32\x1d.tombstone.v1.LedgerComponent\x12\x12\n\ntopic_name\x18\x02 \x01(\t\x12\x1b\n\x13managed_ledger_name\x18\x03 \x01(\t\x12\x13\n\x0b\x63ursor_name\x18\x04 \x01(\t\x12\x11\n\tschema_id\x18\x05 \x01(\t\x12\x12\n\nledger_ids\x18\x06 \x03(\x03\x12+\n\nwrite_mode\x18\x07 \x01(\x0e\x32\x17.tombstone.v1.WriteMode\x12\x1d\n\x10\x65xpected_version\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12$\n\x06source\x18\t \x01(\x0e\x32\x14.tombstone.v1.Source\x12\x12\n\nrequest_id\x18\n \x01(\t\x12!\n\x14new_cursor_ledger_id\x18\x0b \x01(\x03H\x01\x88\x01\x01\x12:\n\x12reconciler_ledgers\x18\x0c \x03(\x0b\x32\x1e.tombstone.v1.ReconcilerLedger\x12\x12\n\nseen_at_ms\x18\r \x01(\x03\x42\x13\n\x11_expected_versionB\x17\n\x15_new_cursor_ledger_id\"\x85\x01\n\x10ReconcilerLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\'\n\x05tiers\x18\x02 \x03(\x0e\x32\x18.tombstone.v1.LedgerType\x12\x35\n\x0foffload_context\x18\x03 \x01(\x0b\x32\x1c.tombstone.v1.OffloadContext\"J\n\x0cMarkedLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12\'\n\x05tiers\x18\x02 \x03(\x0e\x32\x18.tombstone.v1.LedgerType\"d\n\x0fNotMarkedLedger\x12\x11\n\tledger_id\x18\x01 \x01(\x03\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.tombstone.v1.NotMarkedReason\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xed\x01\n\x13MarkLedgersResponse\x12*\n\x06marked\x18\x01 \x03(\x0b\x32\x1a.tombstone.v1.MarkedLedger\x12\x31\n\nnot_marked\x18\x02 \x03(\x0b\x32\x1d.tombstone.v1.NotMarkedLedger\x12\x13\n\x0bnew_version\x18\x03 \x01(\x03\x12\x13\n\x0b\x66\x65nce_token\x18\x04 \x01(\x03\x12\x0f\n\x07written\x18\x05 \x01(\x08\x12\x12\n\npdlis_sent\x18\x06 \x01(\x05\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x14\n\x0cread_version\x18\x08 \x01(\x03*M\n\tWriteMode\x12\x1a\n\x16WRITE_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rMARKER_WRITES\x10\x01\x12\x11\n\rCALLER_WRITES\x10\x02*\xa9\x01\n\x0fNotMarkedReason\x12!\n\x1dNOT_MARKED_REASON_UNSPECIFIED\x10\x00\x12\x12\n\x0eNOT_REFERENCED\x10\x01\x12\x14\n\x10STILL_REFERENCED\x10\x02\x12\x0f\n\x0bSEND_FAILED\x10\x03\x12\x10\n\x0cWRITE_FAILED\x10\x04\x12\x11\n\rCANNOT_UNLINK\x10\x05\x12\x13\n\x0fOWNED_ELSEWHERE\x10\x06\x32\\\n\x06Marker\x12R\n\x0bMarkLedgers\x12 .tombstone.v1.MarkLedgersRequest\x1a!.tombstone.v1.MarkLedgersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tombstone.v1.marker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITEMODE']._serialized_start=1089
-  _globals['_WRITEMODE']._serialized_end=1166
-  _globals['_NOTMARKEDREASON']._serialized_start=1169
-  _globals['_NOTMARKEDREASON']._serialized_end=1338
+  _globals['_WRITEMODE']._serialized_start=1109
+  _globals['_WRITEMODE']._serialized_end=1186
+  _globals['_NOTMARKEDREASON']._serialized_start=1189
+  _globals['_NOTMARKEDREASON']._serialized_end=1358
   _globals['_MARKLEDGERSREQUEST']._serialized_start=79
-  _globals['_MARKLEDGERSREQUEST']._serialized_end=533
-  _globals['_RECONCILERLEDGER']._serialized_start=536
-  _globals['_RECONCILERLEDGER']._serialized_end=669
-  _globals['_MARKEDLEDGER']._serialized_start=671
-  _globals['_MARKEDLEDGER']._serialized_end=745
-  _globals['_NOTMARKEDLEDGER']._serialized_start=747
-  _globals['_NOTMARKEDLEDGER']._serialized_end=847
-  _globals['_MARKLEDGERSRESPONSE']._serialized_start=850
-  _globals['_MARKLEDGERSRESPONSE']._serialized_end=1087
-  _globals['_MARKER']._serialized_start=1340
-  _globals['_MARKER']._serialized_end=1432
+  _globals['_MARKLEDGERSREQUEST']._serialized_end=553
+  _globals['_RECONCILERLEDGER']._serialized_start=556
+  _globals['_RECONCILERLEDGER']._serialized_end=689
+  _globals['_MARKEDLEDGER']._serialized_start=691
+  _globals['_MARKEDLEDGER']._serialized_end=765
+  _globals['_NOTMARKEDLEDGER']._serialized_start=767
+  _globals['_NOTMARKEDLEDGER']._serialized_end=867
+  _globals['_MARKLEDGERSRESPONSE']._serialized_start=870
+  _globals['_MARKLEDGERSRESPONSE']._serialized_end=1107
+  _globals['_MARKER']._serialized_start=1360
+  _globals['_MARKER']._serialized_end=1452
 # @@protoc_insertion_point(module_scope)

@@ -111,6 +111,7 @@ class MarkLedgersRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     NEW_CURSOR_LEDGER_ID_FIELD_NUMBER: _builtins.int
     RECONCILER_LEDGERS_FIELD_NUMBER: _builtins.int
+    SEEN_AT_MS_FIELD_NUMBER: _builtins.int
     component: _pending_delete_pb2.LedgerComponent.ValueType
     """The reference owner: MANAGED_LEDGER needs managed_ledger_name;
     MANAGED_CURSOR also needs cursor_name; SCHEMA_STORAGE needs schema_id.
@@ -146,6 +147,13 @@ class MarkLedgersRequest(_message.Message):
     marked ledger is unlinked (the cursor's new ledger), or -1 (the default)
     when the mark-delete position is kept in the znode. Only for MANAGED_CURSOR.
     """
+    seen_at_ms: _builtins.int
+    """RECONCILER only (INVALID_ARGUMENT otherwise): the time the sender last saw
+    the requested ledgers as the ones it means (the start of the scan that
+    found them), ms since the epoch; 0 when unknown. Every PDLI of the call
+    carries it as seen_at_ms. Negative, or later than the marker's clock when
+    it records the intents: INVALID_ARGUMENT.
+    """
     @_builtins.property
     def ledger_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -171,10 +179,11 @@ class MarkLedgersRequest(_message.Message):
         request_id: _builtins.str = ...,
         new_cursor_ledger_id: _builtins.int | None = ...,
         reconciler_ledgers: _abc.Iterable[Global___ReconcilerLedger] | None = ...,
+        seen_at_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "expected_version", b"expected_version", "new_cursor_ledger_id", b"new_cursor_ledger_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "new_cursor_ledger_id", b"new_cursor_ledger_id", "reconciler_ledgers", b"reconciler_ledgers", "request_id", b"request_id", "schema_id", b"schema_id", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "_new_cursor_ledger_id", b"_new_cursor_ledger_id", "component", b"component", "cursor_name", b"cursor_name", "expected_version", b"expected_version", "ledger_ids", b"ledger_ids", "managed_ledger_name", b"managed_ledger_name", "new_cursor_ledger_id", b"new_cursor_ledger_id", "reconciler_ledgers", b"reconciler_ledgers", "request_id", b"request_id", "schema_id", b"schema_id", "seen_at_ms", b"seen_at_ms", "source", b"source", "topic_name", b"topic_name", "write_mode", b"write_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015

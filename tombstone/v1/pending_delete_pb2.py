@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!tombstone/v1/pending_delete.proto\x12\x0ctombstone.v1\"\x8f\x02\n\x0eOffloadContext\x12\x10\n\x08uuid_msb\x18\x01 \x01(\x03\x12\x10\n\x08uuid_lsb\x18\x02 \x01(\x03\x12\x13\n\x0b\x64river_name\x18\x03 \x01(\t\x12I\n\x0f\x64river_metadata\x18\x04 \x03(\x0b\x32\x30.tombstone.v1.OffloadContext.DriverMetadataEntry\x12\x10\n\x08\x63omplete\x18\x05 \x01(\x08\x12\x1a\n\x12\x62ookkeeper_deleted\x18\x06 \x01(\x08\x12\x14\n\x0ctimestamp_ms\x18\x07 \x01(\x03\x1a\x35\n\x13\x44riverMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x90\x04\n\x17PendingDeleteLedgerInfo\x12\x16\n\tledger_id\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12-\n\x0bledger_type\x18\x02 \x01(\x0e\x32\x18.tombstone.v1.LedgerType\x12\x30\n\tcomponent\x18\x03 \x01(\x0e\x32\x1d.tombstone.v1.LedgerComponent\x12\x12\n\ntopic_name\x18\x04 \x01(\t\x12\x1b\n\x13managed_ledger_name\x18\x05 \x01(\t\x12\x13\n\x0b\x63ursor_name\x18\x06 \x01(\t\x12\x11\n\tschema_id\x18\x07 \x01(\t\x12\x35\n\x0foffload_context\x18\x08 \x01(\x0b\x32\x1c.tombstone.v1.OffloadContext\x12\x18\n\x0b\x66\x65nce_token\x18\t \x01(\x03H\x01\x88\x01\x01\x12\x14\n\x0cmarked_at_ms\x18\n \x01(\x03\x12\x15\n\rnot_before_ms\x18\x0b \x01(\x03\x12$\n\x06source\x18\x0c \x01(\x0e\x32\x14.tombstone.v1.Source\x12\x11\n\tmarker_id\x18\r \x01(\t\x12\x0f\n\x07\x63luster\x18\x0e \x01(\t\x12\x12\n\nrequest_id\x18\x0f \x01(\t\x12\x16\n\x0esigning_key_id\x18\x10 \x01(\t\x12\x11\n\tsignature\x18\x11 \x01(\x0c\x42\x0c\n\n_ledger_idB\x0e\n\x0c_fence_token*\x9f\x01\n\x0fLedgerComponent\x12 \n\x1cLEDGER_COMPONENT_UNSPECIFIED\x10\x00\x12\x12\n\x0eMANAGED_LEDGER\x10\x01\x12\x12\n\x0eMANAGED_CURSOR\x10\x02\x12\x12\n\x0eSCHEMA_STORAGE\x10\x03\x12\x14\n\x10\x43OMPACTED_LEDGER\x10\x04\x12\x18\n\x14\x44\x45LAYED_INDEX_BUCKET\x10\x05*I\n\nLedgerType\x12\x1b\n\x17LEDGER_TYPE_UNSPECIFIED\x10\x00\x12\n\n\x06LEDGER\x10\x01\x12\x12\n\x0eOFFLOAD_LEDGER\x10\x02*X\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\n\n\x06\x42ROKER\x10\x01\x12\x0e\n\nRECONCILER\x10\x02\x12\x0c\n\x08OPERATOR\x10\x03\x12\x0c\n\x08OBSERVED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!tombstone/v1/pending_delete.proto\x12\x0ctombstone.v1\"\x8f\x02\n\x0eOffloadContext\x12\x10\n\x08uuid_msb\x18\x01 \x01(\x03\x12\x10\n\x08uuid_lsb\x18\x02 \x01(\x03\x12\x13\n\x0b\x64river_name\x18\x03 \x01(\t\x12I\n\x0f\x64river_metadata\x18\x04 \x03(\x0b\x32\x30.tombstone.v1.OffloadContext.DriverMetadataEntry\x12\x10\n\x08\x63omplete\x18\x05 \x01(\x08\x12\x1a\n\x12\x62ookkeeper_deleted\x18\x06 \x01(\x08\x12\x14\n\x0ctimestamp_ms\x18\x07 \x01(\x03\x1a\x35\n\x13\x44riverMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa4\x04\n\x17PendingDeleteLedgerInfo\x12\x16\n\tledger_id\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12-\n\x0bledger_type\x18\x02 \x01(\x0e\x32\x18.tombstone.v1.LedgerType\x12\x30\n\tcomponent\x18\x03 \x01(\x0e\x32\x1d.tombstone.v1.LedgerComponent\x12\x12\n\ntopic_name\x18\x04 \x01(\t\x12\x1b\n\x13managed_ledger_name\x18\x05 \x01(\t\x12\x13\n\x0b\x63ursor_name\x18\x06 \x01(\t\x12\x11\n\tschema_id\x18\x07 \x01(\t\x12\x35\n\x0foffload_context\x18\x08 \x01(\x0b\x32\x1c.tombstone.v1.OffloadContext\x12\x18\n\x0b\x66\x65nce_token\x18\t \x01(\x03H\x01\x88\x01\x01\x12\x14\n\x0cmarked_at_ms\x18\n \x01(\x03\x12\x15\n\rnot_before_ms\x18\x0b \x01(\x03\x12$\n\x06source\x18\x0c \x01(\x0e\x32\x14.tombstone.v1.Source\x12\x11\n\tmarker_id\x18\r \x01(\t\x12\x0f\n\x07\x63luster\x18\x0e \x01(\t\x12\x12\n\nrequest_id\x18\x0f \x01(\t\x12\x16\n\x0esigning_key_id\x18\x10 \x01(\t\x12\x11\n\tsignature\x18\x11 \x01(\x0c\x12\x12\n\nseen_at_ms\x18\x12 \x01(\x03\x42\x0c\n\n_ledger_idB\x0e\n\x0c_fence_token*\x9f\x01\n\x0fLedgerComponent\x12 \n\x1cLEDGER_COMPONENT_UNSPECIFIED\x10\x00\x12\x12\n\x0eMANAGED_LEDGER\x10\x01\x12\x12\n\x0eMANAGED_CURSOR\x10\x02\x12\x12\n\x0eSCHEMA_STORAGE\x10\x03\x12\x14\n\x10\x43OMPACTED_LEDGER\x10\x04\x12\x18\n\x14\x44\x45LAYED_INDEX_BUCKET\x10\x05*I\n\nLedgerType\x12\x1b\n\x17LEDGER_TYPE_UNSPECIFIED\x10\x00\x12\n\n\x06LEDGER\x10\x01\x12\x12\n\x0eOFFLOAD_LEDGER\x10\x02*X\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\n\n\x06\x42ROKER\x10\x01\x12\x0e\n\nRECONCILER\x10\x02\x12\x0c\n\x08OPERATOR\x10\x03\x12\x0c\n\x08OBSERVED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,16 +33,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_OFFLOADCONTEXT_DRIVERMETADATAENTRY']._loaded_options = None
   _globals['_OFFLOADCONTEXT_DRIVERMETADATAENTRY']._serialized_options = b'8\001'
-  _globals['_LEDGERCOMPONENT']._serialized_start=857
-  _globals['_LEDGERCOMPONENT']._serialized_end=1016
-  _globals['_LEDGERTYPE']._serialized_start=1018
-  _globals['_LEDGERTYPE']._serialized_end=1091
-  _globals['_SOURCE']._serialized_start=1093
-  _globals['_SOURCE']._serialized_end=1181
+  _globals['_LEDGERCOMPONENT']._serialized_start=877
+  _globals['_LEDGERCOMPONENT']._serialized_end=1036
+  _globals['_LEDGERTYPE']._serialized_start=1038
+  _globals['_LEDGERTYPE']._serialized_end=1111
+  _globals['_SOURCE']._serialized_start=1113
+  _globals['_SOURCE']._serialized_end=1201
   _globals['_OFFLOADCONTEXT']._serialized_start=52
   _globals['_OFFLOADCONTEXT']._serialized_end=323
   _globals['_OFFLOADCONTEXT_DRIVERMETADATAENTRY']._serialized_start=270
   _globals['_OFFLOADCONTEXT_DRIVERMETADATAENTRY']._serialized_end=323
   _globals['_PENDINGDELETELEDGERINFO']._serialized_start=326
-  _globals['_PENDINGDELETELEDGERINFO']._serialized_end=854
+  _globals['_PENDINGDELETELEDGERINFO']._serialized_end=874
 # @@protoc_insertion_point(module_scope)

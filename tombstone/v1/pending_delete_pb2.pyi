@@ -209,6 +209,7 @@ class PendingDeleteLedgerInfo(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     SIGNING_KEY_ID_FIELD_NUMBER: _builtins.int
     SIGNATURE_FIELD_NUMBER: _builtins.int
+    SEEN_AT_MS_FIELD_NUMBER: _builtins.int
     ledger_id: _builtins.int
     """BookKeeper ledger id. Optional because 0 is a valid id and absence is an error."""
     ledger_type: Global___LedgerType.ValueType
@@ -247,6 +248,16 @@ class PendingDeleteLedgerInfo(_message.Message):
     (everything but not_before_ms and these two). Empty when unsigned.
     """
     signature: _builtins.bytes
+    seen_at_ms: _builtins.int
+    """A time at which the sender saw the ledger this PDLI names as the one it
+    means, ms since the epoch: the follower, the modification time of the last
+    owner version it read that listed the ledger (the store's clock); the
+    reconciler, the start of the scan that found the ledger (older than the
+    age window then, and read after it). 0 when the sender knows only
+    marked_at_ms. Never later than marked_at_ms. Signed (version 2 of the
+    canonical encoding, used only when it is set). The verifier's incarnation
+    rule refuses a ledger created after it (docs/oxia.md).
+    """
     @_builtins.property
     def offload_context(self) -> Global___OffloadContext:
         """Present for every tier of an offloaded ledger; required for OFFLOAD_LEDGER."""
@@ -271,10 +282,11 @@ class PendingDeleteLedgerInfo(_message.Message):
         request_id: _builtins.str = ...,
         signing_key_id: _builtins.str = ...,
         signature: _builtins.bytes = ...,
+        seen_at_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "offload_context", b"offload_context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "cluster", b"cluster", "component", b"component", "cursor_name", b"cursor_name", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "ledger_type", b"ledger_type", "managed_ledger_name", b"managed_ledger_name", "marked_at_ms", b"marked_at_ms", "marker_id", b"marker_id", "not_before_ms", b"not_before_ms", "offload_context", b"offload_context", "request_id", b"request_id", "schema_id", b"schema_id", "signature", b"signature", "signing_key_id", b"signing_key_id", "source", b"source", "topic_name", b"topic_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token", "_ledger_id", b"_ledger_id", "cluster", b"cluster", "component", b"component", "cursor_name", b"cursor_name", "fence_token", b"fence_token", "ledger_id", b"ledger_id", "ledger_type", b"ledger_type", "managed_ledger_name", b"managed_ledger_name", "marked_at_ms", b"marked_at_ms", "marker_id", b"marker_id", "not_before_ms", b"not_before_ms", "offload_context", b"offload_context", "request_id", b"request_id", "schema_id", b"schema_id", "seen_at_ms", b"seen_at_ms", "signature", b"signature", "signing_key_id", b"signing_key_id", "source", b"source", "topic_name", b"topic_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__fence_token: _TypeAlias = _typing.Literal["fence_token"]  # noqa: Y015
     _WhichOneofArgType__fence_token: _TypeAlias = _typing.Literal["_fence_token", b"_fence_token"]  # noqa: Y015

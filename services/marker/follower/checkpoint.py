@@ -16,13 +16,18 @@ A new generation is written in full, then the pointer is switched with one compa
 leadership and kept writing would conflict), then the old generation is deleted. A reader
 follows the pointer and checks the digest, so a half-written checkpoint is never read.
 
-Format (after zlib): b"TSFC3", then the drivers (u32 count; per driver its name and its
+Format (after zlib): b"TSFC4", then the drivers (u32 count; per driver its name and its
 sorted metadata as u16-prefixed UTF-8 strings), then the parent paths (u32 count, each a
 u16-prefixed UTF-8 string), then the topics' records as the index stores them (u64 count; per
 record the u32 number of its parent, its local name as a u16-prefixed UTF-8 string, u32 length,
 the record's bytes: see `index.OwnerIndex`). Writing it copies the records as they are, so a
-checkpoint of a million topics decodes nothing. b"TSFC2" is the same layout from before
-cursor entries held their properties' ledgers (each such entry holds the cursorsLedgerId
+checkpoint of a million topics decodes nothing. b"TSFC3" is the same layout from before
+entries held `seen` (the owner version's modification time): its entries are read with 0
+there, unknown, so the intents of a diff against it carry no `seen_at_ms`, as before. The
+pointer's `written_ms` is not put in its place: a checkpoint can hold an entry older than the
+owner at the time it was written (a change not read yet, or one whose intents failed), so
+its ledgers need not have been listed then. b"TSFC2" is TSFC3 from before cursor entries held
+their properties' ledgers (each such entry holds the cursorsLedgerId
 alone, which the index reads as naming no property ledger); b"TSFC1" (every owner's path, u32
 length, then that many little-endian int64) is still read. The magic changed with the
 cursor entries so that an older follower refuses a checkpoint whose cursor entries it
@@ -43,7 +48,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.marker.follower.index import Driver, OwnerIndex
+from services.marker.follower.index import (
+    Driver,
+    OwnerIndex,
+    record_with_unknown_seen,
+    with_unknown_seen,
+)
 from services.metadata import (
     ANY_VERSION,
     MetadataError,
@@ -59,7 +69,8 @@ POINTER = "/tombstone/follower/checkpoint"
 GENERATIONS = "/tombstone/follower/checkpoints"
 CHUNK_BYTES = 900_000
 """Below ZooKeeper's default 1 MB `jute.maxbuffer`, with room for the request's framing."""
-MAGIC = b"TSFC3"
+MAGIC = b"TSFC4"
+MAGIC_V3 = b"TSFC3"
 MAGIC_V2 = b"TSFC2"
 MAGIC_V1 = b"TSFC1"
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
@@ -136,7 +147,7 @@ def decompress(blob: bytes) -> OwnerIndex:
     except zlib.error as e:
         raise CheckpointUnreadable(f"not zlib: {e}") from e
     magic = reader.take(len(MAGIC))
-    if magic not in (MAGIC, MAGIC_V2, MAGIC_V1):
+    if magic not in (MAGIC, MAGIC_V3, MAGIC_V2, MAGIC_V1):
         raise CheckpointUnreadable("unknown format")
     index = OwnerIndex()
     drivers: list[Driver] = []
@@ -155,6 +166,8 @@ def decompress(blob: bytes) -> OwnerIndex:
         if number >= len(parents):
             raise CheckpointUnreadable(f"record names parent {number} of {len(parents)}")
         try:
+            if magic != MAGIC:
+                record = record_with_unknown_seen(record)
             index.load_record(parents[number], local, record)
         except ValueError as e:
             raise CheckpointUnreadable(f"record {parents[number]}/{local}: {e}") from e
@@ -168,7 +181,7 @@ def _read_v1_entries(reader: _Reader, index: OwnerIndex) -> None:
         entry.frombytes(reader.take(8 * reader.number(_U32)))
         if sys.byteorder != "little":
             entry.byteswap()
-        index.put(path, entry)
+        index.put(path, with_unknown_seen(entry))
 
 
 class CheckpointStore:

@@ -21,6 +21,15 @@ The fence token is the owner's version at which it no longer references the ledg
 version read. For a deleted owner it is 0: no version of a znode created again under the
 same name references them (ledger ids are never reused), and the verifier treats an absent
 owner as having unlinked everything.
+
+`seen_ms` is when the store wrote the last version the index held that still named the
+ledgers that left (its `mtime`): they existed then, and an owner unlinks before its ledger
+is deleted, so a ledger created under one of their ids later is another one (the intents
+carry it as `seen_at_ms`, docs/oxia.md). It does not cover what that version did not itself
+name: the BookKeeper copy of a ledger first seen already flagged `bookkeeperDeleted` (the
+follower never saw that copy referenced) and a compacted ledger (the entry may name one it
+carried from an earlier version, `carried`). Those are in `unseen` and `compacted`, whose
+intents carry no `seen_at_ms`.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from services.marker.follower.index import (
     kind_of,
     ledger_ids,
     ml_refs,
+    seen_of,
 )
 from services.marker.follower.owner_paths import Kind
 from services.marker.owners import LedgerRef
@@ -59,6 +69,11 @@ class Unlinked:
     """Compacted ledgers a `__compaction` cursor no longer references (COMPACTED_LEDGER)."""
     buckets: tuple[int, ...] = ()
     """Bucket snapshot ledgers a cursor no longer references (DELAYED_INDEX_BUCKET)."""
+    seen_ms: int = 0
+    """When the store wrote the last indexed version naming `refs` and `buckets` (0:
+    unknown)."""
+    unseen: tuple[LedgerRef, ...] = ()
+    """BookKeeper copies first seen flagged `bookkeeperDeleted`: left, never seen listed."""
 
 
 def stale(old: array[int] | None, new: array[int] | None) -> bool:
@@ -103,26 +118,29 @@ def unlinked(old: array[int] | None, new: array[int] | None, drivers: Drivers) -
         if new is None:
             return Unlinked((), 0, -1)
         flagged = _first_seen_flagged({}, new, drivers) if kind_of(new) is Kind.ML else ()
-        return Unlinked(flagged, new[VERSION], -1)
+        return Unlinked((), new[VERSION], -1, unseen=flagged)
     previous = old[VERSION]
     if new is None or new[CZXID] != old[CZXID]:
         return _everything(old, drivers, previous)
     kind = kind_of(old)
     if kind is Kind.CURSOR:
         return _cursor_dropped(old, new)
+    unseen: tuple[LedgerRef, ...] = ()
     if kind is Kind.ML:
         refs = _ml_dropped(old, new, drivers)
+        unseen = _first_seen_flagged(ml_refs(old, drivers), new, drivers)
     else:
         kept = set(ledger_ids(new))
         refs = tuple(LedgerRef(i) for i in ledger_ids(old) if i not in kept)
-    return Unlinked(refs, new[VERSION], previous)
+    return Unlinked(refs, new[VERSION], previous, seen_ms=seen_of(old), unseen=unseen)
 
 
 def _everything(entry: array[int], drivers: Drivers, previous: int) -> Unlinked:
     """All a deleted owner referenced (for a cursor, its properties' ledgers too)."""
+    seen = seen_of(entry)
     if kind_of(entry) is Kind.ML:
         refs = tuple(ref for ref in ml_refs(entry, drivers).values() if ref.tiers)
-        return Unlinked(refs, DELETED_TOKEN, previous)
+        return Unlinked(refs, DELETED_TOKEN, previous, seen_ms=seen)
     if kind_of(entry) is Kind.CURSOR:
         ledger, compacted = cursor_ledger(entry), compacted_of(entry)
         return Unlinked(
@@ -131,8 +149,10 @@ def _everything(entry: array[int], drivers: Drivers, previous: int) -> Unlinked:
             previous,
             compacted=(compacted,) if compacted >= 0 else (),
             buckets=tuple(buckets_of(entry)),
+            seen_ms=seen,
         )
-    return Unlinked(tuple(LedgerRef(i) for i in ledger_ids(entry)), DELETED_TOKEN, previous)
+    refs = tuple(LedgerRef(i) for i in ledger_ids(entry))
+    return Unlinked(refs, DELETED_TOKEN, previous, seen_ms=seen)
 
 
 def _cursor_dropped(old: array[int], new: array[int]) -> Unlinked:
@@ -145,7 +165,9 @@ def _cursor_dropped(old: array[int], new: array[int]) -> Unlinked:
     compacted = (was_compacted,) if moved else ()
     kept = set(buckets_of(new))
     buckets = tuple(i for i in buckets_of(old) if i not in kept)
-    return Unlinked(refs, new[VERSION], old[VERSION], compacted=compacted, buckets=buckets)
+    return Unlinked(
+        refs, new[VERSION], old[VERSION], compacted=compacted, buckets=buckets, seen_ms=seen_of(old)
+    )
 
 
 def _ml_dropped(old: array[int], new: array[int], drivers: Drivers) -> tuple[LedgerRef, ...]:
@@ -161,7 +183,6 @@ def _ml_dropped(old: array[int], new: array[int], drivers: Drivers) -> tuple[Led
             out.append(LedgerRef(ledger_id, (_pd.LEDGER,), now.offload))
         if _pd.OFFLOAD_LEDGER in was.tiers and not _same_upload(was, now):
             out.append(LedgerRef(ledger_id, (_pd.OFFLOAD_LEDGER,), was.offload))
-    out.extend(_first_seen_flagged(before, new, drivers))
     return tuple(out)
 
 

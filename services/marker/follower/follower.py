@@ -361,11 +361,17 @@ class Follower:
         return failed
 
     def _encode(self, change: _Change, *, replay: bool) -> None:
-        for owner, refs in _owned(change):
-            change.messages.extend(self._encode_owned(change, owner, refs, replay=replay))
+        for owner, refs, seen in _owned(change):
+            change.messages.extend(self._encode_owned(change, owner, refs, seen, replay=replay))
 
     def _encode_owned(
-        self, change: _Change, owner: Owner, refs: Sequence[LedgerRef], *, replay: bool
+        self,
+        change: _Change,
+        owner: Owner,
+        refs: Sequence[LedgerRef],
+        seen_ms: int,
+        *,
+        replay: bool,
     ) -> list[OutgoingMessage]:
         owns: list[_pd.PendingDeleteLedgerInfo] = []
         for ref in refs:
@@ -398,6 +404,9 @@ class Follower:
             not_before_ms=now + delay,
             marker_id=self._settings.marker_id,
             cluster=self._settings.cluster,
+            # However late this is recorded, the ledgers were listed at `seen_ms` (the store's
+            # clock): the verifier refuses a ledger created under their ids after it.
+            seen_at_ms=seen_ms,
         )
         encoder = IntentEncoder(shared_fields(request, stamp), self._signer)
         return encoder.encode_many(owns)
@@ -443,18 +452,21 @@ class Follower:
             self._metrics.checkpoint_age.set((_now_ms() - self._checkpoint_ms) / 1000)
 
 
-def _owned(change: _Change) -> list[tuple[Owner, Sequence[LedgerRef]]]:
-    """The ledgers a change unlinked, by the owner their PDLIs name: the znode's own kind,
-    and for a cursor also COMPACTED_LEDGER and DELAYED_INDEX_BUCKET (same znode, same fence
-    token; the PDLI's component says which property held the reference)."""
+def _owned(change: _Change) -> list[tuple[Owner, Sequence[LedgerRef], int]]:
+    """The ledgers a change unlinked, by the owner their PDLIs name (the znode's own kind,
+    and for a cursor also COMPACTED_LEDGER and DELAYED_INDEX_BUCKET: same znode, same fence
+    token; the PDLI's component says which property held the reference), each group with
+    its `seen_at_ms` (0 where the diff knows no time they were listed: `diff.Unlinked`)."""
     owner, gone = change.owner.owner, change.gone
-    out: list[tuple[Owner, Sequence[LedgerRef]]] = [(owner, gone.refs)]
-    for component, ids in (
-        (_pd.COMPACTED_LEDGER, gone.compacted),
-        (_pd.DELAYED_INDEX_BUCKET, gone.buckets),
+    out: list[tuple[Owner, Sequence[LedgerRef], int]] = [(owner, gone.refs, gone.seen_ms)]
+    if gone.unseen:
+        out.append((owner, gone.unseen, 0))
+    for component, ids, seen in (
+        (_pd.COMPACTED_LEDGER, gone.compacted, 0),
+        (_pd.DELAYED_INDEX_BUCKET, gone.buckets, gone.seen_ms),
     ):
         if ids:
-            out.append((replace(owner, component=component), [LedgerRef(i) for i in ids]))
+            out.append((replace(owner, component=component), [LedgerRef(i) for i in ids], seen))
     return out
 
 

@@ -3,7 +3,7 @@
 One entry per owner znode, handed in and out as an `array('q')` (no object per ledger) and
 stored compactly (`OwnerIndex`: a record per topic, varint integers). An entry's integers:
 
-    header   kind, version, czxid
+    header   kind, version, czxid, seen (the version's modification time, ms; 0: unknown)
     ML       n, m, ledger ids (n), then per ledger with an offload context (m of them):
              position in the list, flags, uuid msb, uuid lsb, driver, timestamp
     CURSOR   cursorsLedgerId; when it names any, the compacted ledger (-1: none), then the
@@ -26,7 +26,10 @@ A shadow topic's ML (`PULSAR.SHADOW_SOURCE`) references no ledgers: its list is 
 its source's, which alone unlinks them.
 
 An entry says what the owner referenced at `version` of the znode created at `czxid`; a
-znode deleted and created again under the same name is another owner (another czxid).
+znode deleted and created again under the same name is another owner (another czxid). `seen`
+is when the store wrote that version (its `mtime`, the store's clock): a moment at which
+every ledger the entry names was listed, and so existed (docs/follower.md, "When a ledger
+was last seen"). Entries of checkpoints written before it was kept hold 0 there.
 """
 
 from __future__ import annotations
@@ -49,11 +52,11 @@ from tombstone.formats import managed_ledger_pb2 as _ml
 from tombstone.v1 import pending_delete_pb2 as _pd
 
 HAS_UUID, COMPLETE, BK_DELETED = 1, 2, 4
-HEADER = 3
+HEADER = 4
 OFFLOAD_RECORD = 6
 Driver = tuple[str, tuple[tuple[str, str], ...]]
 
-KIND, VERSION, CZXID = 0, 1, 2
+KIND, VERSION, CZXID, SEEN = 0, 1, 2, 3
 CURSOR_LEDGER, COMPACTED, BUCKETS = HEADER, HEADER + 1, HEADER + 2
 """Positions in a cursor's entry."""
 _ML_PREFIX = MANAGED_LEDGERS_ROOT + "/"
@@ -81,7 +84,7 @@ class Drivers:
 def encode(kind: Kind, node: Versioned, path: str, drivers: Drivers) -> array[int]:
     """The entry of an owner znode as read; `CorruptMetadata` when it does not decode (the
     caller keeps what it knew: an unreadable owner is never "unreferenced")."""
-    entry = array("q", (int(kind), node.version, node.czxid))
+    entry = array("q", (int(kind), node.version, node.czxid, max(node.mtime_ms, 0)))
     if kind is Kind.CURSOR:
         info = decode_cursor_info(node.data, path=path)
         entry.append(info.cursorsLedgerId)
@@ -124,6 +127,11 @@ def _encode_ml(entry: array[int], info: _ml.ManagedLedgerInfo, drivers: Drivers)
             props = tuple(sorted((kv.key, kv.value) for kv in meta.properties))
             driver = drivers.number((meta.name, props))
         entry.extend((position, flags, ctx.uidMsb, ctx.uidLsb, driver, ctx.timestamp))
+
+
+def seen_of(entry: array[int]) -> int:
+    """When the store wrote the version the entry holds, ms (0: unknown)."""
+    return entry[SEEN]
 
 
 def kind_of(entry: array[int]) -> Kind:
@@ -372,6 +380,20 @@ def _record(parts: dict[str, bytes]) -> bytes:
         raw = name.encode("utf-8")
         out += _encode_varint(len(raw)) + raw + _encode_varint(len(payload)) + payload
     return bytes(out)
+
+
+def with_unknown_seen(entry: array[int]) -> array[int]:
+    """An entry of the layout before `seen` was kept (a three-integer header), with 0 there."""
+    return entry[:SEEN] + array("q", (0,)) + entry[SEEN:]
+
+
+def record_with_unknown_seen(record: bytes) -> bytes:
+    """A record of entries without `seen` (checkpoints before it was kept), as stored now."""
+    parts = {
+        name: pack_ints(with_unknown_seen(unpack_ints(payload)))
+        for name, payload in _parts(record).items()
+    }
+    return _record(parts)
 
 
 def pack_ints(entry: array[int]) -> bytes:

@@ -296,6 +296,7 @@ def submit_candidates(run: RunFolder, request: SubmitRequest, *, cluster: str) -
         mark_submit_started,
         read_candidates,
         record_submission,
+        scan_started_ms,
         submit,
     )
 
@@ -320,7 +321,10 @@ def submit_candidates(run: RunFolder, request: SubmitRequest, *, cluster: str) -
         return 0
     mark_submit_started(run.path)
     bar = CountProgress(label="submit", unit="calls")
-    report = asyncio.run(submit(candidates, request.settings, on_call_done=bar.update))
+    seen_at = scan_started_ms(run.path)
+    report = asyncio.run(
+        submit(candidates, request.settings, seen_at_ms=seen_at, on_call_done=bar.update)
+    )
     extra = selection.record() if selection is not None else None
     path = record_submission(run.path, report, extra)
     click.echo(

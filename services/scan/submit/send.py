@@ -8,6 +8,15 @@ time: how many follows the marker's latency and errors (an adaptive limit betwee
 `concurrency_min` and `concurrency`, `services.core.adaptive`). The marker
 refuses what its owner still references; the verifier and deleters then apply their own
 checks, so a submission proposes, it never deletes by itself.
+
+Each call carries `seen_at_ms`: the start of the scan that found its ledgers, which the
+marker stamps on every PDLI and the verifier's incarnation rule compares with the creation
+of the ledger it meets (docs/oxia.md). Every candidate existed then: its creation time
+(the later of the metadata's and the znode's `ctime`) is older than the age window at that
+very moment, the analysis's "now", and the extract read it after the scan started. So a
+ledger under the same id created after the scan start is another ledger, whatever the time
+between the scan and the submission; and the ledger meant passes with the same numbers the
+analysis compared, whatever the clocks.
 """
 
 from __future__ import annotations
@@ -126,9 +135,14 @@ def _owner(candidate: dict[str, Any]) -> Owner | None:
 
 
 def plan_requests(
-    candidates: Sequence[dict[str, Any]], settings: SubmitSettings, report: SubmitReport
+    candidates: Sequence[dict[str, Any]],
+    settings: SubmitSettings,
+    report: SubmitReport,
+    *,
+    seen_at_ms: int = 0,
 ) -> list[_mk.MarkLedgersRequest]:
-    """The calls to make: per owner, rounds in which each ledger id appears once, in batches."""
+    """The calls to make: per owner, rounds in which each ledger id appears once, in batches;
+    each stamped with `seen_at_ms` (the scan's start; 0: unknown)."""
     by_owner: dict[Owner, list[_mk.ReconcilerLedger]] = defaultdict(list)
     for candidate in candidates:
         owner = _owner(candidate)
@@ -140,7 +154,8 @@ def plan_requests(
     for owner, entries in sorted(by_owner.items(), key=lambda item: _owner_key(item[0])):
         for round_entries in _rounds(entries):
             for start in range(0, len(round_entries), settings.batch):
-                requests.append(_request(owner, round_entries[start : start + settings.batch]))
+                batch = round_entries[start : start + settings.batch]
+                requests.append(_request(owner, batch, seen_at_ms))
     return requests
 
 
@@ -161,13 +176,16 @@ def _rounds(entries: list[_mk.ReconcilerLedger]) -> list[list[_mk.ReconcilerLedg
     return rounds
 
 
-def _request(owner: Owner, entries: list[_mk.ReconcilerLedger]) -> _mk.MarkLedgersRequest:
+def _request(
+    owner: Owner, entries: list[_mk.ReconcilerLedger], seen_at_ms: int
+) -> _mk.MarkLedgersRequest:
     request = _mk.MarkLedgersRequest(
         component=_COMPONENTS[owner.component],
         managed_ledger_name=owner.ml_name,
         cursor_name=owner.cursor_name,
         schema_id=owner.schema_id,
         source=_pd.RECONCILER,
+        seen_at_ms=seen_at_ms,
     )
     for entry in entries:
         if list(entry.tiers) == [_pd.LEDGER]:
@@ -185,12 +203,14 @@ async def submit(
     candidates: Sequence[dict[str, Any]],
     settings: SubmitSettings,
     *,
+    seen_at_ms: int = 0,
     on_call_done: Callable[[int, int], None] | None = None,
 ) -> SubmitReport:
     """Send every candidate; failures of one call are recorded, the others go on.
+    `seen_at_ms`: the start of the scan that found them (`scan_started_ms`; 0: unknown).
     `on_call_done(done, total)` follows the MarkLedgers calls (a progress bar)."""
     report = SubmitReport()
-    requests = plan_requests(candidates, settings, report)
+    requests = plan_requests(candidates, settings, report, seen_at_ms=seen_at_ms)
     finished = 0
     rate = AsyncLimiter(settings.rate_per_s, 1.0)
     slots = AdaptiveLimiter(
@@ -259,6 +279,19 @@ async def _call(
                 "message": not_marked.message,
             }
         )
+
+
+def scan_started_ms(run_dir: str | Path) -> int:
+    """When the scan the run analysed started (summary.json's `scan.started_ms`), or 0 when
+    the run does not say: its PDLIs then carry no `seen_at_ms`, as before it was sent."""
+    from services.scan.report.write import SUMMARY_FILE
+
+    try:
+        summary = json.loads((Path(run_dir) / SUMMARY_FILE).read_text())
+        started = summary["scan"]["started_ms"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    return started if isinstance(started, int) and started > 0 else 0
 
 
 def read_candidates(out_dir: str | Path) -> list[dict[str, Any]]:
