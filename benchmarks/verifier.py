@@ -1,7 +1,8 @@
 """Verdicts per second of one verifier process, beside the raw aiozk read rate of the same run.
 
     .venv/bin/python -m benchmarks.verifier [--ledgers 100000] [--topics 2000]
-        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500] [--sign] [--smoke]
+        [--sample 20000] [--concurrency 256] [--rounds 3] [--grpc-batch 500] [--sign]
+        [--profile DIR] [--smoke]
 
 Starts its own ZooKeeper and writes a cluster of `--ledgers` BookKeeper ledgers (v3 format,
 Pulsar custom metadata) spread over `--topics` managed ledgers, each listing only its newest
@@ -24,7 +25,13 @@ measures in turn:
 Batched calls run with as many calls in flight as hold `--concurrency` PDLIs, plus one.
 Every verdict must be DELETE and every raw read find its znode, or the run fails. Verdict log
 lines are filtered (level warning): the figures are those of the decision, not of writing
-100,000 log lines.
+100,000 log lines. Each batched measurement also prints the process's CPU time per item,
+and the raw multiRead's as a ratio to it: on a shared machine this moves less than rates do.
+
+With `--profile DIR` every batched measurement (raw multiRead, verify_batch, gRPC VerifyBatch
+and their believed and signed variants) runs under cProfile, one profile per measurement
+summed over the rounds, written to `DIR/<measurement>.prof` (read them with `pstats`); the
+rates of a profiled run are slower than unprofiled ones and are not figures to compare.
 
 With `--metadata oxia` the cluster is written to a devstack Oxia server (`--shards`, a child
 process: `benchmarks/_oxia.py`) and the verifier reads it through the Oxia adapter
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import logging
 import os
 import sys
@@ -44,6 +52,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -207,6 +216,9 @@ class Bench:
             zk = zookeeper_config(address, self.config.zookeeper)
             self.config = replace(self.config, zookeeper=zk)
         self.rates: dict[str, list[float]] = {}
+        self.profiles: dict[str, cProfile.Profile] = {}
+        self.cpu: dict[str, list[float]] = {}
+        """The process's CPU seconds per verdict (or read) of each batched measurement."""
 
     def record(self, name: str, rate: float) -> None:
         self.rates.setdefault(name, []).append(rate)
@@ -269,7 +281,7 @@ class Bench:
 
         raw_before = await raw_reads()
         if not self.oxia:
-            self.record("raw multiRead", await self.batched(batches, raw_multi))
+            await self.batched("raw multiRead", batches, raw_multi)
         znodes = MetadataZnodeStore(store)
         parts = build(self.config, znodes, _NoObjects(), VerifierMetrics(Metrics()))
         requests = {i: pdli(i, args.topics) for i in ids}
@@ -282,15 +294,15 @@ class Bench:
 
         self.record("verify", await run_pool(ids, args.concurrency, verify))
         self.record("verify (warm cache)", await run_pool(ids, args.concurrency, verify))
-        self.record("verify_batch", await self.batched(batches, verify_batch))
+        await self.batched("verify_batch", batches, verify_batch)
         if args.sign:
             unsigned = dict(requests)
             requests.update(signed(requests))
-            self.record("verify_batch signed", await self.batched(batches, verify_batch))
+            await self.batched("verify_batch signed", batches, verify_batch)
             requests.update(unsigned)
         await parts.believed.add([parse_target(requests[i]).believed_key for i in ids])
         self.record("believed", await run_pool(ids, args.concurrency, verify))
-        self.record("believed verify_batch", await self.batched(batches, verify_batch))
+        await self.batched("believed verify_batch", batches, verify_batch)
         await self.grpc_rates(batches, requests)
         # Raw reads before and after: their mean is the yardstick of this round (the machine
         # may be shared, so absolute rates drift between rounds).
@@ -302,13 +314,35 @@ class Bench:
         print(f"round {index + 1}: {line}; owner cache hit rate {hit:.1%}")
 
     async def batched(
-        self, batches: list[list[int]], work: Callable[[list[int]], Awaitable[object]]
-    ) -> float:
-        """Verdicts (or reads) per second with `--grpc-batch` PDLIs per call and as many
-        calls in flight as hold `--concurrency` PDLIs, plus one."""
+        self, name: str, batches: list[list[int]], work: Callable[[list[int]], Awaitable[object]]
+    ) -> None:
+        """Record verdicts (or reads) per second as `name`, with `--grpc-batch` PDLIs per call
+        and as many calls in flight as hold `--concurrency` PDLIs, plus one; under cProfile
+        with `--profile`."""
         calls = max(1, self.args.concurrency // self.args.grpc_batch) + 1
-        rate = await run_pool(range(len(batches)), calls, lambda n: work(batches[n]))
-        return rate * sum(len(b) for b in batches) / len(batches)
+        profile = None
+        if self.args.profile is not None:
+            profile = self.profiles.setdefault(name, cProfile.Profile())
+            profile.enable()
+        cpu = time.process_time()
+        try:
+            rate = await run_pool(range(len(batches)), calls, lambda n: work(batches[n]))
+        finally:
+            if profile is not None:
+                profile.disable()
+        items = sum(len(b) for b in batches)
+        self.cpu.setdefault(name, []).append((time.process_time() - cpu) / items)
+        self.record(name, rate * items / len(batches))
+
+    def write_profiles(self) -> None:
+        """One `.prof` per profiled measurement in `--profile`."""
+        if self.args.profile is None:
+            return
+        self.args.profile.mkdir(parents=True, exist_ok=True)
+        for name, profile in self.profiles.items():
+            target = self.args.profile / f"{name.replace(' ', '_')}.prof"
+            profile.dump_stats(target)
+            print(f"profile of {name}: {target}")
 
     async def grpc_rates(
         self, batches: list[list[int]], requests: dict[int, pb.PendingDeleteLedgerInfo]
@@ -330,14 +364,14 @@ class Bench:
                     if any(v.decision != vpb.DELETE for v in response.verdicts):
                         raise UndoneWork("a VerifyBatch verdict was not DELETE")
 
-                self.record("grpc VerifyBatch", await self.batched(batches, call))
+                await self.batched("grpc VerifyBatch", batches, call)
                 if self.args.sign:
                     unsigned = dict(requests)
                     requests.update(signed(requests))
-                    self.record("grpc VerifyBatch signed", await self.batched(batches, call))
+                    await self.batched("grpc VerifyBatch signed", batches, call)
                     requests.update(unsigned)
                 await stub.Believe(vpb.BelieveRequest(pdlis=list(requests.values())))
-                self.record("believed grpc VerifyBatch", await self.batched(batches, call))
+                await self.batched("believed grpc VerifyBatch", batches, call)
 
     def report(self) -> None:
         order = ["raw", "raw multiRead", *[n for n in self.rates if not n.startswith("raw")]]
@@ -365,6 +399,16 @@ class Bench:
             if "raw multiRead" in self.rates:
                 versus += f"  vs raw multiRead {self.ratio(name, 'raw multiRead'):4.0%}"
             print(f"{name:26s} median {median(rates):8,.0f}/s  best {max(rates):8,.0f}/s  {versus}")
+        if "raw multiRead" in self.cpu:
+            # CPU per item moves less with the machine's load than rates do: the process's
+            # own CPU time (the client's, and the gRPC server's too, both in this process).
+            base = median(self.cpu["raw multiRead"])
+            for name, seconds in self.cpu.items():
+                per = median(seconds)
+                print(
+                    f"{name:26s} CPU {per * 1e6:7.1f} µs per item (median of rounds)  "
+                    f"raw multiRead / this {base / per:4.0%}"
+                )
         for name in ("verify_batch", "grpc VerifyBatch"):
             if f"{name} signed" in self.rates:
                 print(f"{name}: signed / unsigned {self.ratio(f'{name} signed', name):.0%}")
@@ -385,6 +429,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grpc-batch", type=int, default=500)
     parser.add_argument("--sign", action="store_true", help="also verify signed PDLIs")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a directory: each batched measurement runs under cProfile, stats written there",
+    )
     parser.add_argument(
         "--metadata",
         choices=("zookeeper", "oxia"),
@@ -415,6 +465,7 @@ def main() -> None:
         bench = Bench(args, address)
         asyncio.run(asyncio.wait_for(bench.run(), BENCH_TIMEOUT_S))
     bench.report()
+    bench.write_profiles()
 
 
 if __name__ == "__main__":

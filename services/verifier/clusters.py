@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from services.core.errors import InvalidArgument
 from services.metadata.namespaces import (
     decode_policies,
     namespace_of_ml,
@@ -106,13 +107,17 @@ class ClusterScope:
         *,
         topic_here: Callable[[], Awaitable[bool]],
         ours: Callable[[], Awaitable[bool]],
+        policies: Mapping[str, Znode | Exception | None] | None = None,
     ) -> Verdict | None:
         """SKIP FOREIGN when the ledger is, or may be, another cluster's; else None. Asked
         after our owner was read and found not referencing the ledger (never before).
 
         `ours` says whether anything but the PDLI's word proves our owner listed it (asked
         only for an owner name another cluster may have too). A proven ledger is ours, so no
-        neighbour's owner can be creating it: the OPEN rule needs only our owner."""
+        neighbour's owner can be creating it: the OPEN rule needs only our owner.
+
+        `policies`: namespace policies already read by the caller's batch (`read_policies`),
+        used instead of a read of their own."""
         neighbour_has_owner = False
         for neighbour in self.neighbours:
             theirs = await neighbour.owners.get(target.owner_path, DECODERS[target.component])
@@ -139,12 +144,12 @@ class ClusterScope:
                     f"{neighbour.name!r}: the ledger is that cluster's",
                 )
         if not owner.exists:
-            unknown = await self._namespace_unknown(target)
+            unknown = await self._namespace_unknown(target, policies)
             if unknown is not None:
                 return unknown
         # Absent here proves nothing either where another cluster has the same names: an
         # undeclared one may still reference the ledger, a declared one may have leaked it.
-        shared = await self._shared_name(target, has_owner=neighbour_has_owner)
+        shared = await self._shared_name(target, has_owner=neighbour_has_owner, policies=policies)
         if shared is not None and not await ours():
             return shared
         return None
@@ -156,12 +161,14 @@ class ClusterScope:
             return False
         return (await neighbour.owners.get(target.ml_path, decode_ml)).exists
 
-    async def _namespace_unknown(self, target: Target) -> Verdict | None:
+    async def _namespace_unknown(
+        self, target: Target, policies: Mapping[str, Znode | Exception | None] | None
+    ) -> Verdict | None:
         namespace = namespace_of(target)
         if namespace in self._deleted:
             return None
         path = policies_path(namespace)
-        node = await self._read_policies(path)
+        node = await self._policies(path, policies)
         if node is not None:
             return None
         return _foreign(
@@ -170,6 +177,41 @@ class ClusterScope:
             f"({path}): the owner may be another cluster's sharing this BookKeeper (declare "
             "it, or name the namespace as deleted)",
         )
+
+    async def read_policies(self, targets: Iterable[Target]) -> dict[str, Znode | Exception | None]:
+        """The policies znode of each namespace `targets` name, read now (the reads in flight
+        joined), by path; a failed read is that path's value. For a batch, read after its
+        ledger reads and before its owner lookups: each PDLI then uses the read its batch
+        made instead of joining one of its own after its owner lookup. Such a read is sent
+        at most the owner's read before the one the PDLI would have joined (the owner is
+        read only on a cache miss), the order `_read_policies` already allows for."""
+        paths = []
+        for target in targets:
+            try:
+                paths.append(policies_path(namespace_of(target)))
+            except InvalidArgument:
+                continue  # not one namespace: the decision names the problem, if it gets here
+        unique = list(dict.fromkeys(paths))
+        read = await asyncio.gather(
+            *(self._read_policies(path) for path in unique), return_exceptions=True
+        )
+        got: dict[str, Znode | Exception | None] = {}
+        for path, node in zip(unique, read, strict=True):
+            if isinstance(node, BaseException) and not isinstance(node, Exception):
+                raise node  # cancellation
+            got[path] = node
+        return got
+
+    async def _policies(
+        self, path: str, policies: Mapping[str, Znode | Exception | None] | None
+    ) -> Znode | None:
+        """The batch's read of `path` when it made one, else a read (joined)."""
+        if policies is None or path not in policies:
+            return await self._read_policies(path)
+        node = policies[path]
+        if isinstance(node, Exception):
+            raise node
+        return node
 
     async def _read_policies(self, path: str) -> Znode | None:
         """The namespace's policies znode, the read in flight for `path` joined if there is
@@ -194,14 +236,20 @@ class ClusterScope:
         if not done.cancelled():
             done.exception()  # retrieved here too: every joiner may have been cancelled
 
-    async def _shared_name(self, target: Target, *, has_owner: bool) -> Verdict | None:
+    async def _shared_name(
+        self,
+        target: Target,
+        *,
+        has_owner: bool,
+        policies: Mapping[str, Znode | Exception | None] | None,
+    ) -> Verdict | None:
         """SKIP FOREIGN unless proven ours, when another cluster may have an owner of this
         name: a declared neighbour has one (`has_owner`), or the namespace replicates to
         another cluster (declared or not: one that deleted the topic keeps its leaked
         ledgers, named as ours)."""
         namespace = namespace_of(target)
         path = policies_path(namespace)
-        node = await self._read_policies(path)
+        node = await self._policies(path, policies)
         clusters: set[str] = set()
         if node is not None:
             clusters = set(decode_policies(node.data, path=path).replication_clusters)

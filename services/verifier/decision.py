@@ -111,6 +111,20 @@ class DecisionPolicy:
     judging whether a ledger was created after the intent naming it (`incarnation.py`)."""
 
 
+@dataclass(frozen=True)
+class _Prefetched:
+    """What `verify_batch` read for the whole batch, before any of its decisions."""
+
+    locations: LedgerLocations
+    """The locations the reads were made under; a decision under others reads afresh."""
+    paths: Mapping[int, tuple[str, ...]]
+    """Each BookKeeper-tier ledger id's paths under `locations`."""
+    nodes: Mapping[str, Znode | Exception | None]
+    """Each of those paths, and `LAYOUT`'s, as read."""
+    policies: Mapping[str, Znode | Exception | None] | None = None
+    """The namespace policies of the batch's targets (`ClusterScope.read_policies`)."""
+
+
 class _Undecided(Exception):
     """Nothing proves the answer either way: RETRY with this code."""
 
@@ -162,16 +176,30 @@ class DecisionEngine:
         """
         parsed = [self._parse(pdli) for pdli in pdlis]
         locations = self._policy.locations()
-        wanted = [
-            path
+        paths_of = {
+            target.ledger_id: locations.paths(target.ledger_id)
             for target in parsed
             if isinstance(target, Target) and target.tier is Tier.BOOKKEEPER
-            for path in locations.paths(target.ledger_id)
-        ]
+        }
+        wanted = [path for paths in paths_of.values() for path in paths]
         paths = list(dict.fromkeys([*wanted, locations.layout_path] if wanted else []))
-        ledgers = dict(zip(paths, await self._read_many(paths), strict=True))
+        nodes = dict(zip(paths, await self._read_many(paths), strict=True))
+        # One yield for the whole batch, where `verify` yields once per PDLI before trusting
+        # a cached owner (`OwnerCache.get`): a change event that came in with the batch's
+        # read runs its callbacks before any decision below looks at the cache.
+        await asyncio.sleep(0)
+        policies = None
+        if self._scope is not None:
+            # Read once for the batch, not joined by each PDLI after its owner lookup (a
+            # suspension and a shield each): `ClusterScope.read_policies` says why the order
+            # stays the one a joined read allows.
+            targets = [t for t in parsed if isinstance(t, Target)]
+            policies = await self._scope.read_policies(
+                t for t in targets if self._scope.check_cluster(t) is None
+            )
+        batch = _Prefetched(locations, paths_of, nodes, policies)
         pairs = zip(pdlis, parsed, strict=True)
-        return list(await asyncio.gather(*(self._verify(p, t, ledgers) for p, t in pairs)))
+        return list(await asyncio.gather(*(self._verify(p, t, batch) for p, t in pairs)))
 
     def _parse(self, pdli: _pb.PendingDeleteLedgerInfo) -> Target | Exception:
         """The validated target, then its signature checked (`signatures.py`)."""
@@ -190,14 +218,14 @@ class DecisionEngine:
         self,
         pdli: _pb.PendingDeleteLedgerInfo,
         parsed: Target | Exception,
-        ledgers: Mapping[str, Znode | Exception | None] | None,
+        batch: _Prefetched | None,
     ) -> Verdict:
         target: Target | None = None
         try:
             if isinstance(parsed, Exception):
                 raise parsed
             target = parsed
-            verdict = await self._decide(target, ledgers)
+            verdict = await self._decide(target, batch)
         except Forged as e:
             verdict = e.verdict
         except InvalidArgument as e:
@@ -221,18 +249,19 @@ class DecisionEngine:
         self._observe(verdict, target, pdli)
         return verdict
 
-    async def _decide(
-        self, target: Target, ledgers: Mapping[str, Znode | Exception | None] | None
-    ) -> Verdict:
+    async def _decide(self, target: Target, batch: _Prefetched | None) -> Verdict:
         if self._scope is not None:
             foreign = self._scope.check_cluster(target)
             if foreign is not None:
                 return foreign
         ledger: tuple[str, Znode | None] | None = None
+        yielded = False
         if target.tier is Tier.BOOKKEEPER:
             # Read the ledger first: the owner looked up next is then at least this new.
-            ledger = await self._locate(target.ledger_id, ledgers)
-        owner = await self._owners.get(target.owner_path, DECODERS[target.component])
+            ledger, yielded = await self._locate(target.ledger_id, batch)
+        owner = await self._owners.get(
+            target.owner_path, DECODERS[target.component], yielded=yielded
+        )
         if owner.shadow_source is not None and target.component is Component.MANAGED_LEDGER:
             # PIP-180: a shadow's list is a copy of its source's. The shadow no longer listing
             # a ledger proves nothing (for a ledger with no custom metadata it would be the
@@ -267,6 +296,7 @@ class DecisionEngine:
                 owner,
                 topic_here=lambda: self._topic_exists(target, owner),
                 ours=lambda: self._proven_ours(target, owner, believed),
+                policies=batch.policies if batch is not None else None,
             )
             if foreign is not None:
                 return foreign
@@ -276,35 +306,42 @@ class DecisionEngine:
         return verdict
 
     async def _locate(
-        self, ledger_id: int, ledgers: Mapping[str, Znode | Exception | None] | None
-    ) -> tuple[str, Znode | None]:
+        self, ledger_id: int, batch: _Prefetched | None
+    ) -> tuple[tuple[str, Znode | None], bool]:
         """Where the ledger is: (its path, its znode), or (the paths read, None) when it is
         absent from every path the layouts in play give it and `LAYOUT` was confirmed by a
-        read no older than those. Anything less raises (RETRY)."""
+        read no older than those. Anything less raises (RETRY). The flag: whether every read
+        used was the batch's, after which the batch has yielded once (`verify_batch`)."""
         locations = self._policy.locations()
-        paths = list(locations.paths(ledger_id))
-        got = await self._reads(paths, ledgers)
+        paths: list[str] | tuple[str, ...] | None = None
+        if batch is not None and batch.locations is locations:
+            paths = batch.paths.get(ledger_id)
+        if paths is None:
+            paths = locations.paths(ledger_id)
+        got, prefetched = await self._reads(paths, batch)
         found = [(path, node) for path, node in zip(paths, got, strict=True) if node is not None]
         if len(found) > 1:
             where = ", ".join(path for path, _ in found)
             raise _Undecided("ledger_at_two_paths", f"ledger {ledger_id} exists at {where}")
         if found:
-            return found[0]
+            return found[0], prefetched
         # Absent everywhere: only proof under a confirmed root and layout (a wrong root or
         # chroot would make every ledger look absent, and NOT_FOUND is acknowledged).
-        (layout,) = await self._reads([locations.layout_path], ledgers)
+        (layout,), layout_prefetched = await self._reads([locations.layout_path], batch)
         if layout is None:
             raise _Undecided("layout_absent", f"{locations.layout_path} is absent")
         if parse_layout(layout.data, path=locations.layout_path) is not locations.layout:
             raise _Undecided("layout_changed", f"{locations.layout_path} names another layout")
-        return " and ".join(paths), None
+        return (" and ".join(paths), None), prefetched and layout_prefetched
 
     async def _reads(
-        self, paths: list[str], ledgers: Mapping[str, Znode | Exception | None] | None
-    ) -> list[Znode | None]:
+        self, paths: Sequence[str], batch: _Prefetched | None
+    ) -> tuple[list[Znode | None], bool]:
         """The prefetched reads of `paths` when all are there, else fresh ones; an error of
-        any path is raised, as `read` would."""
-        if ledgers is not None and all(path in ledgers for path in paths):
+        any path is raised, as `read` would. The flag: whether they were the prefetched."""
+        ledgers = batch.nodes if batch is not None else None
+        prefetched = ledgers is not None and all(path in ledgers for path in paths)
+        if ledgers is not None and prefetched:
             got = [ledgers[path] for path in paths]
         elif len(paths) == 1:
             got = [await self._store.read(paths[0])]
@@ -313,7 +350,7 @@ class DecisionEngine:
         for result in got:
             if isinstance(result, Exception):
                 raise result
-        return [result for result in got if not isinstance(result, Exception)]
+        return [result for result in got if not isinstance(result, Exception)], prefetched
 
     async def _proven_ours(self, target: Target, owner: Owner, believed: bool) -> bool:
         """Whether something other than the PDLI's own word shows that our owner listed this

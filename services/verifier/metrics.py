@@ -20,6 +20,7 @@ Metric names (Prometheus adds `_total` to counters):
 from __future__ import annotations
 
 import logging
+from collections import Counter as _Tally
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -150,6 +151,7 @@ class CountingZnodeStore:
     ) -> None:
         self._inner = inner
         children = {kind: metrics.reads.labels(kind) for kind in _READ_KINDS}
+        self._children = children
         self._count: Callable[[str], None] = lambda kind: children[kind].inc()
         self._ledgers = ledgers_root.rstrip("/") + "/"
         self._believed = believed_root
@@ -159,8 +161,10 @@ class CountingZnodeStore:
         return await self._inner.read(path, watch=watch)
 
     async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
-        for path in paths:
-            self._count(_read_kind(path, self._ledgers, self._believed))
+        # One increment per kind, not per path: a batch reads hundreds of ledger paths.
+        counts = _Tally(_read_kind(path, self._ledgers, self._believed) for path in paths)
+        for kind, count in counts.items():
+            self._children[kind].inc(count)
         return await self._inner.read_many(paths)
 
     def unwatch(self, path: str, watch: WatchCallback) -> None:

@@ -153,23 +153,28 @@ class OwnerCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def get(self, path: str, decode: Decoder) -> Owner:
-        """The owner at `path`: from the cache when its watch still holds, else read."""
+    async def get(self, path: str, decode: Decoder, *, yielded: bool = False) -> Owner:
+        """The owner at `path`: from the cache when its watch still holds, else read.
+
+        `yielded`: the caller has already given the loop a turn since its last read resumed
+        it (a batch yields once for all its PDLIs), so the yield before trusting a cached
+        entry is not needed again."""
         loading = self._loading.get(path)
         if loading is not None and path not in self._entries:
             # Join the read already in flight (a batch of PDLIs of one topic arrives together)
             # and then look again: its result is used only if it was clean enough to be
             # cached, and it is then trusted exactly like any other cached entry.
             await loading.wait()
-        entry = await self._lookup(path)
+            yielded = False
+        entry = await self._lookup(path, yielded)
         if entry is not None:
             return entry
         self.stats.misses += 1
         self.on_read(path, False)
         return await self._load(path, decode)
 
-    async def _lookup(self, path: str) -> Owner | None:
-        if path in self._entries:
+    async def _lookup(self, path: str, yielded: bool) -> Owner | None:
+        if path in self._entries and not yielded:
             # A change notification that arrived together with the caller's last read (the
             # ledger znode) reaches `_on_change` two loop callbacks later (aiozk's callback,
             # then the watch future's), while the caller resumed after one: yield once so it
