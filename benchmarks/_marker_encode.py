@@ -44,6 +44,18 @@ def _call_parts(ledgers: int) -> tuple[_pd.PendingDeleteLedgerInfo, list[LedgerR
     return shared_fields(request, stamp), [LedgerRef(1_000_000 + i) for i in range(ledgers)]
 
 
+def signed_messages(count: int, per_call: int = 100) -> list[OutgoingMessage]:
+    """`count` PDLI messages signed as a signing marker sends them (`per_call` ledgers a
+    call, so each carries its call's tree proof), for the raw client to send the same bytes."""
+    signer = IntentSigner({"bench": _KEY}, "bench")
+    out: list[OutgoingMessage] = []
+    while len(out) < count:
+        shared, refs = _call_parts(per_call)
+        encoder = IntentEncoder(shared, signer)
+        out += encoder.encode_many([own_fields(ref, tier) for ref in refs for tier in ref.tiers])
+    return out[:count]
+
+
 def _best_us(work: Callable[[], object], per: int, rounds: int, calls: int) -> float:
     """Least thread CPU µs per item over `rounds` runs of `calls` calls of `work`."""
     best = float("inf")

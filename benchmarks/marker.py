@@ -41,7 +41,7 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
-from benchmarks._marker_encode import bench_request, run_encode
+from benchmarks._marker_encode import bench_request, run_encode, signed_messages
 from benchmarks._proc import cpu_seconds
 from benchmarks._truth import parse, require, require_count
 from benchmarks._truth import run as run_checked
@@ -66,8 +66,11 @@ SPAN = 1_000_000  # ledger ids of owner i start at i * SPAN
 _QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
-def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
-    """PDLI messages exactly as the marker builds them."""
+def sample_messages(count: int, *, signed: bool = False) -> list[tuple[bytes, str, dict[str, str]]]:
+    """PDLI messages exactly as the marker builds them; with `signed`, as a signing marker
+    does (each about three times the bytes: the signature and its tree proof)."""
+    if signed:
+        return [(m.payload, m.partition_key, dict(m.properties)) for m in signed_messages(count)]
     request = bench_request()
     stamp = Stamp(fence_token=7, marked_at_ms=1, not_before_ms=5001, marker_id="m", cluster="c")
     out = []
@@ -77,8 +80,11 @@ def sample_messages(count: int) -> list[tuple[bytes, str, dict[str, str]]]:
     return out
 
 
-def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> float:
-    """The raw client: `send_async` in a loop, waiting for the last receipt."""
+def raw_rate(
+    url: str, topic: str, count: int, *, delayed: bool = False, signed: bool = False
+) -> float:
+    """The raw client: `send_async` in a loop, waiting for the last receipt (of messages the
+    size of signed PDLIs with `signed`)."""
     client = pulsar.Client(url, logger=_QUIET)
     producer = client.create_producer(
         topic,
@@ -88,7 +94,7 @@ def raw_rate(url: str, topic: str, count: int, *, delayed: bool = False) -> floa
         max_pending_messages_across_partitions=10_000,
         block_if_queue_full=True,
     )
-    messages = sample_messages(count)
+    messages = sample_messages(count, signed=signed)
     done = threading.Event()
     remaining = [count]
     failed: list[object] = []
@@ -246,6 +252,9 @@ async def start_marker(
     """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
     would block it). With `sign`, it signs every PDLI with a key made for the run."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    if profile is not None and sign:
+        # The unsigned marker's profile keeps the name given; the signing one's sits beside it.
+        profile = profile.with_name(f"{profile.stem}-signed{profile.suffix}")
     signing = {}
     if sign:
         private, _ = write_key_pair(workdir / "keys", generate_key_pair(), "bench")
@@ -301,6 +310,9 @@ class Round:
     """Marker PDLIs/s in this round."""
     raw_cpu_us: float = 0.0
     """CPU µs per message of the benchmark process (the raw client's threads) in its run."""
+    raw_same_bytes: float = 0.0
+    """For a signing marker: the raw client's msg/s with messages of the signed PDLIs' size,
+    the same bytes the marker sends (0: not measured, the PDLIs are unsigned)."""
     marker_cpu_us: float = 0.0
     """CPU µs per PDLI of the marker process (every thread) in this round; 0 when py-spy
     records it (the process is then py-spy's child)."""
@@ -308,6 +320,10 @@ class Round:
     @property
     def ratio(self) -> float:
         return self.marker / self.raw
+
+    @property
+    def ratio_same_bytes(self) -> float:
+        return self.marker / self.raw_same_bytes if self.raw_same_bytes else float("nan")
 
 
 @dataclass
@@ -358,10 +374,21 @@ async def marker_figures(
                 raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
                 raw_cpu = cpu_seconds(os.getpid()) - raw_cpu
+                same = 0.0
+                if sign:
+                    same = await asyncio.to_thread(raw_rate, url, raw_topic, n, signed=True)
                 before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
                 marker_cpu = cpu_seconds(pid) - before if pid else 0.0
-                results.append(Round(raw, rate, raw_cpu / n * 1e6, marker_cpu / n * 1e6))
+                results.append(
+                    Round(
+                        raw,
+                        rate,
+                        raw_cpu_us=raw_cpu / n * 1e6,
+                        marker_cpu_us=marker_cpu / n * 1e6,
+                        raw_same_bytes=same,
+                    )
+                )
                 loaded += latencies
             raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
             big_rate, _ = await mark_load(stub, big, args.big_ledgers, args.concurrency // 4)
@@ -394,8 +421,10 @@ async def run(args: argparse.Namespace) -> None:
         ratios = {
             name: statistics.median(r.ratio for r in run.rounds) for name, run in runs.items()
         }
+        same = statistics.median(r.ratio_same_bytes for r in runs["signed"].rounds)
         print(
             f"median ratio to raw: unsigned {ratios['unsigned']:.0%}, signed {ratios['signed']:.0%}"
+            f" (signed against the raw client sending the same bytes: {same:.0%})"
         )
 
 
@@ -412,6 +441,12 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
             f"round {i}: raw {r.raw:7.0f} msg/s, marker ({args.concurrency} concurrent Marks of "
             f"{args.ledgers} ledgers) {r.marker:7.0f} PDLIs/s = {r.ratio:.0%} of raw; "
             f"CPU {r.marker_cpu_us:.1f} µs/PDLI (raw client {r.raw_cpu_us:.1f} µs/msg)"
+            + (
+                f"; raw with signed-size messages {r.raw_same_bytes:7.0f} msg/s, "
+                f"{r.ratio_same_bytes:.0%}"
+                if r.raw_same_bytes
+                else ""
+            )
         )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
