@@ -72,3 +72,18 @@ def test_noncanonical_owners_are_reported_and_never_proposed(spark: SparkSession
     assert [ledgers[i] for i in (900, 901, 902)] == [(NONCANONICAL, False)] * 3
     assert (903, NONCANONICAL, False) in objects
     assert (candidates & {900, 901, 902, 903}, 100 in candidates) == (set(), True)
+
+
+def test_the_classification_runs_once(spark: SparkSession) -> None:
+    """The name check adds one column to the findings: the plan behind the ledger findings
+    aggregates the references once and evaluates the check once (a split into deletable and
+    not, taken back together by a union, ran the whole classification twice)."""
+    analysis = analyze(
+        extract_from_rows(spark, P.planted_rows()), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
+    )
+    for findings in (analysis.ledger_findings, analysis.object_findings):
+        plan = findings._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("ArrowEvalPython") == 1, plan
+        assert "Union" not in plan.split("ArrowEvalPython")[0], plan
+    ledgers = analysis.ledger_findings._jdf.queryExecution().optimizedPlan().toString()
+    assert ledgers.count("bit_or(") == 1, ledgers

@@ -11,8 +11,10 @@ so it runs on the deletable findings only: the orphans, a small share of all row
 
 from __future__ import annotations
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.types import StringType
 
 from services.core.errors import InvalidArgument
@@ -49,22 +51,44 @@ def owner_name_problem(
     return None
 
 
-# A lambda: PySpark inspects a function's type hints to guess a pandas UDF and warns.
-_problem = F.udf(lambda c, m, k, s: owner_name_problem(c, m, k, s), StringType())
+def _name(value: object) -> str | None:
+    """A name from a pandas cell: a missing one arrives as None or NaN, never as a str."""
+    return value if isinstance(value, str) else None
+
+
+@pandas_udf(StringType())  # type: ignore[call-overload,untyped-decorator]
+def _problems(
+    deletable: pd.Series, component: pd.Series, ml: pd.Series, cursor: pd.Series, schema: pd.Series
+) -> pd.Series:
+    """`owner_name_problem` of each deletable row of an Arrow batch, None for the others.
+
+    Only deletable rows are checked: they are a small share of the batch, and the Python
+    call per row is what the check costs."""
+    problems: list[str | None] = [None] * len(deletable)
+    for i in deletable.to_numpy(dtype=bool).nonzero()[0]:
+        problems[i] = owner_name_problem(
+            _name(component.iat[i]), _name(ml.iat[i]), _name(cursor.iat[i]), _name(schema.iat[i])
+        )
+    return pd.Series(problems, dtype=object)
 
 
 def reject_noncanonical(findings: DataFrame, component: Column) -> DataFrame:
     """`findings` with a `name_problem` column; deletable findings whose names are not
-    canonical become kind `noncanonical_name`, not deletable."""
+    canonical become kind `noncanonical_name`, not deletable.
+
+    One pass over the findings: splitting them into deletable and not and taking the union
+    would compute the classification behind them (its joins and aggregations) twice. The
+    names go to Python only for deletable rows (null otherwise), so the Arrow batches of the
+    rest carry little more than the flag."""
     deletable = F.coalesce(F.col("deletable"), F.lit(False))
-    kept = findings.filter(~deletable).withColumn("name_problem", F.lit(None).cast("string"))
     cursor = F.col("cursor_name") if "cursor_name" in findings.columns else F.lit(None)
     schema = F.col("schema_id") if "schema_id" in findings.columns else F.lit(None)
-    checked = findings.filter(deletable).withColumn(
-        "name_problem",
-        _problem(component, F.col("ml_name"), cursor.cast("string"), schema.cast("string")),
-    )
+    names = [
+        F.when(deletable, name.cast("string"))
+        for name in (component, F.col("ml_name"), cursor, schema)
+    ]
+    checked = findings.withColumn("name_problem", _problems(deletable, *names))
     bad = F.col("name_problem").isNotNull()
-    checked = checked.withColumn("kind", F.when(bad, NONCANONICAL).otherwise(F.col("kind")))
-    checked = checked.withColumn("deletable", ~bad)
-    return kept.unionByName(checked)
+    return checked.withColumn(
+        "kind", F.when(bad, NONCANONICAL).otherwise(F.col("kind"))
+    ).withColumn("deletable", F.when(bad, F.lit(False)).otherwise(F.col("deletable")))
