@@ -248,10 +248,10 @@ def test_truncated_signature_is_bad() -> None:
     assert trusting(("k1", KEY)).check(pdli) == SignatureStatus.BAD_SIGNATURE
 
 
-def test_encoders_sign_exactly_as_sign_does() -> None:
-    """`encode_intent` and `IntentEncoder` (shared fields encoded once) give payloads whose
-    signature is the one `IntentSigner.sign` computes for the full PDLI."""
-    full = vector_pdli()
+def split_pdli(
+    full: _pd.PendingDeleteLedgerInfo,
+) -> tuple[_pd.PendingDeleteLedgerInfo, _pd.PendingDeleteLedgerInfo]:
+    """`full` as the marker's encoder takes it: the call's shared fields and the ledger's own."""
     own = _pd.PendingDeleteLedgerInfo(
         ledger_id=full.ledger_id, ledger_type=full.ledger_type, offload_context=full.offload_context
     )
@@ -259,6 +259,14 @@ def test_encoders_sign_exactly_as_sign_does() -> None:
     shared.CopyFrom(full)
     for name in ("ledger_id", "ledger_type", "offload_context"):
         shared.ClearField(name)
+    return shared, own
+
+
+def test_encoders_sign_exactly_as_sign_does() -> None:
+    """`encode_intent` and `IntentEncoder` (shared fields encoded once) give payloads whose
+    signature is the one `IntentSigner.sign` computes for the full PDLI."""
+    full = vector_pdli()
+    shared, own = split_pdli(full)
     expected = signed(full, signer())
     by_encoder = decode_intent(IntentEncoder(shared, signer()).encode(own).payload)
     by_function = decode_intent(encode_intent(full, signer()).payload)
@@ -315,13 +323,7 @@ def test_encoders_sign_seen_at_as_sign_does(where: str) -> None:
     """With `seen_at_ms` in the shared part (the follower's change, the reconciler's call) or
     in the ledger's own part, the encoder's payload carries the signature `sign` computes."""
     full = seen_pdli()
-    own = _pd.PendingDeleteLedgerInfo(
-        ledger_id=full.ledger_id, ledger_type=full.ledger_type, offload_context=full.offload_context
-    )
-    shared = _pd.PendingDeleteLedgerInfo()
-    shared.CopyFrom(full)
-    for name in ("ledger_id", "ledger_type", "offload_context"):
-        shared.ClearField(name)
+    shared, own = split_pdli(full)
     if where == "own":
         shared.ClearField("seen_at_ms")
         own.seen_at_ms = full.seen_at_ms

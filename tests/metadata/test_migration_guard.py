@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from devstack.zk_faults import ZooKeeperFaultProxy
-from devstack.zookeeper import ZooKeeperServer
 from services.metadata import MetadataStore, Versioned, ZkMetadataStore
 from services.metadata.errors import CorruptMetadata, StoreUnavailable
 from services.metadata.migration import (
@@ -31,12 +30,6 @@ from tests.metadata.pulsar_migration import (
 
 LEDGER = "/ledgers/00/0000/L0007"
 MANAGED_LEDGER = "/managed-ledgers/t/ns/persistent/topic"
-
-
-@pytest.fixture
-async def proxy(zk: ZooKeeperServer) -> AsyncIterator[ZooKeeperFaultProxy]:
-    async with ZooKeeperFaultProxy(zk.host, zk.port) as running:
-        yield running
 
 
 @pytest.fixture

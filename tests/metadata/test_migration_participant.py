@@ -34,12 +34,6 @@ KEY = "/tombstone/probe"
 WAIT = 20.0  # bounds a hung test only
 
 
-@pytest.fixture
-async def proxy(zk: ZooKeeperServer) -> AsyncIterator[ZooKeeperFaultProxy]:
-    async with ZooKeeperFaultProxy(zk.host, zk.port) as running:
-        yield running
-
-
 @contextlib.asynccontextmanager
 async def guard_on(
     address: str, *, chroot: str | None = None, session_timeout: float = 5.0

@@ -32,12 +32,6 @@ async def existing(store: ZkMetadataStore, paths: list[str]) -> list[str]:
 
 
 @pytest.fixture
-async def proxy(zk: ZooKeeperServer) -> AsyncIterator[ZooKeeperFaultProxy]:
-    async with ZooKeeperFaultProxy(zk.host, zk.port) as running:
-        yield running
-
-
-@pytest.fixture
 async def proxied(proxy: ZooKeeperFaultProxy) -> AsyncIterator[ZkMetadataStore]:
     """A store whose session goes through `proxy`."""
     async with ZkMetadataStore.connect(
