@@ -177,15 +177,12 @@ async def test_split_stores_read_their_own_chroots(zk: ZooKeeperServer) -> None:
         {URL: f"zk:{zk.address}/pulsar", BK_URL: f"metadata-store:zk:{zk.address}/bk"}
     )
     async with contextlib.AsyncExitStack() as stack:
-        # A raw session: a guarded one would register as a migration participant at the root.
-        root = await stack.enter_async_context(ZkMetadataStore.connect(zk.address))
+        root = await stack.enter_async_context(connect_store(ZooKeeperConfig(servers=zk.address)))
         await root.create("/pulsar/managed-ledgers", make_parents=True)
         await root.create("/bk/ledgers", make_parents=True)
         pulsar, bookkeeper = await open_stores(stack, config)
         assert pulsar is not bookkeeper
-        # `pulsar`: where Pulsar's session registered as a PIP-454 participant; BookKeeper's
-        # session follows Pulsar's record and registers nowhere.
-        assert sorted(await pulsar.get_children("/")) == ["managed-ledgers", "pulsar"]
+        assert await pulsar.get_children("/") == ["managed-ledgers"]
         assert await bookkeeper.get_children("/") == ["ledgers"]
 
 
@@ -198,8 +195,7 @@ async def test_zookeeper_sessions_pause_writes_in_a_migration_window(zk: ZooKeep
         {URL: f"zk:{zk.address}/pulsar", BK_URL: f"metadata-store:zk:{zk.address}/bk"}
     )
     async with contextlib.AsyncExitStack() as stack:
-        # A raw session: a guarded one would register as a migration participant at the root.
-        root = await stack.enter_async_context(ZkMetadataStore.connect(zk.address))
+        root = await stack.enter_async_context(connect_store(ZooKeeperConfig(servers=zk.address)))
         await root.create("/bk/ledgers/00/0000/L0001", b"ledger", make_parents=True)
         await root.create("/pulsar", b"")
         coordinator = PulsarMigrationCoordinator(
@@ -228,11 +224,10 @@ async def test_the_default_session_is_pulsar_s_store(zk: ZooKeeperServer) -> Non
     """`connect_store(zk)` with only the URL set opens the URL's store, not the ZooKeeper
     settings' default servers."""
     config = ZooKeeperConfig.from_env({URL: f"zk:{zk.address}/pulsar"})
-    async with ZkMetadataStore.connect(zk.address) as root:
+    async with connect_store(ZooKeeperConfig(servers=zk.address)) as root:
         await root.create("/pulsar/managed-ledgers", make_parents=True)
     async with connect_store(config) as pulsar:
-        # `pulsar`: the session's PIP-454 participant registration.
-        assert sorted(await pulsar.get_children("/")) == ["managed-ledgers", "pulsar"]
+        assert await pulsar.get_children("/") == ["managed-ledgers"]
 
 
 def test_a_deployment_on_zookeeper_runs_without_the_oxia_client() -> None:

@@ -66,12 +66,19 @@ async def reach(guard: MigrationGuardedStore[ZkMetadataStore], phase: MigrationP
         return await guard.follower.wait_for(lambda r: r == MigrationState(phase, TARGET_URL))
 
 
+async def pulsar_registered(store: ZkMetadataStore, root: str = "") -> None:
+    """The participants' parent under `root`, as a broker of a PIP-454 release leaves it when
+    it registers (`DualMetadataStore.registerAsParticipant`, parents created): Tombstone
+    registers only under an existing one, never creating it."""
+    await store.create(f"{root}{PARTICIPANTS_PATH}", make_parents=True)
+
+
 async def test_registers_at_start_in_the_brokers_chroot(
     zk: ZooKeeperServer, store: ZkMetadataStore
 ) -> None:
     """One ephemeral sequential `id-` znode of the guard's session, under the same root as the
     migration record it follows."""
-    await store.create("/cluster-a")
+    await pulsar_registered(store, "/cluster-a")
     async with guard_on(zk.address, chroot="/cluster-a") as guard:
         assert await participants(store) == {}
         found = await participants(store, "/cluster-a")
@@ -90,7 +97,7 @@ async def test_a_read_only_session_follows_the_record_without_registering(
     writes no participant znode there: that store is not ours to write, and its cluster's
     migration must not wait on us. It still follows the record (its reads stop after
     COMPLETED)."""
-    await store.create("/neighbour")
+    await pulsar_registered(store, "/neighbour")
     zk_config = ZooKeeperConfig.from_env({"TOMBSTONE_METADATA_STORE_URL": f"zk:{zk.address}"})
     neighbour = parse_store_url(f"zk:{zk.address}/neighbour")
     async with connect_store(zk_config, neighbour, read_only=True) as session:
@@ -108,6 +115,25 @@ async def test_a_read_only_session_follows_the_record_without_registering(
         await assert_eventually(registered)
 
 
+async def test_no_participants_parent_no_registration_and_nothing_created(
+    zk: ZooKeeperServer, store: ZkMetadataStore
+) -> None:
+    """Where no Pulsar participant has registered (a Pulsar before PIP-454), the guard creates
+    nothing: on a secured ZooKeeper a parent made by Tombstone would carry Tombstone's ACL and
+    no broker could register under it. Writes go on; once a broker has made the parent, the
+    guard registers under it."""
+    async with guard_on(zk.address) as guard:
+        await asyncio.sleep(0.3)
+        assert (await store.exists("/pulsar"), guard.participant.registered) == (None, None)
+        await guard.create(KEY, b"v", make_parents=True)
+        await pulsar_registered(store)
+
+        async def registered() -> None:
+            assert list((await participants(store)).values()) == [guard.session_id]
+
+        await assert_eventually(registered)
+
+
 async def test_coordinator_waits_for_the_write_in_flight_and_none_lands_after(
     zk: ZooKeeperServer, store: ZkMetadataStore
 ) -> None:
@@ -118,6 +144,7 @@ async def test_coordinator_waits_for_the_write_in_flight_and_none_lands_after(
     The write in flight is held open with `participant.writing()` and then made on the inner
     session: that is a guarded write whose request reaches ZooKeeper late (after
     PREPARATION), as one that passed the guard just before the notification arrived does."""
+    await pulsar_registered(store)
     coordinator = PulsarMigrationCoordinator(store)
     await store.create(KEY, b"v0", make_parents=True)
     async with guard_on(zk.address) as guard:
@@ -161,6 +188,7 @@ async def test_writes_racing_preparation_all_land_before_the_copy(
     PREPARATION notification among them) held up, so that one may pass the guard after
     PREPARATION was written. The coordinator waits for the guard's participant, every write
     that was made is in what the copy reads, and nothing changes after."""
+    await pulsar_registered(store)
     coordinator = PulsarMigrationCoordinator(store)
     await store.create(KEY, b"0", make_parents=True)
     async with guard_on(proxy.address) as guard:
@@ -197,6 +225,7 @@ async def test_writes_racing_preparation_all_land_before_the_copy(
 async def test_registers_again_after_its_session_expired(
     store: ZkMetadataStore, proxy: ZooKeeperFaultProxy
 ) -> None:
+    await pulsar_registered(store)
     async with guard_on(proxy.address, session_timeout=2.0) as guard:
         first = guard.session_id
         assert list((await participants(store)).values()) == [first]
@@ -216,6 +245,7 @@ async def test_never_registers_while_a_migration_runs(
 ) -> None:
     """Started in PREPARATION: no znode (the coordinator would only wait for nothing); the
     same after COPYING; once the migration FAILED it registers, for the next attempt."""
+    await pulsar_registered(store)
     coordinator = PulsarMigrationCoordinator(store)
     await coordinator.set_initial_migration_phase()
     async with guard_on(zk.address) as guard:
@@ -237,6 +267,7 @@ async def test_leaves_in_preparation_and_registers_again_after_failed(
 ) -> None:
     """With no write in flight it leaves at once; a FAILED migration brings it back (Pulsar's
     own participants do not come back until restarted)."""
+    await pulsar_registered(store)
     coordinator = PulsarMigrationCoordinator(store)
     async with guard_on(zk.address) as guard:
         await coordinator.set_initial_migration_phase()
@@ -284,7 +315,7 @@ async def test_bookkeeper_s_own_chroot_shares_pulsar_s_registration(
             "TOMBSTONE_BOOKKEEPER_METADATA_URL": f"metadata-store:zk:{zk.address}/bk",
         }
     )
-    await store.create("/pulsar")
+    await pulsar_registered(store, "/pulsar")
     await store.create("/bk/ledgers", make_parents=True)
     async with contextlib.AsyncExitStack() as stack:
         pulsar, bookkeeper = await open_stores(stack, config)

@@ -42,6 +42,15 @@ migration-window page says how to recover from: a lost unlink keeps the ledger r
 Oxia, a lost ledger delete leaves an orphan the reconciler finds), while refusing writes until
 registered would turn a refused create (an ACL on `/pulsar/migration-coordinator`, say) into
 a pause with no end. It is logged at every failed attempt and tried again.
+
+The participants' parent is never created here: it is Pulsar's. A broker or bookie of a
+release that takes part in migrations creates it when it registers; where it is absent, no
+participant of Pulsar's exists and no migration can start, so there is nothing to wait for,
+and the registration is tried again at growing intervals up to `MAX_RETRY_DELAY` (quietly:
+the normal state of a
+cluster whose Pulsar predates PIP-454). Creating it would give it Tombstone's ACL on a secured
+ZooKeeper (its znodes are writable only by Tombstone), and then no broker could register under
+it: a broker whose registration fails does not start.
 """
 
 from __future__ import annotations
@@ -73,6 +82,12 @@ DRAIN_WARNING = 60.0
 """Seconds `DualMetadataStore.handleMigrationStart` waits for its writes in flight."""
 
 MAX_RETRY_DELAY = 30.0
+
+
+class ParticipantsAbsent(MetadataError):
+    """`PARTICIPANTS_PATH` does not exist: no Pulsar participant has registered (module doc)."""
+
+
 """Seconds between attempts once they keep failing."""
 
 _REGISTER = frozenset({MigrationPhase.NOT_STARTED, MigrationPhase.FAILED})
@@ -128,6 +143,8 @@ class Participant:
         logged, never raised."""
         try:
             await self._act(self.follower.reading)
+        except ParticipantsAbsent:
+            _log.info("metadata_migration_participants_absent", path=PARTICIPANTS_PATH)
         except MetadataError as e:
             _log.warning("metadata_migration_participant_failed", problem=str(e))
 
@@ -145,6 +162,10 @@ class Participant:
             lost = self._store.connection_lost()
             try:
                 await self._act(reading)
+            except ParticipantsAbsent:
+                # The normal state before any PIP-454 Pulsar runs here: looked at again, quietly,
+                # at the same growing intervals.
+                pass
             except MetadataError as e:
                 _log.warning(
                     "metadata_migration_participant_failed", problem=str(e), retry_in_s=delay
@@ -204,9 +225,14 @@ class Participant:
                     await self._store.delete(path, version=stat.version)
             return
         self.registered = None
-        path, _stat = await self._store.create_sequential(
-            PARTICIPANT_PREFIX, b"", make_parents=True, ephemeral=True
-        )
+        try:
+            path, _stat = await self._store.create_sequential(
+                PARTICIPANT_PREFIX, b"", ephemeral=True
+            )
+        except NoNode as e:
+            raise ParticipantsAbsent(
+                PARTICIPANTS_PATH, "no Pulsar participant registered here yet"
+            ) from e
         self.registered = path
         _log.info("metadata_migration_participant_registered", path=path)
 
