@@ -178,7 +178,7 @@ def _absent_owner_anywhere() -> Callable[[], None]:
         alone.neighbours = ()
         return await original(alone, target, owner, **kwargs)
 
-    async def namespace_unknown(self: Any, target: Any) -> Any:
+    async def namespace_unknown(self: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
         return None
 
     undo_elsewhere = _patch(ClusterScope, "elsewhere", elsewhere)
