@@ -27,7 +27,7 @@ believed set says. The stamp is:
   incarnation exists only once Tombstone acted on the intent, at `not_before_ms` at the
   earliest. For an intent recorded after the unlink by a sender that did not stamp
   `seen_at_ms` (an older follower) the broker's own delete may precede it: docs/oxia.md,
-  "Known limit".
+  "The follower's lag: closed, with what is left".
 
 Validation refuses a `seen_at_ms` later than `marked_at_ms`, so the stamp used is never
 later than the one the marker's recording alone proves.
