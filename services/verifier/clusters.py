@@ -53,6 +53,11 @@ class Neighbour:
     owners: OwnerCache
 
 
+#: A batch's reads of namespace policies znodes, by path: the znode, None when absent, or the
+#: read's failure (raised again to the PDLI that uses it).
+PolicyReads = Mapping[str, Znode | Exception | None]
+
+
 def namespace_of(target: Target) -> str:
     if target.component is Component.SCHEMA:
         assert target.schema_id is not None
@@ -107,7 +112,7 @@ class ClusterScope:
         *,
         topic_here: Callable[[], Awaitable[bool]],
         ours: Callable[[], Awaitable[bool]],
-        policies: Mapping[str, Znode | Exception | None] | None = None,
+        policies: PolicyReads | None = None,
     ) -> Verdict | None:
         """SKIP FOREIGN when the ledger is, or may be, another cluster's; else None. Asked
         after our owner was read and found not referencing the ledger (never before).
@@ -162,7 +167,7 @@ class ClusterScope:
         return (await neighbour.owners.get(target.ml_path, decode_ml)).exists
 
     async def _namespace_unknown(
-        self, target: Target, policies: Mapping[str, Znode | Exception | None] | None
+        self, target: Target, policies: PolicyReads | None
     ) -> Verdict | None:
         namespace = namespace_of(target)
         if namespace in self._deleted:
@@ -202,9 +207,7 @@ class ClusterScope:
             got[path] = node
         return got
 
-    async def _policies(
-        self, path: str, policies: Mapping[str, Znode | Exception | None] | None
-    ) -> Znode | None:
+    async def _policies(self, path: str, policies: PolicyReads | None) -> Znode | None:
         """The batch's read of `path` when it made one, else a read (joined)."""
         if policies is None or path not in policies:
             return await self._read_policies(path)
@@ -241,7 +244,7 @@ class ClusterScope:
         target: Target,
         *,
         has_owner: bool,
-        policies: Mapping[str, Znode | Exception | None] | None,
+        policies: PolicyReads | None,
     ) -> Verdict | None:
         """SKIP FOREIGN unless proven ours, when another cluster may have an owner of this
         name: a declared neighbour has one (`has_owner`), or the namespace replicates to

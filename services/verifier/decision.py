@@ -37,7 +37,7 @@ from services.metadata.ledger_metadata import (
     decode_ledger_summary,
 )
 from services.metadata.paths import LedgerLocations, parse_layout
-from services.verifier.clusters import ClusterScope
+from services.verifier.clusters import ClusterScope, PolicyReads
 from services.verifier.incarnation import other_incarnation
 from services.verifier.matching import has_pulsar_metadata, metadata_differences
 from services.verifier.model import (
@@ -121,7 +121,7 @@ class _Prefetched:
     """Each BookKeeper-tier ledger id's paths under `locations`."""
     nodes: Mapping[str, Znode | Exception | None]
     """Each of those paths, and `LAYOUT`'s, as read."""
-    policies: Mapping[str, Znode | Exception | None] | None = None
+    policies: PolicyReads | None = None
     """The namespace policies of the batch's targets (`ClusterScope.read_policies`)."""
 
 
