@@ -43,6 +43,7 @@ import aiozk
 
 from benchmarks._deleter_adaptive import report as report_adaptive
 from benchmarks._deleter_adaptive import sweep
+from benchmarks._deleter_budget import budget_line
 from benchmarks._deleter_offload import offload_rounds, report_offload
 from benchmarks._deleter_oxia import oxia_rounds
 from benchmarks._deleter_oxia import report as report_oxia
@@ -256,6 +257,9 @@ async def main(args: argparse.Namespace) -> None:
     for (run_of, process), seconds in parts.cpu.items():
         per = f" ({seconds / args.ledgers * 1e6:.0f} µs a ledger)" if run_of == "bookkeeper" else ""
         print(f"CPU of the {process} during the {run_of} run: {seconds:.2f} s{per}")
+    spent = sum(s for (run_of, _), s in parts.cpu.items() if run_of == "bookkeeper")
+    # Last: it times the audit line by reconfiguring this process's logging.
+    print(budget_line(bk.multi, spent / args.ledgers * 1e6))
 
 
 def report(args: argparse.Namespace, bk: BookKeeperFigures, mem: tuple[float, float]) -> None:
