@@ -65,8 +65,9 @@ SPARK_CONF_DIR = Path(__file__).resolve().parent / "spark_conf"
 @pytest.fixture(autouse=True, scope="session")
 def _quick_child_spark() -> Iterator[None]:
     """Every child process started from the tests inherits SPARK_CONF_DIR: its Spark reads
-    tests/spark_conf/spark-defaults.conf (never the machine's). Settings the reconciler gives
-    Spark itself still win over the file, so each run computes what it would anywhere."""
+    tests/spark_conf/spark-defaults.conf (never the machine's). The file's keys win over the
+    reconciler's built-in local defaults, as an operator's would (services/scan/spark.py);
+    none of them changes what a run computes, only how many tasks and jobs it takes."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPARK_CONF_DIR", str(SPARK_CONF_DIR))
         yield

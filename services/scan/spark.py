@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,46 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
 }
+
+
+def defaults_file() -> Path:
+    """The spark-defaults.conf `spark-submit` reads: in SPARK_CONF_DIR, else in
+    SPARK_HOME/conf, SPARK_HOME being the pip-installed `pyspark` package when unset (as
+    PySpark's own launcher finds it)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if conf_dir:
+        return Path(conf_dir) / "spark-defaults.conf"
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        import pyspark
+
+        home = str(Path(pyspark.__file__).parent)
+    return Path(home) / "conf" / "spark-defaults.conf"
+
+
+def defaults_file_keys(path: Path) -> set[str]:
+    """The keys `path` sets, read as Spark reads it (a Java properties file: a key ends at
+    the first whitespace, `=` or `:`; lines starting with `#` or `!` are comments). An
+    absent file sets nothing."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return set()
+    keys = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        keys.add(re.split(r"[\s=:]", line, maxsplit=1)[0])
+    return keys
+
+
+def _local_defaults() -> dict[str, str]:
+    """LOCAL_DEFAULTS without the keys the operator's spark-defaults.conf sets. Settings
+    given to Spark explicitly win over that file, so leaving a key out is what lets the
+    file's value apply."""
+    operator = defaults_file_keys(defaults_file())
+    return {key: value for key, value in LOCAL_DEFAULTS.items() if key not in operator}
 
 
 @contextlib.contextmanager
@@ -93,7 +134,9 @@ def build_session(
     overrides: dict[str, str] | None = None,
     jvm_log: Path | None = None,
 ) -> SparkSession:
-    """A session for `master`; local masters get LOCAL_DEFAULTS.
+    """A session for `master`; local masters get LOCAL_DEFAULTS, except for the keys the
+    operator's spark-defaults.conf sets (`defaults_file`): the operator's file wins over the
+    reconciler's built-in choices, as it does for any Spark application.
 
     `master=None` takes the master and settings `spark-submit` was given (a cluster run);
     only `overrides` are applied then. With `jvm_log`, a JVM this call starts writes its
@@ -102,7 +145,7 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    settings = dict(LOCAL_DEFAULTS) if master and master.startswith("local") else {}
+    settings = _local_defaults() if master and master.startswith("local") else {}
     if settings:
         # Python workers (the extract's tasks) run this interpreter, with the project's
         # dependencies, rather than whatever `python3` is first on the PATH.

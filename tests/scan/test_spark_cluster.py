@@ -99,6 +99,11 @@ def _submit(
         "spark.eventLog.dir": events.as_uri(),
         "spark.eventLog.compress": "false",
         "spark.sql.shuffle.partitions": "2",
+        # A few dozen rows: adaptive execution's re-planning after every shuffle (each query
+        # stage a job of its own, scheduled on the executors) and compiling generated code
+        # cost more than they save, as for the suite's local sessions (tests/spark_conf/).
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.codegen.wholeStage": "false",
         "spark.sql.session.timeZone": "UTC",
     }
     command = [
