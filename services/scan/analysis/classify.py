@@ -210,10 +210,13 @@ def _ledger_role() -> Column:
 
 def _owner_ml() -> Column:
     component = F.col("component")
-    return (
-        F.when(component == "managed-ledger", F.col("managed_ledger"))
-        .when(component == "compacted-ledger", ml_name_of_topic(F.col("compacted_topic")))
-        .when(component == "delayed-index-bucket", ml_name_of_topic(F.col("delayed_index_topic")))
+    # One topic-name conversion, of whichever topic the component names: written out per
+    # component, the conversion's code appeared twice in the stage that reads the ledgers.
+    topic = F.when(component == "compacted-ledger", F.col("compacted_topic")).when(
+        component == "delayed-index-bucket", F.col("delayed_index_topic")
+    )
+    return F.when(component == "managed-ledger", F.col("managed_ledger")).otherwise(
+        ml_name_of_topic(topic)
     )
 
 
@@ -281,27 +284,40 @@ def classify_ledgers(
     of the ML that lists it, since the flag may have been set just before the scan.
     """
     created = F.greatest("ctime_ms", "znode_ctime_ms")
+    owned = bk_ledgers.select("*", _owner_ml().alias("owner_ml"))
+    owner_key = F.when(F.col("role") == "schema", F.concat(F.lit("S:"), "schema_id")).otherwise(
+        F.concat(F.lit("M:"), "owner_ml")
+    )
     ledgers = (
-        bk_ledgers.withColumn("owner_ml", _owner_ml())
-        .withColumn("role", _ledger_role())
-        .withColumn(
-            "owner_key",
-            F.when(F.col("role") == "schema", F.concat(F.lit("S:"), "schema_id")).otherwise(
-                F.concat(F.lit("M:"), "owner_ml")
-            ),
-        )
+        owned.select("*", _ledger_role().alias("role"))
+        .select("*", owner_key.alias("owner_key"))
         .join(references, "ledger_id", "left")
         .join(owners.withColumn("owner_exists", F.lit(True)), "owner_key", "left")
-        .withColumn("owner_exists", F.coalesce("owner_exists", F.lit(False)))
-        .withColumn("compaction_unknown", F.coalesce("compaction_unknown", F.lit(False)))
-        .withColumn("created_ms", F.greatest(created, "bk_deleted_mtime_ms"))
-        .withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
     )
+    ledgers = ledgers.select(
+        *[c for c in ledgers.columns if c not in ("owner_exists", "compaction_unknown")],
+        F.coalesce("owner_exists", F.lit(False)).alias("owner_exists"),
+        F.coalesce("compaction_unknown", F.lit(False)).alias("compaction_unknown"),
+        F.greatest(created, "bk_deleted_mtime_ms").alias("created_ms"),
+    ).withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
     owner_namespace = F.when(F.col("role") == "schema", namespace_of_schema_id(F.col("schema_id")))
     owner_namespace = owner_namespace.when(
         F.col("role").isNotNull(), namespace_of_ml(F.col("owner_ml"))
     )
     ledgers = _sharing_columns(ledgers, F.col("owner_key"), owner_namespace, sharing)
+    return _decide(ledgers, min_age_ms=min_age_ms, sharing=sharing)
+
+
+def _decide(ledgers: DataFrame, *, min_age_ms: int, sharing: S.SharingFrames | None) -> DataFrame:
+    """The kind of each joined ledger, in steps the optimizer keeps apart.
+
+    `status` and `kind` are large CASE expressions that several columns read. Written as
+    one expression each and read by name from the next step, every step refers to its
+    predecessor's column more than once, which is what stops `CollapseProject` from merging
+    the steps (it inlines only an expression read once or a cheap one): each CASE is
+    evaluated once per row. Inlined into each reader, the classification stage's generated
+    per-row method grew past the 8,000 bytes HotSpot compiles, and every row ran in the
+    bytecode interpreter (`tests/scan/test_classify_plan.py` keeps it so)."""
     young = F.col("age_ms").isNull() | (F.col("age_ms") < min_age_ms)
     # The OPEN rule: state matters only inside the age window, where an OPEN ledger of an
     # existing owner may be a rollover or cursor switch whose reference is not written yet
@@ -309,53 +325,53 @@ def classify_ledgers(
     opening = young & F.col("state").isin(*OPEN_STATES) & F.col("owner_exists")
     foreign = _foreign(F.col("owner_exists"), sharing)
     status = F.coalesce(_status_kind(), foreign, F.when(opening, "in_use_open"))
-    orphan = F.when(status.isNull(), _orphan_reason())
-    kind = F.coalesce(
-        status,
-        # Listed by one of our lists (ids are unique on one ledgers root): ours, whatever
-        # other cluster has the topic.
-        F.when(S.replicated_undeclared() & F.col("ref_bits").isNull(), S.REPLICATED_UNDECLARED),
-        F.when(young, "too_young").otherwise(orphan),
-    )
     pdli = F.lit(None).cast("string")
     for role, component in PDLI_COMPONENTS.items():
         pdli = F.when(F.col("role") == role, component).otherwise(pdli)
-    return (
-        ledgers.withColumn("orphan_reason", orphan)
-        .withColumn("kind", kind)
-        .withColumn("pdli_component", pdli)
-        .select(
-            "ledger_id",
-            "kind",
-            "orphan_reason",
-            (F.col("kind").isin(*DELETABLE_KINDS) & F.col("pdli_component").isNotNull()).alias(
-                "deletable"
+    judged = ledgers.select("*", status.alias("status"))
+    explained = judged.select(
+        "*",
+        F.when(F.col("status").isNull(), _orphan_reason()).alias("orphan_reason"),
+        pdli.alias("pdli_component"),
+    )
+    kind = F.coalesce(
+        F.col("status"),
+        # Listed by one of our lists (ids are unique on one ledgers root): ours, whatever
+        # other cluster has the topic.
+        F.when(S.replicated_undeclared() & F.col("ref_bits").isNull(), S.REPLICATED_UNDECLARED),
+        F.when(young, "too_young").otherwise(F.col("orphan_reason")),
+    )
+    return explained.select("*", kind.alias("kind")).select(
+        "ledger_id",
+        "kind",
+        "orphan_reason",
+        (F.col("kind").isin(*DELETABLE_KINDS) & F.col("pdli_component").isNotNull()).alias(
+            "deletable"
+        ),
+        "role",
+        "component",
+        "pdli_component",
+        "state",
+        F.col("owner_ml").alias("ml_name"),
+        owner_cursor().alias("cursor_name"),
+        "schema_id",
+        # Only findings that are not referenced are grouped by namespace; splitting the
+        # names of millions of referenced ledgers would be wasted work.
+        F.when(
+            F.col("kind") != "referenced",
+            F.coalesce(
+                F.when(F.col("role") == "schema", namespace_of_schema(F.col("schema_id"))),
+                namespace_of_ml(F.col("owner_ml")),
+                F.lit(UNKNOWN_NAMESPACE),
             ),
-            "role",
-            "component",
-            "pdli_component",
-            "state",
-            F.col("owner_ml").alias("ml_name"),
-            owner_cursor().alias("cursor_name"),
-            "schema_id",
-            # Only findings that are not referenced are grouped by namespace; splitting the
-            # names of millions of referenced ledgers would be wasted work.
-            F.when(
-                F.col("kind") != "referenced",
-                F.coalesce(
-                    F.when(F.col("role") == "schema", namespace_of_schema(F.col("schema_id"))),
-                    namespace_of_ml(F.col("owner_ml")),
-                    F.lit(UNKNOWN_NAMESPACE),
-                ),
-            ).alias("namespace"),
-            F.coalesce("length", F.lit(0)).alias("size_bytes"),
-            "created_ms",
-            "age_ms",
-            "owner_exists",
-            ref_names(F.col("ref_bits")).alias("refs"),
-            "znode_version",
-            *SHARING_COLUMNS,
-        )
+        ).alias("namespace"),
+        F.coalesce("length", F.lit(0)).alias("size_bytes"),
+        "created_ms",
+        "age_ms",
+        "owner_exists",
+        ref_names(F.col("ref_bits")).alias("refs"),
+        "znode_version",
+        *SHARING_COLUMNS,
     )
 
 
