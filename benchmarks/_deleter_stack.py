@@ -260,6 +260,10 @@ async def rate_until(port: int, target: int, timeout: float) -> float:
         if first is None and acked > 0:
             first = (now, acked)
         if acked >= target and first is not None:
+            if acked == first[1]:
+                # Every ack came before the first look (a smoke-sized run): no interval to
+                # divide by, so no rate; the caller still checks the work was done.
+                return float("nan")
             return (acked - first[1]) / max(now - first[0], 1e-9)
         await asyncio.sleep(_next_look(first, now, acked, target))
     acked = await asyncio.to_thread(metric, port, name)
