@@ -2,7 +2,9 @@
 
 Names come from ledger custom metadata and object metadata, so any string may reach these
 expressions: they must give the namespace rule's answer (first two segments, or three when
-the fourth, not the third, is the domain) and never fail the job.
+the fourth, not the third, is the domain) and never fail the job. The well-formed names are
+the two forms of Pulsar's `TopicName.getPersistenceNamingEncoding` (V2
+`tenant/ns/persistent/topic`, V1 `tenant/cluster/ns/persistent/topic`).
 """
 
 from __future__ import annotations
