@@ -26,8 +26,11 @@ from services.scan.preflight.problems import Problem
 CONNECT_TIMEOUT_S = 1.5
 """TCP connect to the endpoint (and botocore's read timeout)."""
 CHECK_TIMEOUT_S = 3.5
-"""One bucket's whole check: credential lookup (the AWS chain may ask the instance metadata
-service) and HeadBucket."""
+"""One bucket's HeadBucket, once its client is built."""
+SETUP_TIMEOUT_S = 30.0
+"""Building the client: the credential chain (which may ask the instance metadata service,
+botocore giving each try a second) and loading botocore's service model, local CPU work that
+a busy machine can stretch past CHECK_TIMEOUT_S with nothing wrong at the endpoint."""
 
 _MISSING = {"404", "NoSuchBucket", "NotFound"}
 _DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden"}
@@ -54,8 +57,9 @@ def _endpoint(settings: S3Settings) -> str:
 async def _check(settings: S3Settings, bucket: str) -> Problem | None:
     endpoint = _endpoint(settings)
     try:
-        async with asyncio.timeout(CHECK_TIMEOUT_S), open_lister(settings) as lister:
-            await lister.head_bucket(bucket)
+        async with asyncio.timeout(SETUP_TIMEOUT_S), open_lister(settings) as lister:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                await lister.head_bucket(bucket)
     except ClientError as e:
         return _client_problem(settings, bucket, e)
     except (NoCredentialsError, PartialCredentialsError):
