@@ -21,3 +21,28 @@ def cpu_seconds(pid: int | None) -> float:
     # and 13th (the name itself may hold spaces and parentheses).
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def thread_cpu_seconds(pid: int | None) -> dict[str, float]:
+    """User + system CPU seconds of each thread of `pid` so far, summed by thread name (the
+    kernel's `comm`, at most 15 characters; the process's first thread is "main", whatever
+    its name); empty when the process is unknown or gone. A thread that ended between two reads
+    drops out of the later one, so compare threads that live as long as the process."""
+    if pid is None:
+        return {}
+    by_name: dict[str, float] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return {}
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue  # the thread ended
+        # comm sits between the first "(" and the last ")"; it may hold either.
+        name = "main" if task.name == str(pid) else stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        by_name[name] = by_name.get(name, 0.0) + seconds
+    return by_name

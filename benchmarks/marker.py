@@ -18,6 +18,12 @@ Prints, from one run on one machine:
   than the rates;
 - with `--encode`, only the CPU per PDLI of encoding (and signing) one call's PDLIs in
   process, and of each part of signing (`benchmarks/_marker_encode.py`);
+- the same CPU split by thread (`/proc/<pid>/task`, by thread name; the process's first
+  thread, which runs the event loop, is "main"), medians over the rounds;
+- with `--gc`, the marker runs under `benchmarks._marker_probe`, which counts its garbage
+  collections per generation and their CPU (per PDLI in each round); `--gc-freeze` freezes
+  every object alive once the marker is warm, `--gc-threshold N` sets generation 0's
+  threshold (what the collector costs, measured, not settings of the service);
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import statistics
@@ -33,17 +40,18 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
 from benchmarks._marker_encode import bench_request, run_encode, signed_messages
-from benchmarks._proc import cpu_seconds
-from benchmarks._truth import parse, require, require_count
+from benchmarks._proc import cpu_seconds, thread_cpu_seconds
+from benchmarks._truth import UndoneWork, parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.services import ServiceProcess
@@ -248,10 +256,19 @@ async def start_marker(
     profile: Path | None = None,
     *,
     sign: bool = False,
+    probe: Path | None = None,
+    gc_threshold: int = 0,
 ) -> ServiceProcess:
     """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
-    would block it). With `sign`, it signs every PDLI with a key made for the run."""
+    would block it). With `sign`, it signs every PDLI with a key made for the run; with
+    `probe`, it runs under `benchmarks._marker_probe`, which writes its collector's figures
+    there on SIGUSR1."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    probing = {}
+    if probe is not None:
+        probing = {"BENCH_MARKER_PROBE_FILE": str(probe)}
+        if gc_threshold:
+            probing["BENCH_MARKER_GC_THRESHOLD"] = str(gc_threshold)
     if profile is not None and sign:
         # The unsigned marker's profile keeps the name given; the signing one's sits beside it.
         profile = profile.with_name(f"{profile.stem}-signed{profile.suffix}")
@@ -261,6 +278,7 @@ async def start_marker(
         signing = {"TOMBSTONE_MARKER_SIGNING_KEYS": f"bench={private}"}
     env = {
         **signing,
+        **probing,
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -270,7 +288,7 @@ async def start_marker(
         "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
     }
     marker = ServiceProcess(
-        "services.marker",
+        "services.marker" if probe is None else "benchmarks._marker_probe",
         workdir / "marker.log",
         env=env,
         prefix=py_spy(profile) if profile is not None else (),
@@ -281,6 +299,43 @@ async def start_marker(
     )
     await marker.start()
     return marker
+
+
+def read_probe(probe: Path) -> dict[str, Any]:
+    """The probe's last figures; an empty sequence 0 before its first write."""
+    return json.loads(probe.read_text()) if probe.exists() else {"sequence": 0}
+
+
+async def gc_figures(pid: int, probe: Path) -> dict[str, list[float]]:
+    """The marker's collector figures so far (`benchmarks._marker_probe`): collections and
+    CPU seconds per generation."""
+    last = read_probe(probe)["sequence"]
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        figures = read_probe(probe)
+        if figures["sequence"] > last:
+            return {
+                "collections": [g["collections"] for g in figures["stats"]],
+                "seconds": figures["seconds"],
+            }
+        await asyncio.sleep(0.01)
+    raise UndoneWork(f"the marker wrote no collector figures to {probe} within 30 s")
+
+
+def gc_delta(
+    before: dict[str, list[float]], after: dict[str, list[float]], pdlis: int
+) -> dict[str, list[float]]:
+    collections = [a - b for a, b in zip(after["collections"], before["collections"], strict=True)]
+    seconds = [a - b for a, b in zip(after["seconds"], before["seconds"], strict=True)]
+    return {"collections": collections, "us": [x / pdlis * 1e6 for x in seconds]}
+
+
+def threads_delta(
+    before: dict[str, float], after: dict[str, float], pdlis: int
+) -> dict[str, float]:
+    """CPU µs per PDLI of each thread name between two reads (threads alive at both)."""
+    return {name: (after[name] - before[name]) / pdlis * 1e6 for name in after if name in before}
 
 
 def ms(seconds: float) -> str:
@@ -316,6 +371,10 @@ class Round:
     marker_cpu_us: float = 0.0
     """CPU µs per PDLI of the marker process (every thread) in this round; 0 when py-spy
     records it (the process is then py-spy's child)."""
+    threads_us: dict[str, float] = field(default_factory=dict)
+    """The same split by thread name ("main": the event loop's thread)."""
+    gc: dict[str, list[float]] = field(default_factory=dict)
+    """With `--gc`: "collections" per generation in the round, and "us" their CPU µs per PDLI."""
 
     @property
     def ratio(self) -> float:
@@ -359,7 +418,12 @@ async def marker_figures(
     await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
-    marker = await start_marker(zookeeper, broker, args.profile, sign=sign)
+    probe = None
+    if args.gc:
+        probe = Path(tempfile.mkdtemp(prefix="bench-marker-gc-")) / "gc.json"
+    marker = await start_marker(
+        zookeeper, broker, args.profile, sign=sign, probe=probe, gc_threshold=args.gc_threshold
+    )
     try:
         async with aio.insecure_channel(marker.address) as channel:
             stub = _mk_grpc.MarkerStub(channel)
@@ -370,6 +434,8 @@ async def marker_figures(
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
             pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
+            if args.gc_freeze and pid:
+                os.kill(pid, signal.SIGUSR2)  # warm now: freeze what is alive
             for indexes in rounds:
                 raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
@@ -377,9 +443,15 @@ async def marker_figures(
                 same = 0.0
                 if sign:
                     same = await asyncio.to_thread(raw_rate, url, raw_topic, n, signed=True)
+                gc_before = await gc_figures(pid, probe) if pid and probe else {}
+                threads_before = thread_cpu_seconds(pid)
                 before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
                 marker_cpu = cpu_seconds(pid) - before if pid else 0.0
+                threads = threads_delta(threads_before, thread_cpu_seconds(pid), n)
+                gc = {}
+                if pid and probe:
+                    gc = gc_delta(gc_before, await gc_figures(pid, probe), n)
                 results.append(
                     Round(
                         raw,
@@ -387,6 +459,8 @@ async def marker_figures(
                         raw_cpu_us=raw_cpu / n * 1e6,
                         marker_cpu_us=marker_cpu / n * 1e6,
                         raw_same_bytes=same,
+                        threads_us=threads,
+                        gc=gc,
                     )
                 )
                 loaded += latencies
@@ -421,6 +495,7 @@ async def run(args: argparse.Namespace) -> None:
         ratios = {
             name: statistics.median(r.ratio for r in run.rounds) for name, run in runs.items()
         }
+        report_thread_difference(runs["unsigned"].rounds, runs["signed"].rounds)
         same = statistics.median(r.ratio_same_bytes for r in runs["signed"].rounds)
         print(
             f"median ratio to raw: unsigned {ratios['unsigned']:.0%}, signed {ratios['signed']:.0%}"
@@ -435,6 +510,26 @@ def report_clients(c: dict[str, float]) -> None:
     print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
 
 
+def thread_medians(rounds: list[Round]) -> dict[str, float]:
+    """Per thread name, the median over the rounds of its CPU µs per PDLI, largest first
+    (threads that used no CPU in any round left out)."""
+    names = {name for r in rounds for name in r.threads_us}
+    medians = {n: statistics.median(r.threads_us.get(n, 0.0) for r in rounds) for n in names}
+    return dict(sorted(((n, m) for n, m in medians.items() if m > 0), key=lambda x: -x[1]))
+
+
+def report_thread_difference(unsigned: list[Round], signed: list[Round]) -> None:
+    """What a signed PDLI costs each thread of the marker more than an unsigned one."""
+    a, b = thread_medians(unsigned), thread_medians(signed)
+    print("CPU µs/PDLI by thread, unsigned → signed (medians of the rounds):")
+    for name in sorted(set(a) | set(b), key=lambda n: -(b.get(n, 0.0) - a.get(n, 0.0))):
+        before, after = a.get(name, 0.0), b.get(name, 0.0)
+        print(f"  {name:16} {before:6.1f} → {after:6.1f}  ({after - before:+.1f})")
+    total_a = statistics.median(r.marker_cpu_us for r in unsigned)
+    total_b = statistics.median(r.marker_cpu_us for r in signed)
+    print(f"  {'every thread':16} {total_a:6.1f} → {total_b:6.1f}  ({total_b - total_a:+.1f})")
+
+
 def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
     for i, r in enumerate(marker.rounds, 1):
         print(
@@ -447,6 +542,17 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
                 if r.raw_same_bytes
                 else ""
             )
+        )
+        if r.gc:
+            print(
+                f"  collections (gen 0/1/2) {'/'.join(f'{c:.0f}' for c in r.gc['collections'])}, "
+                f"their CPU {'/'.join(f'{u:.2f}' for u in r.gc['us'])} µs/PDLI"
+            )
+    split = thread_medians(marker.rounds)
+    if split:
+        print(
+            "CPU µs/PDLI by thread (median of the rounds): "
+            + ", ".join(f"{name} {us:.1f}" for name, us in split.items())
         )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
@@ -484,6 +590,17 @@ def main() -> None:
     parser.add_argument("--big-ledgers", type=int, default=1000, help="ledgers per big call")
     parser.add_argument(
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
+    )
+    parser.add_argument(
+        "--gc",
+        action="store_true",
+        help="count the marker's garbage collections and their CPU (benchmarks._marker_probe)",
+    )
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="with --gc: gc.freeze() once the marker is warm"
+    )
+    parser.add_argument(
+        "--gc-threshold", type=int, default=0, help="with --gc: generation 0's threshold"
     )
     parser.add_argument(
         "--encode",
