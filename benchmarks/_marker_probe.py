@@ -1,9 +1,10 @@
 """`python -m benchmarks._marker_probe`: the marker (`python -m services.marker`) with its
-garbage collector's work counted, for `benchmarks.marker --gc`.
+garbage collector's work counted, for `benchmarks.marker --probe`.
 
 On SIGUSR1 the process writes, to the file `BENCH_MARKER_PROBE_FILE` names, how many
 collections of each generation ran so far, the objects they found unreachable, and the CPU
-seconds they took (thread time between the collector's start and stop callbacks), with a
+seconds they took (thread time between the collector's start and stop callbacks), the names
+of Python's threads by OS thread id (Python 3.11 does not give them to the kernel), with a
 sequence number the reader waits for. On SIGUSR2 it moves every object alive into the
 permanent generation (`gc.freeze()`: the benchmark sends it once the marker is warm), and
 `BENCH_MARKER_GC_THRESHOLD=N` sets generation 0's threshold: both only to measure what the
@@ -16,6 +17,7 @@ import gc
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -44,6 +46,8 @@ def _write(signum: int, frame: FrameType | None) -> None:
         "seconds": _seconds,
         "threshold": gc.get_threshold(),
         "frozen": gc.get_freeze_count(),
+        # Python's threads by OS thread id: the others are the libraries' own (C++) threads.
+        "threads": {t.native_id: t.name for t in threading.enumerate()},
     }
     target = Path(os.environ["BENCH_MARKER_PROBE_FILE"])
     partial = target.with_suffix(".partial")

@@ -23,14 +23,14 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
-def thread_cpu_seconds(pid: int | None) -> dict[str, float]:
-    """User + system CPU seconds of each thread of `pid` so far, summed by thread name (the
-    kernel's `comm`, at most 15 characters; the process's first thread is "main", whatever
-    its name); empty when the process is unknown or gone. A thread that ended between two reads
-    drops out of the later one, so compare threads that live as long as the process."""
+def thread_cpu_seconds(pid: int | None) -> dict[int, tuple[str, float]]:
+    """Per thread id of `pid`: its name (the kernel's `comm`, at most 15 characters; threads
+    a library starts without naming them keep the process's) and the user + system CPU
+    seconds it used so far; empty when the process is unknown or gone. A thread that ended
+    between two reads drops out of the later one."""
     if pid is None:
         return {}
-    by_name: dict[str, float] = {}
+    threads: dict[int, tuple[str, float]] = {}
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except FileNotFoundError:
@@ -41,8 +41,7 @@ def thread_cpu_seconds(pid: int | None) -> dict[str, float]:
         except FileNotFoundError:
             continue  # the thread ended
         # comm sits between the first "(" and the last ")"; it may hold either.
-        name = "main" if task.name == str(pid) else stat[stat.index("(") + 1 : stat.rindex(")")]
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        seconds = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-        by_name[name] = by_name.get(name, 0.0) + seconds
-    return by_name
+        threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS)
+    return threads

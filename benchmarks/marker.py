@@ -18,11 +18,12 @@ Prints, from one run on one machine:
   than the rates;
 - with `--encode`, only the CPU per PDLI of encoding (and signing) one call's PDLIs in
   process, and of each part of signing (`benchmarks/_marker_encode.py`);
-- the same CPU split by thread (`/proc/<pid>/task`, by thread name; the process's first
-  thread, which runs the event loop, is "main"), medians over the rounds;
-- with `--gc`, the marker runs under `benchmarks._marker_probe`, which counts its garbage
-  collections per generation and their CPU (per PDLI in each round); `--gc-freeze` freezes
-  every object alive once the marker is warm, `--gc-threshold N` sets generation 0's
+- the same CPU split by thread (`/proc/<pid>/task`; "main" is the thread that runs the event
+  loop), medians over the rounds;
+- with `--probe`, the marker runs under `benchmarks._marker_probe`, which names Python's own
+  threads apart from the client libraries' unnamed C++ threads ("native") and counts its
+  garbage collections per generation and their CPU (per PDLI in each round); `--gc-freeze`
+  freezes every object alive once the marker is warm, `--gc-threshold N` sets generation 0's
   threshold (what the collector costs, measured, not settings of the service);
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import statistics
 import sys
@@ -306,9 +308,9 @@ def read_probe(probe: Path) -> dict[str, Any]:
     return json.loads(probe.read_text()) if probe.exists() else {"sequence": 0}
 
 
-async def gc_figures(pid: int, probe: Path) -> dict[str, list[float]]:
-    """The marker's collector figures so far (`benchmarks._marker_probe`): collections and
-    CPU seconds per generation."""
+async def probe_figures(pid: int, probe: Path) -> dict[str, Any]:
+    """The marker's figures so far (`benchmarks._marker_probe`): collections and their CPU
+    seconds per generation, and the names of Python's threads by OS thread id."""
     last = read_probe(probe)["sequence"]
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 30
@@ -318,24 +320,50 @@ async def gc_figures(pid: int, probe: Path) -> dict[str, list[float]]:
             return {
                 "collections": [g["collections"] for g in figures["stats"]],
                 "seconds": figures["seconds"],
+                "threads": {int(tid): name for tid, name in figures["threads"].items()},
             }
         await asyncio.sleep(0.01)
-    raise UndoneWork(f"the marker wrote no collector figures to {probe} within 30 s")
+    raise UndoneWork(f"the marker wrote no figures to {probe} within 30 s")
 
 
-def gc_delta(
-    before: dict[str, list[float]], after: dict[str, list[float]], pdlis: int
-) -> dict[str, list[float]]:
+def gc_delta(before: dict[str, Any], after: dict[str, Any], pdlis: int) -> dict[str, list[float]]:
     collections = [a - b for a, b in zip(after["collections"], before["collections"], strict=True)]
     seconds = [a - b for a, b in zip(after["seconds"], before["seconds"], strict=True)]
     return {"collections": collections, "us": [x / pdlis * 1e6 for x in seconds]}
 
 
+def thread_label(tid: int, comm: str, pid: int, process_comm: str, python: dict[int, str]) -> str:
+    """What a thread is: the event loop's ("main"), one of Python's by its name with its
+    number dropped (the lanes' flush threads, executors), a library's named thread, or
+    "native": the unnamed C++ threads of the clients (the Pulsar client's I/O, listener and
+    timer threads)."""
+    if tid == pid:
+        return "main"
+    if tid in python:
+        name = python[tid]
+        return (
+            "systopic-flush" if name.startswith("systopic-flush") else re.sub(r"[-_\d]+$", "", name)
+        )
+    if comm != process_comm or not python:
+        return comm
+    return "native"
+
+
 def threads_delta(
-    before: dict[str, float], after: dict[str, float], pdlis: int
+    before: dict[int, tuple[str, float]],
+    after: dict[int, tuple[str, float]],
+    pid: int,
+    pdlis: int,
+    python: dict[int, str],
 ) -> dict[str, float]:
-    """CPU µs per PDLI of each thread name between two reads (threads alive at both)."""
-    return {name: (after[name] - before[name]) / pdlis * 1e6 for name in after if name in before}
+    """CPU µs per PDLI of each kind of thread between two reads (threads alive at both)."""
+    process_comm = after[pid][0] if pid in after else ""
+    split: dict[str, float] = {}
+    for tid, (comm, seconds) in after.items():
+        if tid in before:
+            label = thread_label(tid, comm, pid, process_comm, python)
+            split[label] = split.get(label, 0.0) + (seconds - before[tid][1]) / pdlis * 1e6
+    return split
 
 
 def ms(seconds: float) -> str:
@@ -374,7 +402,7 @@ class Round:
     threads_us: dict[str, float] = field(default_factory=dict)
     """The same split by thread name ("main": the event loop's thread)."""
     gc: dict[str, list[float]] = field(default_factory=dict)
-    """With `--gc`: "collections" per generation in the round, and "us" their CPU µs per PDLI."""
+    """With `--probe`: "collections" per generation in the round, and "us" their CPU µs per PDLI."""
 
     @property
     def ratio(self) -> float:
@@ -419,7 +447,7 @@ async def marker_figures(
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
     probe = None
-    if args.gc:
+    if args.probe:
         probe = Path(tempfile.mkdtemp(prefix="bench-marker-gc-")) / "gc.json"
     marker = await start_marker(
         zookeeper, broker, args.profile, sign=sign, probe=probe, gc_threshold=args.gc_threshold
@@ -434,7 +462,7 @@ async def marker_figures(
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
             pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
-            if args.gc_freeze and pid:
+            if args.gc_freeze and pid and probe:
                 os.kill(pid, signal.SIGUSR2)  # warm now: freeze what is alive
             for indexes in rounds:
                 raw_cpu = cpu_seconds(os.getpid())
@@ -443,15 +471,19 @@ async def marker_figures(
                 same = 0.0
                 if sign:
                     same = await asyncio.to_thread(raw_rate, url, raw_topic, n, signed=True)
-                gc_before = await gc_figures(pid, probe) if pid and probe else {}
+                probed = await probe_figures(pid, probe) if pid and probe else {}
                 threads_before = thread_cpu_seconds(pid)
                 before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
                 marker_cpu = cpu_seconds(pid) - before if pid else 0.0
-                threads = threads_delta(threads_before, thread_cpu_seconds(pid), n)
-                gc = {}
+                threads_after = thread_cpu_seconds(pid)
+                gc, python = {}, {}
                 if pid and probe:
-                    gc = gc_delta(gc_before, await gc_figures(pid, probe), n)
+                    after = await probe_figures(pid, probe)
+                    gc, python = gc_delta(probed, after, n), after["threads"]
+                threads = {}
+                if pid:
+                    threads = threads_delta(threads_before, threads_after, pid, n, python)
                 results.append(
                     Round(
                         raw,
@@ -592,15 +624,16 @@ def main() -> None:
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
     )
     parser.add_argument(
-        "--gc",
+        "--probe",
         action="store_true",
-        help="count the marker's garbage collections and their CPU (benchmarks._marker_probe)",
+        help="run the marker under benchmarks._marker_probe: Python's threads named apart from "
+        "the clients' C++ threads, its garbage collections and their CPU",
     )
     parser.add_argument(
-        "--gc-freeze", action="store_true", help="with --gc: gc.freeze() once the marker is warm"
+        "--gc-freeze", action="store_true", help="with --probe: gc.freeze() once the marker is warm"
     )
     parser.add_argument(
-        "--gc-threshold", type=int, default=0, help="with --gc: generation 0's threshold"
+        "--gc-threshold", type=int, default=0, help="with --probe: generation 0's threshold"
     )
     parser.add_argument(
         "--encode",
@@ -625,6 +658,7 @@ def main() -> None:
             "encode_calls": 5,
         },
     )
+    args.probe = args.probe or args.gc_freeze or bool(args.gc_threshold)
     if args.encode:
         run_encode(args.ledgers, max(args.rounds, 5), args.encode_calls, args.cprofile)
         return
