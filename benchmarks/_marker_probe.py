@@ -5,10 +5,10 @@ On SIGUSR1 the process writes, to the file `BENCH_MARKER_PROBE_FILE` names, how 
 collections of each generation ran so far, the objects they found unreachable, and the CPU
 seconds they took (thread time between the collector's start and stop callbacks), the names
 of Python's threads by OS thread id (Python 3.11 does not give them to the kernel), with a
-sequence number the reader waits for. On SIGUSR2 it moves every object alive into the
-permanent generation (`gc.freeze()`: the benchmark sends it once the marker is warm), and
-`BENCH_MARKER_GC_THRESHOLD=N` sets generation 0's threshold: both only to measure what the
-collector costs the marker, not settings of the service.
+sequence number the reader waits for. Each SIGUSR2 switches the collector between what the
+marker set up at start (`services.marker._collector`) and Python's defaults (nothing frozen,
+thresholds 700/10/10), so that rounds of one run measure what that set-up saves; not
+settings of the service.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 
 from services.core.service_main import run_service
 from services.marker.__main__ import main
+from services.marker._collector import settle_heap
 
 _started = [0.0]
 _seconds = [0.0, 0.0, 0.0]
@@ -46,6 +47,7 @@ def _write(signum: int, frame: FrameType | None) -> None:
         "seconds": _seconds,
         "threshold": gc.get_threshold(),
         "frozen": gc.get_freeze_count(),
+        "python_defaults": _defaults[0],
         # Python's threads by OS thread id: the others are the libraries' own (C++) threads.
         "threads": {t.native_id: t.name for t in threading.enumerate()},
     }
@@ -55,15 +57,20 @@ def _write(signum: int, frame: FrameType | None) -> None:
     partial.replace(target)  # the reader never sees half a file
 
 
-def _freeze(signum: int, frame: FrameType | None) -> None:
-    gc.freeze()
+_defaults = [False]
+
+
+def _switch(signum: int, frame: FrameType | None) -> None:
+    _defaults[0] = not _defaults[0]
+    if _defaults[0]:
+        gc.unfreeze()
+        gc.set_threshold(700, 10, 10)
+    else:
+        settle_heap()
 
 
 if __name__ == "__main__":
     gc.callbacks.append(_on_collect)
-    threshold = os.environ.get("BENCH_MARKER_GC_THRESHOLD")
-    if threshold:
-        gc.set_threshold(int(threshold), *gc.get_threshold()[1:])
     signal.signal(signal.SIGUSR1, _write)
-    signal.signal(signal.SIGUSR2, _freeze)
+    signal.signal(signal.SIGUSR2, _switch)
     run_service("marker", main)

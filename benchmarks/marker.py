@@ -22,9 +22,9 @@ Prints, from one run on one machine:
   loop), medians over the rounds;
 - with `--probe`, the marker runs under `benchmarks._marker_probe`, which names Python's own
   threads apart from the client libraries' unnamed C++ threads ("native") and counts its
-  garbage collections per generation and their CPU (per PDLI in each round); `--gc-freeze`
-  freezes every object alive once the marker is warm, `--gc-threshold N` sets generation 0's
-  threshold (what the collector costs, measured, not settings of the service);
+  garbage collections per generation and their CPU (per PDLI in each round); with
+  `--gc-ab`, every other round runs with Python's collector defaults instead of the
+  marker's (`services/marker/_collector.py`), to measure what that saves;
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -259,7 +259,6 @@ async def start_marker(
     *,
     sign: bool = False,
     probe: Path | None = None,
-    gc_threshold: int = 0,
 ) -> ServiceProcess:
     """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
     would block it). With `sign`, it signs every PDLI with a key made for the run; with
@@ -269,8 +268,6 @@ async def start_marker(
     probing = {}
     if probe is not None:
         probing = {"BENCH_MARKER_PROBE_FILE": str(probe)}
-        if gc_threshold:
-            probing["BENCH_MARKER_GC_THRESHOLD"] = str(gc_threshold)
     if profile is not None and sign:
         # The unsigned marker's profile keeps the name given; the signing one's sits beside it.
         profile = profile.with_name(f"{profile.stem}-signed{profile.suffix}")
@@ -449,9 +446,7 @@ async def marker_figures(
     probe = None
     if args.probe:
         probe = Path(tempfile.mkdtemp(prefix="bench-marker-gc-")) / "gc.json"
-    marker = await start_marker(
-        zookeeper, broker, args.profile, sign=sign, probe=probe, gc_threshold=args.gc_threshold
-    )
+    marker = await start_marker(zookeeper, broker, args.profile, sign=sign, probe=probe)
     try:
         async with aio.insecure_channel(marker.address) as channel:
             stub = _mk_grpc.MarkerStub(channel)
@@ -462,9 +457,9 @@ async def marker_figures(
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
             pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
-            if args.gc_freeze and pid and probe:
-                os.kill(pid, signal.SIGUSR2)  # warm now: freeze what is alive
-            for indexes in rounds:
+            for number, indexes in enumerate(rounds):
+                if args.gc_ab and pid and probe and number % 2:
+                    os.kill(pid, signal.SIGUSR2)  # Python's collector defaults this round
                 raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
                 raw_cpu = cpu_seconds(os.getpid()) - raw_cpu
@@ -481,6 +476,9 @@ async def marker_figures(
                 if pid and probe:
                     after = await probe_figures(pid, probe)
                     gc, python = gc_delta(probed, after, n), after["threads"]
+                    gc["python_defaults"] = [float(after["python_defaults"])]
+                    if after["python_defaults"]:
+                        os.kill(pid, signal.SIGUSR2)  # back to the marker's own
                 threads = {}
                 if pid:
                     threads = threads_delta(threads_before, threads_after, pid, n, python)
@@ -576,10 +574,10 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
             )
         )
         if r.gc:
-            print(
-                f"  collections (gen 0/1/2) {'/'.join(f'{c:.0f}' for c in r.gc['collections'])}, "
-                f"their CPU {'/'.join(f'{u:.2f}' for u in r.gc['us'])} µs/PDLI"
-            )
+            setup = "Python's defaults" if r.gc["python_defaults"][0] else "the marker's"
+            counts = "/".join(f"{c:.0f}" for c in r.gc["collections"])
+            cpu = "/".join(f"{u:.2f}" for u in r.gc["us"])
+            print(f"  collector: {setup}; collections (gen 0/1/2) {counts}, CPU {cpu} µs/PDLI")
     split = thread_medians(marker.rounds)
     if split:
         print(
@@ -630,10 +628,9 @@ def main() -> None:
         "the clients' C++ threads, its garbage collections and their CPU",
     )
     parser.add_argument(
-        "--gc-freeze", action="store_true", help="with --probe: gc.freeze() once the marker is warm"
-    )
-    parser.add_argument(
-        "--gc-threshold", type=int, default=0, help="with --probe: generation 0's threshold"
+        "--gc-ab",
+        action="store_true",
+        help="with --probe: every other round with Python's collector defaults",
     )
     parser.add_argument(
         "--encode",
@@ -658,7 +655,7 @@ def main() -> None:
             "encode_calls": 5,
         },
     )
-    args.probe = args.probe or args.gc_freeze or bool(args.gc_threshold)
+    args.probe = args.probe or args.gc_ab
     if args.encode:
         run_encode(args.ledgers, max(args.rounds, 5), args.encode_calls, args.cprofile)
         return
