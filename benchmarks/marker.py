@@ -318,6 +318,7 @@ async def probe_figures(pid: int, probe: Path) -> dict[str, Any]:
                 "collections": [g["collections"] for g in figures["stats"]],
                 "seconds": figures["seconds"],
                 "threads": {int(tid): name for tid, name in figures["threads"].items()},
+                "python_defaults": figures["python_defaults"],
             }
         await asyncio.sleep(0.01)
     raise UndoneWork(f"the marker wrote no figures to {probe} within 30 s")
@@ -584,6 +585,15 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
             "CPU µs/PDLI by thread (median of the rounds): "
             + ", ".join(f"{name} {us:.1f}" for name, us in split.items())
         )
+    if any(r.gc.get("python_defaults", [0.0])[0] for r in marker.rounds):
+        for defaults, setup in ((0.0, "the marker's collector"), (1.0, "Python's defaults")):
+            rounds = [r for r in marker.rounds if r.gc["python_defaults"][0] == defaults]
+            print(
+                f"{setup}: median ratio {statistics.median(r.ratio for r in rounds):.0%}, CPU "
+                f"{statistics.median(r.marker_cpu_us for r in rounds):.1f} µs/PDLI, of which "
+                f"main {statistics.median(r.threads_us.get('main', 0.0) for r in rounds):.1f}, "
+                f"collector {statistics.median(sum(r.gc['us']) for r in rounds):.1f}"
+            )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
     print(
