@@ -21,3 +21,27 @@ def cpu_seconds(pid: int | None) -> float:
     # and 13th (the name itself may hold spaces and parentheses).
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def thread_cpu_seconds(pid: int | None) -> dict[int, tuple[str, float]]:
+    """Per thread id of `pid`: its name (the kernel's `comm`, at most 15 characters; threads
+    a library starts without naming them keep the process's) and the user + system CPU
+    seconds it used so far; empty when the process is unknown or gone. A thread that ended
+    between two reads drops out of the later one."""
+    if pid is None:
+        return {}
+    threads: dict[int, tuple[str, float]] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return {}
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue  # the thread ended
+        # comm sits between the first "(" and the last ")"; it may hold either.
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS)
+    return threads

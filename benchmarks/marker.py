@@ -18,6 +18,13 @@ Prints, from one run on one machine:
   than the rates;
 - with `--encode`, only the CPU per PDLI of encoding (and signing) one call's PDLIs in
   process, and of each part of signing (`benchmarks/_marker_encode.py`);
+- the same CPU split by thread (`/proc/<pid>/task`; "main" is the thread that runs the event
+  loop), medians over the rounds;
+- with `--probe`, the marker runs under `benchmarks._marker_probe`, which names Python's own
+  threads apart from the client libraries' unnamed C++ threads ("native") and counts its
+  garbage collections per generation and their CPU (per PDLI in each round); with
+  `--gc-ab`, every other round runs with Python's collector defaults instead of the
+  marker's (`services/marker/_collector.py`), to measure what that saves;
 - with `--sign`, all the marker figures again from a second marker process that signs every
   PDLI (a fresh Ed25519 key), so the report shows the ratio to raw with and without signing.
 """
@@ -26,24 +33,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import re
 import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from grpc import aio
 
 from benchmarks._marker_encode import bench_request, run_encode, signed_messages
-from benchmarks._proc import cpu_seconds
-from benchmarks._truth import parse, require, require_count
+from benchmarks._proc import cpu_seconds, thread_cpu_seconds
+from benchmarks._truth import UndoneWork, parse, require, require_count
 from benchmarks._truth import run as run_checked
 from devstack.pulsar import PulsarBrokerProcess
 from devstack.services import ServiceProcess
@@ -248,10 +258,16 @@ async def start_marker(
     profile: Path | None = None,
     *,
     sign: bool = False,
+    probe: Path | None = None,
 ) -> ServiceProcess:
     """The marker as its own process, ready; its log goes to a file (a pipe nobody drains
-    would block it). With `sign`, it signs every PDLI with a key made for the run."""
+    would block it). With `sign`, it signs every PDLI with a key made for the run; with
+    `probe`, it runs under `benchmarks._marker_probe`, which writes its collector's figures
+    there on SIGUSR1."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-marker-"))
+    probing = {}
+    if probe is not None:
+        probing = {"BENCH_MARKER_PROBE_FILE": str(probe)}
     if profile is not None and sign:
         # The unsigned marker's profile keeps the name given; the signing one's sits beside it.
         profile = profile.with_name(f"{profile.stem}-signed{profile.suffix}")
@@ -261,6 +277,7 @@ async def start_marker(
         signing = {"TOMBSTONE_MARKER_SIGNING_KEYS": f"bench={private}"}
     env = {
         **signing,
+        **probing,
         "TOMBSTONE_ZOOKEEPER_SERVERS": zookeeper.address,
         "TOMBSTONE_PULSAR_SERVICE_URL": broker.service_url,
         "TOMBSTONE_PULSAR_TOPIC_PARTITIONS": str(PARTITIONS),
@@ -270,7 +287,7 @@ async def start_marker(
         "TOMBSTONE_MARKER_BELIEVE_ENABLED": "false",
     }
     marker = ServiceProcess(
-        "services.marker",
+        "services.marker" if probe is None else "benchmarks._marker_probe",
         workdir / "marker.log",
         env=env,
         prefix=py_spy(profile) if profile is not None else (),
@@ -281,6 +298,70 @@ async def start_marker(
     )
     await marker.start()
     return marker
+
+
+def read_probe(probe: Path) -> dict[str, Any]:
+    """The probe's last figures; an empty sequence 0 before its first write."""
+    return json.loads(probe.read_text()) if probe.exists() else {"sequence": 0}
+
+
+async def probe_figures(pid: int, probe: Path) -> dict[str, Any]:
+    """The marker's figures so far (`benchmarks._marker_probe`): collections and their CPU
+    seconds per generation, and the names of Python's threads by OS thread id."""
+    last = read_probe(probe)["sequence"]
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        figures = read_probe(probe)
+        if figures["sequence"] > last:
+            return {
+                "collections": [g["collections"] for g in figures["stats"]],
+                "seconds": figures["seconds"],
+                "threads": {int(tid): name for tid, name in figures["threads"].items()},
+                "python_defaults": figures["python_defaults"],
+            }
+        await asyncio.sleep(0.01)
+    raise UndoneWork(f"the marker wrote no figures to {probe} within 30 s")
+
+
+def gc_delta(before: dict[str, Any], after: dict[str, Any], pdlis: int) -> dict[str, list[float]]:
+    collections = [a - b for a, b in zip(after["collections"], before["collections"], strict=True)]
+    seconds = [a - b for a, b in zip(after["seconds"], before["seconds"], strict=True)]
+    return {"collections": collections, "us": [x / pdlis * 1e6 for x in seconds]}
+
+
+def thread_label(tid: int, comm: str, pid: int, process_comm: str, python: dict[int, str]) -> str:
+    """What a thread is: the event loop's ("main"), one of Python's by its name with its
+    number dropped (the lanes' flush threads, executors), a library's named thread, or
+    "native": the unnamed C++ threads of the clients (the Pulsar client's I/O, listener and
+    timer threads)."""
+    if tid == pid:
+        return "main"
+    if tid in python:
+        name = python[tid]
+        return (
+            "systopic-flush" if name.startswith("systopic-flush") else re.sub(r"[-_\d]+$", "", name)
+        )
+    if comm != process_comm or not python:
+        return comm
+    return "native"
+
+
+def threads_delta(
+    before: dict[int, tuple[str, float]],
+    after: dict[int, tuple[str, float]],
+    pid: int,
+    pdlis: int,
+    python: dict[int, str],
+) -> dict[str, float]:
+    """CPU µs per PDLI of each kind of thread between two reads (threads alive at both)."""
+    process_comm = after[pid][0] if pid in after else ""
+    split: dict[str, float] = {}
+    for tid, (comm, seconds) in after.items():
+        if tid in before:
+            label = thread_label(tid, comm, pid, process_comm, python)
+            split[label] = split.get(label, 0.0) + (seconds - before[tid][1]) / pdlis * 1e6
+    return split
 
 
 def ms(seconds: float) -> str:
@@ -316,6 +397,10 @@ class Round:
     marker_cpu_us: float = 0.0
     """CPU µs per PDLI of the marker process (every thread) in this round; 0 when py-spy
     records it (the process is then py-spy's child)."""
+    threads_us: dict[str, float] = field(default_factory=dict)
+    """The same split by thread name ("main": the event loop's thread)."""
+    gc: dict[str, list[float]] = field(default_factory=dict)
+    """With `--probe`: "collections" per generation in the round, and "us" their CPU µs per PDLI."""
 
     @property
     def ratio(self) -> float:
@@ -359,7 +444,10 @@ async def marker_figures(
     await populate(zookeeper, range(big[0], big[-1] + 1), args.big_ledgers)
     url, raw_topic = broker.service_url, "persistent://public/default/bench-raw"
     n = args.owners * args.ledgers
-    marker = await start_marker(zookeeper, broker, args.profile, sign=sign)
+    probe = None
+    if args.probe:
+        probe = Path(tempfile.mkdtemp(prefix="bench-marker-gc-")) / "gc.json"
+    marker = await start_marker(zookeeper, broker, args.profile, sign=sign, probe=probe)
     try:
         async with aio.insecure_channel(marker.address) as channel:
             stub = _mk_grpc.MarkerStub(channel)
@@ -370,16 +458,31 @@ async def marker_figures(
                 alone.append(time.perf_counter() - started)
             results, loaded = [], []
             pid = None if args.profile else marker.pid  # py-spy's own pid when profiling
-            for indexes in rounds:
+            for number, indexes in enumerate(rounds):
+                if args.gc_ab and pid and probe and number % 2:
+                    os.kill(pid, signal.SIGUSR2)  # Python's collector defaults this round
                 raw_cpu = cpu_seconds(os.getpid())
                 raw = await asyncio.to_thread(raw_rate, url, raw_topic, n)
                 raw_cpu = cpu_seconds(os.getpid()) - raw_cpu
                 same = 0.0
                 if sign:
                     same = await asyncio.to_thread(raw_rate, url, raw_topic, n, signed=True)
+                probed = await probe_figures(pid, probe) if pid and probe else {}
+                threads_before = thread_cpu_seconds(pid)
                 before = cpu_seconds(pid) if pid else 0.0
                 rate, latencies = await mark_load(stub, indexes, args.ledgers, args.concurrency)
                 marker_cpu = cpu_seconds(pid) - before if pid else 0.0
+                threads_after = thread_cpu_seconds(pid)
+                gc, python = {}, {}
+                if pid and probe:
+                    after = await probe_figures(pid, probe)
+                    gc, python = gc_delta(probed, after, n), after["threads"]
+                    gc["python_defaults"] = [float(after["python_defaults"])]
+                    if after["python_defaults"]:
+                        os.kill(pid, signal.SIGUSR2)  # back to the marker's own
+                threads = {}
+                if pid:
+                    threads = threads_delta(threads_before, threads_after, pid, n, python)
                 results.append(
                     Round(
                         raw,
@@ -387,6 +490,8 @@ async def marker_figures(
                         raw_cpu_us=raw_cpu / n * 1e6,
                         marker_cpu_us=marker_cpu / n * 1e6,
                         raw_same_bytes=same,
+                        threads_us=threads,
+                        gc=gc,
                     )
                 )
                 loaded += latencies
@@ -421,6 +526,7 @@ async def run(args: argparse.Namespace) -> None:
         ratios = {
             name: statistics.median(r.ratio for r in run.rounds) for name, run in runs.items()
         }
+        report_thread_difference(runs["unsigned"].rounds, runs["signed"].rounds)
         same = statistics.median(r.ratio_same_bytes for r in runs["signed"].rounds)
         print(
             f"median ratio to raw: unsigned {ratios['unsigned']:.0%}, signed {ratios['signed']:.0%}"
@@ -433,6 +539,26 @@ def report_clients(c: dict[str, float]) -> None:
     print(f"raw pulsar-client, deliver_after (unbatched): {c['delayed']:7.0f} msg/s")
     print(f"systopic publisher (one receipt per round):   {c['publisher']:7.0f} msg/s")
     print(f"pulsar.asyncio, one awaited send per message: {c['asyncio']:7.0f} msg/s")
+
+
+def thread_medians(rounds: list[Round]) -> dict[str, float]:
+    """Per thread name, the median over the rounds of its CPU µs per PDLI, largest first
+    (threads that used no CPU in any round left out)."""
+    names = {name for r in rounds for name in r.threads_us}
+    medians = {n: statistics.median(r.threads_us.get(n, 0.0) for r in rounds) for n in names}
+    return dict(sorted(((n, m) for n, m in medians.items() if m > 0), key=lambda x: -x[1]))
+
+
+def report_thread_difference(unsigned: list[Round], signed: list[Round]) -> None:
+    """What a signed PDLI costs each thread of the marker more than an unsigned one."""
+    a, b = thread_medians(unsigned), thread_medians(signed)
+    print("CPU µs/PDLI by thread, unsigned → signed (medians of the rounds):")
+    for name in sorted(set(a) | set(b), key=lambda n: -(b.get(n, 0.0) - a.get(n, 0.0))):
+        before, after = a.get(name, 0.0), b.get(name, 0.0)
+        print(f"  {name:16} {before:6.1f} → {after:6.1f}  ({after - before:+.1f})")
+    total_a = statistics.median(r.marker_cpu_us for r in unsigned)
+    total_b = statistics.median(r.marker_cpu_us for r in signed)
+    print(f"  {'every thread':16} {total_a:6.1f} → {total_b:6.1f}  ({total_b - total_a:+.1f})")
 
 
 def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
@@ -448,6 +574,26 @@ def report(args: argparse.Namespace, marker: MarkerFigures) -> None:
                 else ""
             )
         )
+        if r.gc:
+            setup = "Python's defaults" if r.gc["python_defaults"][0] else "the marker's"
+            counts = "/".join(f"{c:.0f}" for c in r.gc["collections"])
+            cpu = "/".join(f"{u:.2f}" for u in r.gc["us"])
+            print(f"  collector: {setup}; collections (gen 0/1/2) {counts}, CPU {cpu} µs/PDLI")
+    split = thread_medians(marker.rounds)
+    if split:
+        print(
+            "CPU µs/PDLI by thread (median of the rounds): "
+            + ", ".join(f"{name} {us:.1f}" for name, us in split.items())
+        )
+    if any(r.gc.get("python_defaults", [0.0])[0] for r in marker.rounds):
+        for defaults, setup in ((0.0, "the marker's collector"), (1.0, "Python's defaults")):
+            rounds = [r for r in marker.rounds if r.gc["python_defaults"][0] == defaults]
+            print(
+                f"{setup}: median ratio {statistics.median(r.ratio for r in rounds):.0%}, CPU "
+                f"{statistics.median(r.marker_cpu_us for r in rounds):.1f} µs/PDLI, of which "
+                f"main {statistics.median(r.threads_us.get('main', 0.0) for r in rounds):.1f}, "
+                f"collector {statistics.median(sum(r.gc['us']) for r in rounds):.1f}"
+            )
     ratios = [r.ratio for r in marker.rounds]
     best = max(marker.rounds, key=lambda r: r.marker)
     print(
@@ -486,6 +632,17 @@ def main() -> None:
         "--sign", action="store_true", help="also run a marker that signs every PDLI"
     )
     parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="run the marker under benchmarks._marker_probe: Python's threads named apart from "
+        "the clients' C++ threads, its garbage collections and their CPU",
+    )
+    parser.add_argument(
+        "--gc-ab",
+        action="store_true",
+        help="with --probe: every other round with Python's collector defaults",
+    )
+    parser.add_argument(
         "--encode",
         action="store_true",
         help="only the encode and sign path of one --ledgers call, in process (no broker)",
@@ -508,6 +665,7 @@ def main() -> None:
             "encode_calls": 5,
         },
     )
+    args.probe = args.probe or args.gc_ab
     if args.encode:
         run_encode(args.ledgers, max(args.rounds, 5), args.encode_calls, args.cprofile)
         return

@@ -13,6 +13,7 @@ from services.core.config import SHARED_CLUSTERS
 from services.core.grpc_server import ServiceRunner, follow_session
 from services.core.service_main import check_reachable
 from services.core.shared_clusters import SharedCluster
+from services.marker._collector import settle_heap
 from services.marker._verifier import GrpcBelieveClient
 from services.marker.believe import BackgroundBeliever
 from services.marker.config import MarkerConfig
@@ -250,5 +251,6 @@ async def serve(config: MarkerConfig, *, handle_signals: bool = True) -> None:
         # for the moment between binding and its first health update.
         await runner.set_serving(watch.ready)
         await runner.start()
+        settle_heap()  # everything kept for the process's life exists now
         runner.add_background("health", lambda: follow_watch(watch, runner))
         await runner.run()
