@@ -11,10 +11,11 @@ so it runs on the deletable findings only: the orphans, a small share of all row
 
 from __future__ import annotations
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.functions import pandas_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import StringType
 
 from services.core.errors import InvalidArgument
@@ -51,25 +52,26 @@ def owner_name_problem(
     return None
 
 
-def _name(value: object) -> str | None:
-    """A name from a pandas cell: a missing one arrives as None or NaN, never as a str."""
-    return value if isinstance(value, str) else None
-
-
-@pandas_udf(StringType())  # type: ignore[call-overload,untyped-decorator]
+@arrow_udf(StringType())  # type: ignore[call-overload,untyped-decorator]
 def _problems(
-    deletable: pd.Series, component: pd.Series, ml: pd.Series, cursor: pd.Series, schema: pd.Series
-) -> pd.Series:
-    """`owner_name_problem` of each deletable row of an Arrow batch, None for the others.
+    deletable: pa.Array, component: pa.Array, ml: pa.Array, cursor: pa.Array, schema: pa.Array
+) -> pa.Array:
+    """`owner_name_problem` of each deletable row of an Arrow batch, null for the others.
 
     Only deletable rows are checked: they are a small share of the batch, and the Python
-    call per row is what the check costs."""
+    call per row is what the check costs. Their names are taken from the Arrow arrays in one
+    step per column, and a batch without a deletable row is answered without a Python object
+    per row: through pandas, reading names cell by cell (`Series.iat`, tens of µs a cell on
+    Arrow-backed strings) and building each batch's answer cost several times the checks
+    themselves, over a minute of CPU for ten million ledgers."""
+    rows = pc.indices_nonzero(pc.fill_null(deletable, False))
+    if len(rows) == 0:
+        return pa.nulls(len(deletable), pa.string())
     problems: list[str | None] = [None] * len(deletable)
-    for i in deletable.to_numpy(dtype=bool).nonzero()[0]:
-        problems[i] = owner_name_problem(
-            _name(component.iat[i]), _name(ml.iat[i]), _name(cursor.iat[i]), _name(schema.iat[i])
-        )
-    return pd.Series(problems, dtype=object)
+    names = [pc.take(column, rows).to_pylist() for column in (component, ml, cursor, schema)]
+    for i, row in zip(rows.to_pylist(), zip(*names, strict=True), strict=True):
+        problems[i] = owner_name_problem(*row)
+    return pa.array(problems, type=pa.string())
 
 
 def reject_noncanonical(findings: DataFrame, component: Column) -> DataFrame:

@@ -31,8 +31,6 @@ def ml_name_of_topic(topic: Column) -> Column:
 #: One path segment; `\z` is the very end (`$` would also match before a final newline).
 _SEGMENT = r"[^/]*"
 _DOMAIN = r"/(?:non-)?persistent(?:/|\z)"
-#: The first two segments (fewer when the name has fewer).
-_FIRST_TWO = rf"^{_SEGMENT}(?:/{_SEGMENT})?"
 #: A V1 name: its fourth segment is the domain and its third is not.
 _V1_NAMESPACE = rf"^(?!{_SEGMENT}/{_SEGMENT}{_DOMAIN})({_SEGMENT}/{_SEGMENT}/{_SEGMENT}){_DOMAIN}"
 
@@ -41,17 +39,25 @@ def namespace_of_ml(ml_name: Column) -> Column:
     """The namespace (`tenant/ns`, V1 `tenant/cluster/ns`) of a managed-ledger name.
 
     The first two segments, or the first three when the fourth, not the third, is the
-    domain (`persistent` or `non-persistent`). Two regular expressions, each compiled once
-    per task: splitting the name into an array for each segment looked at made the
-    classification's generated code too large for the JIT and split every name up to
-    eight times (`tests/scan/test_names.py` holds the cases)."""
+    domain (`persistent` or `non-persistent`). One regular expression, compiled once per
+    task, and a plain cut at the second `/`: splitting the name into an array for each
+    segment looked at made the classification's generated code too large for the JIT and
+    split every name up to eight times, and a second regular expression for the first two
+    segments cost more than the cut (the owner namespace is computed for every ledger;
+    `tests/scan/test_names.py` holds the cases)."""
     v1 = F.regexp_extract(ml_name, _V1_NAMESPACE, 1)
-    return F.when(v1 != "", v1).otherwise(F.regexp_extract(ml_name, _FIRST_TWO, 0))
+    return F.when(v1 != "", v1).otherwise(_first_two(ml_name))
+
+
+def _first_two(name: Column) -> Column:
+    """The first two segments (fewer when the name has fewer): everything before the second
+    `/`, or the whole name."""
+    return F.substring_index(name, "/", 2)
 
 
 def namespace_of_schema(schema_id: Column) -> Column:
     """The namespace of a schema id (`tenant/ns/<base topic>`); V1 ids show `tenant/cluster`."""
-    return F.regexp_extract(schema_id, _FIRST_TWO, 0)
+    return _first_two(schema_id)
 
 
 def namespace_of_schema_id(schema_id: Column) -> Column:
