@@ -137,11 +137,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--by-site", action="store_true", help="jobs per call site")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="another setting"
+    )
     parser.add_argument("--keep", type=Path, help="write each round's output here, to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="analysis-jobs-") as tmp:
         base = Path(tmp)
-        settings = dict(TEST_SESSION)
+        settings = dict(TEST_SESSION) | dict(kv.split("=", 1) for kv in args.conf)
         if args.by_site:
             (base / "events").mkdir()
             settings |= {
