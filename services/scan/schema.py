@@ -12,6 +12,7 @@ unreferenced).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -312,8 +313,26 @@ def read_extract(spark: SparkSession, run_dir: str | Path) -> Extract:
             continue
         if not path.exists():
             raise NotFound(f"extract run {base} has no table {table!r} ({path})")
-        frames[table] = conform(spark.read.parquet(str(path)), schema, table)
+        frames[table] = conform(_read_parquet(spark, path), schema, table)
     return Extract(**frames)
+
+
+#: Where Spark keeps the schema it wrote in each Parquet file's footer.
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
+    """A table written by Spark, read with the schema in its first file's footer, as Spark's
+    own inference does without schema merging; inferring it is a Spark job of its own, this is
+    a footer read on the driver. Anything else (no such footer, no file) Spark infers."""
+    import pyarrow.parquet as pq
+
+    parts = sorted(path.glob("part-*.parquet"))
+    metadata = pq.read_schema(parts[0]).metadata if parts else None
+    written = (metadata or {}).get(SPARK_SCHEMA_KEY)
+    if written is None:
+        return spark.read.parquet(str(path))
+    return spark.read.schema(StructType.fromJson(json.loads(written))).parquet(str(path))
 
 
 def write_extract(extract: Extract, run_dir: str | Path) -> None:

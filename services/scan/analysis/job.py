@@ -6,7 +6,7 @@ back, so the classification joins run once however many summaries are drawn from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,12 +70,15 @@ class AnalysisOutcome:
     summary: dict[str, Any]
 
 
-def scan_info(extract: Extract) -> ScanInfo:
+def collect_rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in df.collect()]
+
+
+def scan_info(scan_run: Sequence[Mapping[str, Any]]) -> ScanInfo:
     """The one scan_run row; its start is "now" for every age."""
-    rows = extract.scan_run.collect()
-    if len(rows) != 1:
-        raise CorruptData(f"scan_run must hold exactly one row, found {len(rows)}")
-    row = rows[0]
+    if len(scan_run) != 1:
+        raise CorruptData(f"scan_run must hold exactly one row, found {len(scan_run)}")
+    row = scan_run[0]
     return ScanInfo(
         row["scan_id"],
         row["cluster_name"],
@@ -89,17 +92,29 @@ def scan_info(extract: Extract) -> ScanInfo:
 def sharing_of(extract: Extract, config: AnalyzeConfig) -> S.Sharing:
     """What the extract read of the clusters sharing the ledgers root, and the operator's
     `--deleted-namespace` names."""
-    declared = {name for row in extract.scan_run.collect() for name in row["shared_clusters"] or ()}
+    return sharing_from(collect_rows(extract.scan_run), collect_rows(extract.scan_manifest), config)
+
+
+def sharing_from(
+    scan_run: Sequence[Mapping[str, Any]],
+    manifest: Sequence[Mapping[str, Any]],
+    config: AnalyzeConfig,
+) -> S.Sharing:
+    """`sharing_of` from the scan_run and manifest rows, collected once by the caller."""
+    declared = {name for row in scan_run for name in row["shared_clusters"] or ()}
     # A failed listing is a manifest row too (and refuses the run): listed means "attempted".
-    listed = bool(extract.scan_manifest.filter(F.col("kind") == "namespaces").limit(1).collect())
+    listed = any(row["kind"] == "namespaces" for row in manifest)
     return S.Sharing(config.cluster, tuple(sorted(declared)), listed, config.deleted_namespaces)
 
 
-def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis:
+def analyze(
+    extract: Extract, config: AnalyzeConfig, *, now_ms: int, sharing: S.Sharing | None = None
+) -> Analysis:
     """Classify ledgers and objects and derive the reports (pure: returns DataFrames).
 
     References count from every cluster the extract read; owners only from this one (a
-    neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`)."""
+    neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`). Without
+    `sharing`, it is read from the extract (`sharing_of`)."""
     # Every cluster's references protect a ledger; only ours own, list and report.
     refs = A.ledger_references(
         extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
@@ -110,7 +125,7 @@ def analyze(extract: Extract, config: AnalyzeConfig, *, now_ms: int) -> Analysis
         extract.managed_ledgers,
         extract.schemas,
         extract.namespaces,
-        sharing_of(extract, config),
+        sharing if sharing is not None else sharing_of(extract, config),
     )
     ledgers = A.classify_ledgers(
         extract.bk_ledgers,
@@ -155,7 +170,22 @@ def _ms(seconds: float) -> int:
 def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
     path = str(out / name)
     df.write.mode("overwrite").parquet(path)
-    return df.sparkSession.read.parquet(path)
+    # The schema just written: reading it back infers nothing (inferring is a Spark job).
+    return df.sparkSession.read.schema(df.schema).parquet(path)
+
+
+def _small_rows(out: Path, name: str) -> list[dict[str, Any]]:
+    """The rows of a small written output (one grouped file), read on the driver: no job."""
+    import pyarrow.parquet as pq
+
+    return list(pq.read_table(out / name).to_pylist())
+
+
+def _rows_written(out: Path, name: str) -> int:
+    """How many rows an output holds, from its files' footers: no job, whatever its size."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(part).metadata.num_rows for part in (out / name).glob("part-*"))
 
 
 def warn_if_short_window(config: AnalyzeConfig) -> None:
@@ -200,42 +230,44 @@ def run_analysis(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     extract = read_extract(spark, extract_dir)
-    info = scan_info(extract)
+    # The two small tables every check and summary reads: collected once.
+    scan_run, manifest = collect_rows(extract.scan_run), collect_rows(extract.scan_manifest)
+    info = scan_info(scan_run)
     warn_if_unattributed(info)
-    analysis = analyze(extract, config, now_ms=info.started_ms)
+    sharing = sharing_from(scan_run, manifest, config)
+    analysis = analyze(extract, config, now_ms=info.started_ms, sharing=sharing)
     ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
     steps.advance("ledgers")
     objects = _write(analysis.object_findings, out, OUT_OBJECTS)
     steps.advance("objects")
-    counts = _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
-    verdict = check_safety(extract, counts, config)
+    _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
+    count_rows = _small_rows(out, OUT_COUNTS)
+    verdict = check_safety(extract, count_rows, config, scan_run=scan_run, manifest=manifest)
     steps.advance("safety")
     # Kept in memory (it is small): written when allowed, and summed per namespace either way.
     ungated = deletion_candidates(ledgers, objects).persist()
     candidates = _write(gate_candidates(ungated, verdict), out, OUT_CANDIDATES)
     steps.advance("candidates")
-    reclaimable = _write(
-        insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE
-    )
-    dormant = _write(analysis.dormant_topics, out, OUT_DORMANT)
-    inactive = _write(analysis.inactive_cursors, out, OUT_INACTIVE)
+    _write(insights.reclaimable_by_namespace(ungated).coalesce(1), out, OUT_RECLAIMABLE)
+    _write(analysis.dormant_topics, out, OUT_DORMANT)
+    _write(analysis.inactive_cursors, out, OUT_INACTIVE)
     steps.advance("insights")
-    count_rows = [r.asDict() for r in counts.collect()]
-    reclaimable_rows = [r.asDict() for r in reclaimable.collect()]
+    totals, plan = report_data.candidate_totals_and_plan(candidates)
     summary = build_summary(
         info,
         config,
         verdict,
         count_rows,
-        reclaimable_rows,
-        _candidate_totals(candidates),
-        dormant.count(),
-        inactive.count(),
+        _small_rows(out, OUT_RECLAIMABLE),
+        totals,
+        _rows_written(out, OUT_DORMANT),
+        _rows_written(out, OUT_INACTIVE),
     )
     summary |= clusters.object_clusters(objects)
-    summary |= shared_report.summarize(extract, ledgers, objects, sharing_of(extract, config))
+    summary |= shared_report.summarize(extract, ledgers, objects, sharing)
     summary["warnings"] += summary["shared_bookkeeper"]["warnings"]
-    summary |= report_sections(extract, ledgers, objects, candidates, config, verdict, out)
+    summary |= report_sections(manifest, ledgers, objects, candidates, config, verdict, out)
+    summary["submit_plan"] = plan
     summary |= dict(run_ids or {})
     write_summary(out, summary)
     write_html_report(out, summary)
@@ -246,7 +278,7 @@ def run_analysis(
 
 
 def report_sections(
-    extract: Extract,
+    manifest: Sequence[Mapping[str, Any]],
     ledgers: DataFrame,
     objects: DataFrame,
     candidates: DataFrame,
@@ -254,8 +286,8 @@ def report_sections(
     verdict: SafetyVerdict,
     out: Path,
 ) -> dict[str, Any]:
-    """What the report shows beyond the counts (also writes tasks.csv and items.csv)."""
-    manifest = [r.asDict() for r in extract.scan_manifest.collect()]
+    """What the report shows beyond the counts and the submit plan (also writes tasks.csv and
+    items.csv)."""
     edges = report_data.age_edges_s(int(config.min_age.total_seconds()))
     # Counted, binned, listed and written: computed once (everything not referenced).
     items = report_data.report_items(ledgers, objects, candidates, verdict.refused).persist()
@@ -267,18 +299,7 @@ def report_sections(
         "coverage": report_data.coverage(manifest, out),
         "items": listed,
         "age_histogram": {"edges_s": edges, "bins": bins},
-        "submit_plan": report_data.submit_plan(candidates),
     }
-
-
-def _candidate_totals(candidates: DataFrame) -> dict[str, int]:
-    row = candidates.agg(
-        F.count("*").alias("count"),
-        F.sum(F.when(F.col("ledger_type") == "LEDGER", 1).otherwise(0)).alias("ledgers"),
-        F.sum(F.when(F.col("ledger_type") == "OFFLOAD_LEDGER", 1).otherwise(0)).alias("objects"),
-        F.sum("size_bytes").alias("bytes"),
-    ).collect()[0]
-    return {key: int(row[key] or 0) for key in ("count", "ledgers", "objects", "bytes")}
 
 
 def build_summary(

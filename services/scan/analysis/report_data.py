@@ -267,16 +267,54 @@ def age_edges_s(min_age_s: int) -> list[int]:
     return sorted({*AGE_EDGES_S, min_age_s})
 
 
-def submit_plan(candidates: DataFrame) -> dict[str, Any]:
-    """Candidates per (tier, component) and the number of owners (at least one call each)."""
-    groups = (
-        candidates.groupBy("ledger_type", "component")
-        .agg(F.count("*").alias("count"), F.sum("size_bytes").cast("long").alias("bytes"))
-        .orderBy("ledger_type", "component")
-        .collect()
+#: A candidate's owner: the submit makes at least one call per owner.
+OWNER_COLUMNS = ("component", "ml_name", "cursor_name", "schema_id")
+
+
+def candidate_totals_and_plan(candidates: DataFrame) -> tuple[dict[str, int], dict[str, Any]]:
+    """summary.json's `candidates` totals and `submit_plan`: candidates per (tier, component)
+    and the number of owners, from one query (one Spark job)."""
+    none_text, none_long = F.lit(None).cast("string"), F.lit(None).cast("long")
+    groups = candidates.groupBy("ledger_type", "component").agg(
+        F.count("*").alias("count"),
+        F.sum("size_bytes").cast("long").alias("bytes"),
+        none_long.alias("owners"),
     )
-    owners = candidates.select("component", "ml_name", "cursor_name", "schema_id").distinct()
-    return {
-        "by_component": [{**row.asDict(), "bytes": int(row["bytes"] or 0)} for row in groups],
-        "owners": owners.count(),
+    owners = (
+        candidates.select(*OWNER_COLUMNS)
+        .distinct()
+        .agg(
+            none_text.alias("ledger_type"),
+            none_text.alias("component"),
+            none_long.alias("count"),
+            none_long.alias("bytes"),
+            F.count("*").alias("owners"),
+        )
+    )
+    rows = groups.unionByName(owners).collect()
+    by_component = sorted(
+        (
+            {
+                "ledger_type": r["ledger_type"],
+                "component": r["component"],
+                "count": r["count"],
+                "bytes": int(r["bytes"] or 0),
+            }
+            for r in rows
+            if r["owners"] is None
+        ),
+        key=lambda r: (_nulls_first(r["ledger_type"]), _nulls_first(r["component"])),
+    )
+    totals = {
+        "count": sum(r["count"] for r in by_component),
+        "ledgers": sum(r["count"] for r in by_component if r["ledger_type"] == "LEDGER"),
+        "objects": sum(r["count"] for r in by_component if r["ledger_type"] == "OFFLOAD_LEDGER"),
+        "bytes": sum(r["bytes"] for r in by_component),
     }
+    owner_count = next(r["owners"] for r in rows if r["owners"] is not None)
+    return totals, {"by_component": by_component, "owners": owner_count}
+
+
+def _nulls_first(value: str | None) -> tuple[bool, str]:
+    """Spark's ascending order: nulls first, then strings (UTF-8 bytes order code points too)."""
+    return (value is not None, value or "")

@@ -17,9 +17,12 @@ The findings are still reported; only the deletion candidates are withheld.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from services.scan.analysis.config import AnalyzeConfig
@@ -46,9 +49,10 @@ class SafetyVerdict:
         return bool(self.reasons)
 
 
-def manifest_problems(manifest: DataFrame) -> list[str]:
-    """Failed or truncated tasks, and kinds of task with no successful run at all."""
-    rows = manifest.select("task_id", "kind", "scope", "status", "error").collect()
+def manifest_problems(manifest: DataFrame | Sequence[Mapping[str, Any]]) -> list[str]:
+    """Failed or truncated tasks, and kinds of task with no successful run at all (from the
+    manifest, or its rows already collected)."""
+    rows = manifest.collect() if isinstance(manifest, DataFrame) else manifest
     reasons = []
     bad = [row for row in rows if row["status"] != "ok"]
     for row in bad[:MAX_LISTED]:
@@ -69,7 +73,6 @@ def manifest_problems(manifest: DataFrame) -> list[str]:
 
 def decode_problems(extract: Extract) -> list[str]:
     """Reference znodes that could not be decoded: what they reference is unknown."""
-    reasons = []
     tables = {
         "managed_ledgers": extract.managed_ledgers,
         "cursors": extract.cursors,
@@ -77,14 +80,20 @@ def decode_problems(extract: Extract) -> list[str]:
         # Where such a namespace replicates is unknown.
         "namespace policies": extract.namespaces,
     }
-    for name, frame in tables.items():
-        count = frame.filter(F.col("decode_error").isNotNull()).count()
-        if count:
-            reasons.append(f"{count} {name} znodes could not be decoded")
-    return reasons
+    # One query (one Spark job) counts all four tables.
+    counted = [
+        frame.filter(F.col("decode_error").isNotNull()).agg(
+            F.lit(name).alias("table"), F.count("*").alias("count")
+        )
+        for name, frame in tables.items()
+    ]
+    counts = {
+        row["table"]: row["count"] for row in reduce(DataFrame.unionByName, counted).collect()
+    }
+    return [f"{counts[name]} {name} znodes could not be decoded" for name in tables if counts[name]]
 
 
-def _share(rows: list[Row], source: str) -> float:
+def _share(rows: Sequence[Any], source: str) -> float:
     owned = sum(r["count"] for r in rows if r["source"] == source and r["kind"] not in NOT_COUNTED)
     orphans = sum(
         r["count"]
@@ -94,9 +103,12 @@ def _share(rows: list[Row], source: str) -> float:
     return orphans / owned if owned else 0.0
 
 
-def share_problems(kind_counts: DataFrame, max_share: float) -> tuple[list[str], float, float]:
-    """Orphan shares of Pulsar-owned ledgers and objects, and a reason for each above the limit."""
-    rows = kind_counts.collect()
+def share_problems(
+    kind_counts: DataFrame | Sequence[Mapping[str, Any]], max_share: float
+) -> tuple[list[str], float, float]:
+    """Orphan shares of Pulsar-owned ledgers and objects, and a reason for each above the limit
+    (from the counts by kind, or their rows already collected)."""
+    rows = kind_counts.collect() if isinstance(kind_counts, DataFrame) else kind_counts
     ledger_share, object_share = _share(rows, "ledger"), _share(rows, "object")
     reasons = [
         f"{share:.1%} of Pulsar-owned {what} look orphaned, above the {max_share:.1%} limit: "
@@ -107,10 +119,14 @@ def share_problems(kind_counts: DataFrame, max_share: float) -> tuple[list[str],
     return reasons, ledger_share, object_share
 
 
-def cluster_problems(extract: Extract, cluster: str) -> list[str]:
-    """The extract names another cluster, or objects of this cluster name another one."""
+def cluster_problems(
+    extract: Extract, cluster: str, scan_run: Sequence[Mapping[str, Any]] | None = None
+) -> list[str]:
+    """The extract names another cluster, or objects of this cluster name another one
+    (`scan_run`: its rows, when already collected)."""
     reasons = []
-    scanned = {row["cluster_name"] for row in extract.scan_run.collect()}
+    runs = extract.scan_run.collect() if scan_run is None else scan_run
+    scanned = {row["cluster_name"] for row in runs}
     if scanned != {cluster}:
         reasons.append(
             f"the extract was taken of cluster(s) {sorted(map(str, scanned))}, not {cluster!r}"
@@ -152,13 +168,21 @@ def cluster_problems(extract: Extract, cluster: str) -> list[str]:
     return reasons
 
 
-def check_safety(extract: Extract, kind_counts: DataFrame, config: AnalyzeConfig) -> SafetyVerdict:
-    """Every refusal reason that applies (all checks run, so the report lists them all)."""
-    reasons = manifest_problems(extract.scan_manifest)
+def check_safety(
+    extract: Extract,
+    kind_counts: Sequence[Mapping[str, Any]],
+    config: AnalyzeConfig,
+    *,
+    scan_run: Sequence[Mapping[str, Any]],
+    manifest: Sequence[Mapping[str, Any]],
+) -> SafetyVerdict:
+    """Every refusal reason that applies (all checks run, so the report lists them all);
+    `scan_run` and `manifest` are those tables' rows, collected once by the caller."""
+    reasons = manifest_problems(manifest)
     reasons += decode_problems(extract)
     share_reasons, ledger_share, object_share = share_problems(kind_counts, config.max_orphan_share)
     reasons += share_reasons
-    reasons += cluster_problems(extract, config.cluster)
+    reasons += cluster_problems(extract, config.cluster, scan_run)
     return SafetyVerdict(tuple(reasons), ledger_share, object_share)
 
 
