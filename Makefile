@@ -12,12 +12,15 @@ run: setup
 	$(PY) -m services.cli demo
 
 # CI runs exactly this: generated code fresh, lint and types clean, then the whole suite on
-# TEST_WORKERS pytest-xdist workers (one per core of a CI machine). Whole files go to one
+# TEST_WORKERS pytest-xdist workers: two per core of a two-core CI machine, because the tests
+# wait about half their time (services starting, retry back-offs, age windows, child
+# processes): the suite takes about 20 minutes of CPU, and two workers left the cores idle
+# for more than half of a 25-minute run (docs/testing.md). Whole files go to one
 # worker (`loadfile`): a file's module-scoped fixtures (a Spark analysis, a simulated world)
 # are built once. Files are handed out in collection order, where tests/conftest.py puts the
 # slowest first (xdist would otherwise reorder them by test count). `make test
 # TEST_WORKERS=0`, or plain `pytest`, runs it in one process.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 4
 test: setup check-protos lint typecheck
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

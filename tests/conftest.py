@@ -22,7 +22,7 @@ from devstack.zookeeper import ZooKeeperServer
 pytest_plugins = ["tests.store_kinds"]
 
 #: The files that take longest (CI, seconds of wall time each), longest first. `make test`
-#: runs the suite on two pytest-xdist workers that take whole files in collection order, so
+#: runs the suite on pytest-xdist workers that take whole files in collection order, so
 #: these are collected first: started last, a three-minute file would leave one worker
 #: running it alone at the end of the run. Order only; nothing here is skipped or run twice.
 SLOWEST_FIRST = (

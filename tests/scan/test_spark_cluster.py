@@ -28,7 +28,9 @@ from services.scan.analysis.job import run_analysis
 from services.scan.extract.job import JOB_GROUP, run_extract
 from tests.scan import sim
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+#: Hang guards only: a master, two workers, a submitted driver and a local run share two
+#: cores with the suite's other test workers.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 #: Every ledger the simulator writes here is older than this by the time the scans start.
 MIN_AGE = timedelta(seconds=1)
@@ -152,7 +154,7 @@ def _submit(
     workdir = tmp / "submit"
     workdir.mkdir()
     return subprocess.run(
-        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=240
+        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=480
     )
 
 
