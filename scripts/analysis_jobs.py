@@ -28,24 +28,14 @@ from typing import Any, ClassVar
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devstack.spark_cluster import QUICK_JVM  # noqa: E402
 from services.scan.analysis import job  # noqa: E402
 from services.scan.analysis.config import AnalyzeConfig  # noqa: E402
 from services.scan.schema import extract_from_rows, write_extract  # noqa: E402
 from services.scan.spark import build_session  # noqa: E402
 from tests.scan import planted as P  # noqa: E402
+from tests.scan.session_settings import TEST_SESSION  # noqa: E402
 
 GROUP = "measured-analysis"
-
-#: tests/scan/conftest.py's session settings.
-TEST_SESSION = {
-    "spark.driver.memory": "2g",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.default.parallelism": "1",
-    "spark.driver.extraJavaOptions": QUICK_JVM,
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.adaptive.enabled": "false",
-}
 
 
 class _Steps:
