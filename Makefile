@@ -13,9 +13,9 @@ run: setup
 
 # CI runs exactly this: generated code fresh, lint and types clean, then the whole suite on
 # TEST_WORKERS pytest-xdist workers: two per core of a two-core CI machine, because the tests
-# wait about half their time (services starting, retry back-offs, age windows, child
-# processes): the suite takes about 20 minutes of CPU, and two workers left the cores idle
-# for more than half of a 25-minute run (docs/testing.md). Whole files go to one
+# wait much of their time (services starting, retry back-offs, age windows, child
+# processes): two workers took 24.7 minutes, four 20.8 with both cores busy throughout
+# (docs/testing.md, "Four workers on two cores"). Whole files go to one
 # worker (`loadfile`): a file's module-scoped fixtures (a Spark analysis, a simulated world)
 # are built once. Files are handed out in collection order, where tests/conftest.py puts the
 # slowest first (xdist would otherwise reorder them by test count). `make test
