@@ -25,8 +25,9 @@ from services.core.metadata_stores import parse_bookkeeper_url
 from services.core.shared_clusters import ZOOKEEPER, StoreUrl
 from services.metadata import ZkMetadataStore
 from services.scan.cli.reconcile import reconcile
-from services.scan.extract.s3 import S3Settings
+from services.scan.extract.s3 import S3Lister, S3Settings, open_lister
 from services.scan.extract.units import ExtractSettings
+from services.scan.preflight import s3 as preflight_s3
 from services.scan.preflight.checks import EXIT_PREFLIGHT, extract_problems, source_problems
 from services.scan.preflight.zk import servers
 from services.scan.schema import extract_from_rows, write_extract
@@ -548,3 +549,28 @@ async def test_a_bookkeeper_store_without_the_ledgers_root_names_its_option(
         "give the BookKeeper ledgers root (the path of the brokers' "
         "bookkeeperMetadataServiceUri, default /ledgers) or fix --bookkeeper-metadata"
     ]
+
+
+async def test_a_slow_client_build_is_not_a_silent_endpoint(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the S3 client (botocore's service model, the credential chain) is local work
+    that a busy driver stretches: when it takes longer than HeadBucket's bound, the check
+    still asks the real endpoint, which answers, and finds no problem."""
+    config = s3.client_config()
+    boto3.client("s3", **config).create_bucket(Bucket=BUCKET)
+    settings = S3Settings(
+        endpoint_url=config["endpoint_url"],
+        region=config["region_name"],
+        access_key_id=config["aws_access_key_id"],
+        secret_access_key=config["aws_secret_access_key"],
+    )
+
+    @contextlib.asynccontextmanager
+    async def slow_open(quick: S3Settings) -> AsyncIterator[S3Lister]:
+        await asyncio.sleep(preflight_s3.CHECK_TIMEOUT_S + 1)  # the set-up, slowed
+        async with open_lister(quick) as lister:
+            yield lister
+
+    monkeypatch.setattr(preflight_s3, "open_lister", slow_open)
+    assert await preflight_s3.check_buckets(settings, [BUCKET]) == []
