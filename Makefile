@@ -14,7 +14,7 @@ run: setup
 # CI runs exactly this: generated code fresh, lint and types clean, then the whole suite on
 # TEST_WORKERS pytest-xdist workers: two per core of a two-core CI machine, because the tests
 # wait much of their time (services starting, retry back-offs, age windows, child
-# processes): two workers took 24.7 minutes, four 20.8 with both cores busy throughout
+# processes): two workers took 24.7 minutes, four 14.7 to 20.8 with both cores busy throughout
 # (docs/testing.md, "Four workers on two cores"). Whole files go to one
 # worker (`loadfile`): a file's module-scoped fixtures (a Spark analysis, a simulated world)
 # are built once. Files are handed out in collection order, where tests/conftest.py puts the
