@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from services.scan.analysis.candidates import deletion_candidates
-from services.scan.analysis.canonical import NONCANONICAL, owner_name_problem
+from services.scan.analysis.canonical import NONCANONICAL, check_names, owner_name_problem
 from services.scan.analysis.config import AnalyzeConfig
-from services.scan.analysis.job import analyze
-from services.scan.schema import extract_from_rows
+from services.scan.analysis.job import analyze, run_analysis
+from services.scan.schema import extract_from_rows, write_extract
 from tests.scan import planted as P
 
 ALIAS = "public/default/./persistent/deleted-topic"  # a '.' namespace under cluster 'default'
@@ -37,10 +40,9 @@ def test_owner_name_problem(
     assert bad == (owner_name_problem(component, ml, cursor, schema) is not None)
 
 
-def test_noncanonical_owners_are_reported_and_never_proposed(spark: SparkSession) -> None:
-    """Orphans whose custom metadata or object metadata names an alias of an owner are kind
-    `noncanonical_name`, not deletable, and absent from the candidates; the canonical
-    orphans beside them still are candidates."""
+def _aliased_rows() -> dict[str, list[dict[str, object]]]:
+    """The planted world with orphans whose custom metadata or object metadata names an
+    alias of an owner (ledgers 900-902, object of ledger 903)."""
     rows = P.planted_rows()
     rows["bk_ledgers"] += [
         P.data(900, ALIAS),
@@ -52,38 +54,83 @@ def test_noncanonical_owners_are_reported_and_never_proposed(spark: SparkSession
     # and is set apart first (`unknown_namespace`, never proposed either): an extract
     # without the listing isolates the canonical check.
     rows["scan_manifest"] = [t for t in rows["scan_manifest"] if t["kind"] != "namespaces"]
-    analysis = analyze(
-        extract_from_rows(spark, rows), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
-    )
+    return rows
+
+
+def _assert_aliases_rejected(ledger_findings: DataFrame, object_findings: DataFrame) -> None:
     ledgers = {
-        r["ledger_id"]: (r["kind"], r["deletable"])
-        for r in analysis.ledger_findings.select("ledger_id", "kind", "deletable").collect()
+        r["ledger_id"]: (r["kind"], r["deletable"], r["name_problem"] is not None)
+        for r in ledger_findings.select("ledger_id", "kind", "deletable", "name_problem").collect()
     }
     objects = {
         (r["ledger_id"], r["kind"], r["deletable"])
-        for r in analysis.object_findings.select("ledger_id", "kind", "deletable").collect()
+        for r in object_findings.select("ledger_id", "kind", "deletable").collect()
     }
     candidates = {
         r["ledger_id"]
-        for r in deletion_candidates(analysis.ledger_findings, analysis.object_findings)
-        .select("ledger_id")
-        .collect()
+        for r in deletion_candidates(ledger_findings, object_findings).select("ledger_id").collect()
     }
-    assert [ledgers[i] for i in (900, 901, 902)] == [(NONCANONICAL, False)] * 3
+    assert [ledgers[i] for i in (900, 901, 902)] == [(NONCANONICAL, False, True)] * 3
     assert (903, NONCANONICAL, False) in objects
     assert (candidates & {900, 901, 902, 903}, 100 in candidates) == (set(), True)
+    # The canonical orphans keep their kind and no problem.
+    assert ledgers[100][1:] == (True, False)
+
+
+def test_noncanonical_owners_are_reported_and_never_proposed(spark: SparkSession) -> None:
+    """Orphans whose owner names are aliases are kind `noncanonical_name`, not deletable,
+    with their problem, and absent from the candidates; the canonical orphans beside them
+    still are candidates (`check_names`, on findings in memory)."""
+    analysis = analyze(
+        extract_from_rows(spark, _aliased_rows()), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
+    )
+    _assert_aliases_rejected(
+        check_names(analysis.ledger_findings, F.col("pdli_component")),
+        check_names(analysis.object_findings, F.lit("MANAGED_LEDGER")),
+    )
+
+
+def test_the_job_rewrites_findings_with_noncanonical_names(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The job checks the names of the written findings: with aliases among the orphans,
+    the findings on disk are written again with them rejected, and neither their candidates
+    nor anything left of the first write remains."""
+    write_extract(extract_from_rows(spark, _aliased_rows()), tmp_path / "extract")
+    config = AnalyzeConfig(cluster=P.CLUSTER, max_orphan_share=1.0)
+    outcome = run_analysis(spark, tmp_path / "extract", tmp_path / "out", config)
+    findings = tmp_path / "out" / "findings"
+    _assert_aliases_rejected(
+        spark.read.parquet(str(findings / "ledgers")), spark.read.parquet(str(findings / "objects"))
+    )
+    proposed = {
+        r["ledger_id"] for r in spark.read.parquet(str(outcome.out_dir / "candidates")).collect()
+    }
+    assert not proposed & {900, 901, 902, 903}
+    assert sorted(p.name for p in findings.iterdir()) == ["ledgers", "objects"]
+
+
+def test_canonical_findings_are_written_once(spark: SparkSession, tmp_path: Path) -> None:
+    """Without a noncanonical name the findings are left as first written (no second
+    write): every row's `name_problem` is null."""
+    write_extract(extract_from_rows(spark, P.planted_rows()), tmp_path / "extract")
+    config = AnalyzeConfig(cluster=P.CLUSTER, max_orphan_share=1.0)
+    run_analysis(spark, tmp_path / "extract", tmp_path / "out", config)
+    ledgers = tmp_path / "out" / "findings" / "ledgers"
+    frame = spark.read.parquet(str(ledgers))
+    assert frame.filter(F.col("name_problem").isNotNull()).count() == 0
+    assert frame.filter(F.col("deletable")).count() > 0
 
 
 def test_the_classification_runs_once(spark: SparkSession) -> None:
-    """The name check adds one column to the findings: the plan behind the ledger findings
-    aggregates the references once and evaluates the check once (a split into deletable and
-    not, taken back together by a union, ran the whole classification twice)."""
+    """The findings' plan aggregates the references once and has no Python operator: the
+    names are checked on the written findings (a Python column beside the classification
+    queued every whole finding row)."""
     analysis = analyze(
         extract_from_rows(spark, P.planted_rows()), AnalyzeConfig(cluster=P.CLUSTER), now_ms=P.NOW
     )
     for findings in (analysis.ledger_findings, analysis.object_findings):
         plan = findings._jdf.queryExecution().executedPlan().toString()
-        assert plan.count("ArrowEvalPython") == 1, plan
-        assert "Union" not in plan.split("ArrowEvalPython")[0], plan
+        assert "ArrowEvalPython" not in plan, plan
     ledgers = analysis.ledger_findings._jdf.queryExecution().optimizedPlan().toString()
     assert ledgers.count("bit_or(") == 1, ledgers

@@ -6,13 +6,14 @@ that is not in the form Pulsar writes (`services.metadata.pulsar_names`: no empt
 `..` segment, no escaped separator, URLEncoder's exact encoding) could alias another owner,
 so such a finding keeps its place in the report with kind `noncanonical_name` and the
 problem, and is not deletable. The check is Python (the one implementation of the rules),
-so it runs on the deletable findings only: the orphans, a small share of all rows.
+so it runs on the distinct owner names of the deletable findings only (the orphans, a small
+share of all rows), read from the findings once they are written: in the common case where
+every name is canonical, the findings are written once and never touched again.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.functions import arrow_udf
@@ -53,44 +54,75 @@ def owner_name_problem(
 
 
 @arrow_udf(StringType())  # type: ignore[call-overload,untyped-decorator]
-def _problems(
-    deletable: pa.Array, component: pa.Array, ml: pa.Array, cursor: pa.Array, schema: pa.Array
-) -> pa.Array:
-    """`owner_name_problem` of each deletable row of an Arrow batch, null for the others.
+def _problems(component: pa.Array, ml: pa.Array, cursor: pa.Array, schema: pa.Array) -> pa.Array:
+    """`owner_name_problem` of each row of an Arrow batch (null where the names are fine).
 
-    Only deletable rows are checked: they are a small share of the batch, and the Python
-    call per row is what the check costs. Their names are taken from the Arrow arrays in one
-    step per column, and a batch without a deletable row is answered without a Python object
-    per row: through pandas, reading names cell by cell (`Series.iat`, tens of µs a cell on
-    Arrow-backed strings) and building each batch's answer cost several times the checks
-    themselves, over a minute of CPU for ten million ledgers."""
-    rows = pc.indices_nonzero(pc.fill_null(deletable, False))
-    if len(rows) == 0:
-        return pa.nulls(len(deletable), pa.string())
-    problems: list[str | None] = [None] * len(deletable)
-    names = [pc.take(column, rows).to_pylist() for column in (component, ml, cursor, schema)]
-    for i, row in zip(rows.to_pylist(), zip(*names, strict=True), strict=True):
-        problems[i] = owner_name_problem(*row)
-    return pa.array(problems, type=pa.string())
+    The names are taken from the Arrow arrays in one step per column: through pandas,
+    reading them cell by cell (`Series.iat`, tens of µs a cell on Arrow-backed strings)
+    cost several times the checks themselves."""
+    names = [column.to_pylist() for column in (component, ml, cursor, schema)]
+    return pa.array([owner_name_problem(*row) for row in zip(*names, strict=True)], pa.string())
 
 
-def reject_noncanonical(findings: DataFrame, component: Column) -> DataFrame:
-    """`findings` with a `name_problem` column; deletable findings whose names are not
-    canonical become kind `noncanonical_name`, not deletable.
+def unchecked(findings: DataFrame) -> DataFrame:
+    """`findings` with the `name_problem` column, empty: the names are checked once the
+    findings are written (`name_problems`, `reject_noncanonical`)."""
+    return findings.withColumn("name_problem", F.lit(None).cast("string"))
 
-    One pass over the findings: splitting them into deletable and not and taking the union
-    would compute the classification behind them (its joins and aggregations) twice. The
-    names go to Python only for deletable rows (null otherwise), so the Arrow batches of the
-    rest carry little more than the flag."""
-    deletable = F.coalesce(F.col("deletable"), F.lit(False))
+
+_NAME_COLUMNS = ("_component", "_ml_name", "_cursor_name", "_schema_id")
+
+
+def _names(findings: DataFrame, component: Column) -> list[Column]:
+    """The owner names a finding's PDLI would carry, as strings, in `_problems`' order."""
     cursor = F.col("cursor_name") if "cursor_name" in findings.columns else F.lit(None)
     schema = F.col("schema_id") if "schema_id" in findings.columns else F.lit(None)
-    names = [
-        F.when(deletable, name.cast("string"))
-        for name in (component, F.col("ml_name"), cursor, schema)
+    return [
+        name.cast("string").alias(alias)
+        for name, alias in zip(
+            (component, F.col("ml_name"), cursor, schema), _NAME_COLUMNS, strict=True
+        )
     ]
-    checked = findings.withColumn("name_problem", _problems(deletable, *names))
-    bad = F.col("name_problem").isNotNull()
-    return checked.withColumn(
-        "kind", F.when(bad, NONCANONICAL).otherwise(F.col("kind"))
-    ).withColumn("deletable", F.when(bad, F.lit(False)).otherwise(F.col("deletable")))
+
+
+def name_problems(findings: DataFrame, component: Column) -> DataFrame:
+    """The distinct owner names of the deletable `findings` that are not canonical, with
+    their problem (`_component`, `_ml_name`, `_cursor_name`, `_schema_id`, `name_problem`).
+
+    Read from the written findings, this is a scan of five columns and a Python call per
+    distinct owner of an orphan. Evaluated beside the classification instead, Spark's
+    Python operator queued every finding's whole row while the names went to Python and
+    back: about a quarter of a ten-million-ledger analysis, for a few hundred thousand
+    deletable rows."""
+    deletable = F.coalesce(F.col("deletable"), F.lit(False))
+    names = findings.filter(deletable).select(*_names(findings, component)).distinct()
+    columns = [F.col(c) for c in _NAME_COLUMNS]
+    return names.withColumn("name_problem", _problems(*columns)).filter(
+        F.col("name_problem").isNotNull()
+    )
+
+
+def reject_noncanonical(findings: DataFrame, problems: DataFrame, component: Column) -> DataFrame:
+    """`findings` (from `unchecked`) with the `problems` of `name_problems` applied: a
+    deletable finding whose names are among them becomes kind `noncanonical_name`, not
+    deletable, its problem in `name_problem`. The problems are few (broadcast); the names
+    match null-safely (an absent cursor or schema id is part of the name)."""
+    deletable = F.coalesce(F.col("deletable"), F.lit(False))
+    keyed = findings.drop("name_problem").select("*", *_names(findings, component))
+    same = [keyed[c].eqNullSafe(F.col(f"p{c}")) for c in _NAME_COLUMNS]
+    renamed = problems.select(*[F.col(c).alias(f"p{c}") for c in _NAME_COLUMNS], "name_problem")
+    joined = keyed.join(F.broadcast(renamed), same, "left")
+    problem = F.when(deletable, F.col("name_problem"))
+    bad = problem.isNotNull()
+    replaced = {
+        "kind": F.when(bad, F.lit(NONCANONICAL)).otherwise(F.col("kind")),
+        "deletable": F.when(bad, F.lit(False)).otherwise(F.col("deletable")),
+        "name_problem": problem,
+    }
+    return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in findings.columns])
+
+
+def check_names(findings: DataFrame, component: Column) -> DataFrame:
+    """`name_problems` and `reject_noncanonical` of `findings` in one plan (which computes
+    the findings twice: for findings in memory; the job checks the written ones)."""
+    return reject_noncanonical(findings, name_problems(findings, component), component)

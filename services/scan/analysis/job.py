@@ -6,6 +6,8 @@ back, so the classification joins run once however many summaries are drawn from
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
@@ -21,7 +23,7 @@ from services.scan.analysis import classify as A
 from services.scan.analysis import clusters, insights, report_data, shared_report
 from services.scan.analysis import sharing as S
 from services.scan.analysis.candidates import deletion_candidates
-from services.scan.analysis.canonical import reject_noncanonical
+from services.scan.analysis.canonical import name_problems, reject_noncanonical, unchecked
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.progress import StepProgress
@@ -145,9 +147,9 @@ def analyze(
         sharing=shared,
     )
     # Names from ZooKeeper, custom metadata and object metadata become PDLI fields: only
-    # canonical ones may be proposed.
-    ledgers = reject_noncanonical(ledgers, F.col("pdli_component"))
-    objects = reject_noncanonical(objects, F.lit("MANAGED_LEDGER"))
+    # canonical ones may be proposed. They are checked on the written findings
+    # (`run_analysis`, `_write_checked`); `canonical.check_names` checks findings in memory.
+    ledgers, objects = unchecked(ledgers), unchecked(objects)
     dormant = insights.dormant_topics(
         mls,
         S.ours(extract.ml_ledgers),
@@ -165,6 +167,33 @@ def analyze(
 
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
+
+
+def _component_of(findings: str) -> Column:
+    """The component of the PDLIs each findings table's rows would become."""
+    return F.col("pdli_component") if findings == OUT_LEDGERS else F.lit("MANAGED_LEDGER")
+
+
+def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
+    """Write findings, then check the owner names of their deletable rows (distinct names
+    only, read back from the files); only when some are not canonical are the findings
+    written again, with those rows made `noncanonical_name` (`services.scan.analysis.canonical`).
+    """
+    written = _write(df, out, name)
+    component = _component_of(name)
+    found = name_problems(written, component)
+    problems = found.collect()
+    if not problems:
+        return written
+    log.warning("noncanonical owner names among the orphans", findings=name, names=len(problems))
+    spark = df.sparkSession
+    bad = spark.createDataFrame(problems, schema=found.schema)
+    again = out / f"{name}.checked"
+    reject_noncanonical(written, bad, component).write.mode("overwrite").parquet(str(again))
+    shutil.rmtree(out / name)
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(again, out / name)
+    return spark.read.schema(df.schema).parquet(str(out / name))
 
 
 def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
@@ -236,9 +265,9 @@ def run_analysis(
     warn_if_unattributed(info)
     sharing = sharing_from(scan_run, manifest, config)
     analysis = analyze(extract, config, now_ms=info.started_ms, sharing=sharing)
-    ledgers = _write(analysis.ledger_findings, out, OUT_LEDGERS)
+    ledgers = _write_checked(analysis.ledger_findings, out, OUT_LEDGERS)
     steps.advance("ledgers")
-    objects = _write(analysis.object_findings, out, OUT_OBJECTS)
+    objects = _write_checked(analysis.object_findings, out, OUT_OBJECTS)
     steps.advance("objects")
     _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
     count_rows = _small_rows(out, OUT_COUNTS)
