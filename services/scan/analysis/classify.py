@@ -301,7 +301,7 @@ def classify_ledgers(
     # every ledger to that join carried it beside the owner ML it repeats.
     ledgers = (
         owned.select("*", _ledger_role().alias("role"))
-        .join(references, "ledger_id", "left")
+        .join(references.hint("shuffle_hash"), "ledger_id", "left")
         .select("*", owner_key.alias("owner_key"))
         .join(owners.withColumn("owner_exists", F.lit(True)), "owner_key", "left")
     )
