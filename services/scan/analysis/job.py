@@ -57,7 +57,12 @@ class ScanInfo:
 
 @dataclass(frozen=True)
 class Analysis:
-    """The lazily computed results of one analysis (nothing runs until written)."""
+    """The lazily computed results of one analysis (nothing runs until written).
+
+    The findings' owner names are not checked yet (`name_problem` is empty, and a finding
+    with a noncanonical name may still read deletable): `run_analysis` checks the written
+    findings, `canonical.check_names` checks them in memory. Nothing may propose
+    candidates from these findings before one of the two."""
 
     ledger_findings: DataFrame
     object_findings: DataFrame
