@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from services.core.errors import CorruptData, NotFound
+from services.scan import parquet_files
 
 
 def _f(name: str, data_type: DataType, nullable: bool = True) -> StructField:
@@ -325,11 +326,7 @@ def _read_parquet(spark: SparkSession, path: Path) -> DataFrame:
     """A table written by Spark, read with the schema in its first file's footer, as Spark's
     own inference does without schema merging; inferring it is a Spark job of its own, this is
     a footer read on the driver. Anything else (no such footer, no file) Spark infers."""
-    import pyarrow.parquet as pq
-
-    parts = sorted(path.glob("part-*.parquet"))
-    metadata = pq.read_schema(parts[0]).metadata if parts else None
-    written = (metadata or {}).get(SPARK_SCHEMA_KEY)
+    written = (parquet_files.first_footer(path) or {}).get(SPARK_SCHEMA_KEY)
     if written is None:
         return spark.read.parquet(str(path))
     return spark.read.schema(StructType.fromJson(json.loads(written))).parquet(str(path))

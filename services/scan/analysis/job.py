@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from services.core.errors import CorruptData
+from services.scan import parquet_files
 from services.scan.analysis import classify as A
 from services.scan.analysis import clusters, insights, report_data, shared_report
 from services.scan.analysis import sharing as S
@@ -208,20 +209,6 @@ def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
     return df.sparkSession.read.schema(df.schema).parquet(path)
 
 
-def _small_rows(out: Path, name: str) -> list[dict[str, Any]]:
-    """The rows of a small written output (one grouped file), read on the driver: no job."""
-    import pyarrow.parquet as pq
-
-    return list(pq.read_table(out / name).to_pylist())
-
-
-def _rows_written(out: Path, name: str) -> int:
-    """How many rows an output holds, from its files' footers: no job, whatever its size."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(part).metadata.num_rows for part in (out / name).glob("part-*"))
-
-
 def warn_if_short_window(config: AnalyzeConfig) -> None:
     if config.below_floor:
         log.warning(
@@ -275,7 +262,7 @@ def run_analysis(
     objects = _write_checked(analysis.object_findings, out, OUT_OBJECTS)
     steps.advance("objects")
     _write(insights.counts_by_kind(ledgers, objects).coalesce(1), out, OUT_COUNTS)
-    count_rows = _small_rows(out, OUT_COUNTS)
+    count_rows = parquet_files.rows(out / OUT_COUNTS)
     verdict = check_safety(extract, count_rows, config, scan_run=scan_run, manifest=manifest)
     steps.advance("safety")
     # Kept in memory (it is small): written when allowed, and summed per namespace either way.
@@ -292,10 +279,10 @@ def run_analysis(
         config,
         verdict,
         count_rows,
-        _small_rows(out, OUT_RECLAIMABLE),
+        parquet_files.rows(out / OUT_RECLAIMABLE),
         totals,
-        _rows_written(out, OUT_DORMANT),
-        _rows_written(out, OUT_INACTIVE),
+        parquet_files.row_count(out / OUT_DORMANT),
+        parquet_files.row_count(out / OUT_INACTIVE),
     )
     summary |= clusters.object_clusters(objects)
     summary |= shared_report.summarize(extract, ledgers, objects, sharing)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.scan import parquet_files
+
 RUN_NAME = re.compile(r"^\d{8}T\d{6}Z$")
 INCOMPLETE = "INCOMPLETE"
 SUMMARY = "summary.json"
@@ -60,13 +62,11 @@ def candidate_keys(run_dir: Path) -> set[CandidateKey] | None:
     path = Path(run_dir) / CANDIDATES
     if not path.is_dir():
         return None
-    import pyarrow.parquet as pq
-
     try:
-        table = pq.read_table(path, columns=["ledger_type", "ledger_id", "uuid"])
+        found = parquet_files.rows(path, columns=["ledger_type", "ledger_id", "uuid"])
     except (OSError, ValueError):
         return None
-    return {(row["ledger_type"], row["ledger_id"], row["uuid"] or "") for row in table.to_pylist()}
+    return {(row["ledger_type"], row["ledger_id"], row["uuid"] or "") for row in found}
 
 
 @dataclass
