@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -77,6 +78,19 @@ class CountingStore(MetadataZnodeStore):
     async def create_sequential(self, prefix: str, data: bytes) -> str:
         self.calls["create_sequential"] += 1
         return await super().create_sequential(prefix, data)
+
+
+async def notifications_delivered(store: MetadataStore) -> None:
+    """Return once the store has delivered the watch events of every change made so far.
+
+    A store delivers them in order (ZooKeeper per session, the test Oxia server on its one
+    shard's stream), so the event of one more change comes after all of them. On Oxia the
+    stream may lag the writes: an event of an earlier change can still be on its way."""
+    path = f"/delivered-{uuid.uuid4().hex}"
+    _stat, fired = await store.watch(path)
+    created = await store.create(path)
+    await asyncio.wait_for(fired, timeout=30)
+    await store.delete(path, version=created.version)
 
 
 async def tree(store: MetadataStore) -> dict[str, list[str]]:
@@ -265,6 +279,9 @@ async def test_replicas_follow_new_batches_without_relisting(either_store: Metad
     follower_store = CountingStore(either_store)
     follower = BelievedSet(follower_store, BelievedConfig(root=ROOT))
     await writer.add([key(pdli(0))])  # creates the bucket
+    # The bucket's creation must not reach the watch the follower is about to set on the
+    # bucket list: that late event would make it list the buckets again (rightly).
+    await notifications_delivered(either_store)
     await follower.refresh()
     follower_store.calls.clear()
     follower_store.paths_read.clear()
@@ -275,7 +292,9 @@ async def test_replicas_follow_new_batches_without_relisting(either_store: Metad
     async def caught_up() -> None:
         assert all(k in follower for k in keys)
 
-    await assert_eventually(caught_up)
+    # Forty batches, each a notification, a read and a new watch: seconds when the
+    # machine is loaded by the rest of the suite.
+    await assert_eventually(caught_up, timeout=30)
     batch_reads = {p: n for p, n in follower_store.paths_read.items() if "/b-" in p}
     assert (follower_store.calls["children"], len(batch_reads), set(batch_reads.values())) == (
         0,
