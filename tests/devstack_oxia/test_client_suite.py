@@ -18,8 +18,15 @@ from . import client_sdist
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: "file::Class::test" of their tests that cannot run here, with why. None so far.
-NOT_RUNNABLE: dict[str, str] = {}
+#: "file::Class::test" of their tests that cannot run here, with why.
+NOT_RUNNABLE: dict[str, str] = {
+    "connection_pool_test.py::test_concurrent_get_creates_only_one_channel": (
+        "a unit test of the client's connection pool alone (gRPC mocked, no server): it "
+        "joins its 20 threads with a 5 s timeout, which the rest of the suite's load on two "
+        "cores exceeded in a CI run; the pool takes a lock around the lookup, and nothing "
+        "in the test reaches the devstack server"
+    ),
+}
 
 #: Their test files (every `*_test.py` of the release); a new one in a later release must be
 #: looked at before it is trusted.
