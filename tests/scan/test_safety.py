@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pyspark.sql import SparkSession
 
 from services.scan.analysis.config import AnalyzeConfig
+from services.scan.analysis.job import collect_rows
 from services.scan.analysis.safety import (
     SafetyVerdict,
     cluster_problems,
@@ -18,8 +21,14 @@ from services.scan.schema import SCAN_MANIFEST, extract_from_rows
 from tests.scan import planted as P
 
 
-def _manifest(spark: SparkSession, rows: list[P.Row]):
-    return extract_from_rows(spark, {"scan_manifest": rows}).scan_manifest
+def _manifest(spark: SparkSession, rows: list[P.Row]) -> list[dict[str, Any]]:
+    """The manifest's rows as the job hands them to the checks: through the extract."""
+    return collect_rows(extract_from_rows(spark, {"scan_manifest": rows}).scan_manifest)
+
+
+def _cluster_problems(spark: SparkSession, rows: dict[str, list[P.Row]]) -> list[str]:
+    extract = extract_from_rows(spark, rows)
+    return cluster_problems(extract, P.CLUSTER, collect_rows(extract.scan_run))
 
 
 def test_complete_manifest_has_no_problem(spark: SparkSession) -> None:
@@ -108,7 +117,7 @@ def test_objects_of_another_cluster_are_not_a_refusal_reason(spark: SparkSession
         P.obj(f"{P.U9}-ledger-31", uuid=P.U9, ledger_id=31, cluster_name="east"),
         P.obj(f"{P.U8}-ledger-5", uuid=P.U8, ledger_id=5, cluster_name="west"),
     ]
-    assert cluster_problems(extract_from_rows(spark, rows), P.CLUSTER) == []
+    assert _cluster_problems(spark, rows) == []
 
 
 def test_our_listed_objects_naming_another_cluster_are_a_refusal_reason(
@@ -125,7 +134,7 @@ def test_our_listed_objects_naming_another_cluster_are_a_refusal_reason(
         "another cluster than 'c1': 'east' (2 objects); --cluster is likely not the name the "
         "brokers write (pulsarclustername)"
     ]
-    assert expected == cluster_problems(extract_from_rows(spark, rows), P.CLUSTER)
+    assert expected == _cluster_problems(spark, rows)
 
 
 def test_other_cluster_objects_are_not_in_the_orphan_share(spark: SparkSession) -> None:
@@ -145,7 +154,7 @@ def test_scan_of_another_cluster_is_a_refusal_reason(spark: SparkSession) -> Non
     """An extract taken of another cluster is never used to delete in this one."""
     rows = {"scan_run": [{"scan_id": "s", "cluster_name": "c2", "started_ms": P.NOW}]}
     expected = ["the extract was taken of cluster(s) ['c2'], not 'c1'"]
-    assert expected == cluster_problems(extract_from_rows(spark, rows), P.CLUSTER)
+    assert expected == _cluster_problems(spark, rows)
 
 
 def test_refused_verdict_withholds_every_candidate(spark: SparkSession) -> None:

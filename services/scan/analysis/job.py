@@ -79,6 +79,7 @@ class AnalysisOutcome:
 
 
 def collect_rows(df: DataFrame) -> list[dict[str, Any]]:
+    """A small table's rows, as dicts (scan_run, the manifest: read once, used by several)."""
     return [row.asDict() for row in df.collect()]
 
 
@@ -197,7 +198,6 @@ def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
     again = out / f"{name}.checked"
     reject_noncanonical(written, bad, component).write.mode("overwrite").parquet(str(again))
     shutil.rmtree(out / name)
-    (out / name).parent.mkdir(parents=True, exist_ok=True)
     os.replace(again, out / name)
     return spark.read.schema(df.schema).parquet(str(out / name))
 

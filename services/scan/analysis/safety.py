@@ -49,10 +49,9 @@ class SafetyVerdict:
         return bool(self.reasons)
 
 
-def manifest_problems(manifest: DataFrame | Sequence[Mapping[str, Any]]) -> list[str]:
+def manifest_problems(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Failed or truncated tasks, and kinds of task with no successful run at all (from the
-    manifest, or its rows already collected)."""
-    rows = manifest.collect() if isinstance(manifest, DataFrame) else manifest
+    manifest's rows, collected once by the caller)."""
     reasons = []
     bad = [row for row in rows if row["status"] != "ok"]
     for row in bad[:MAX_LISTED]:
@@ -120,13 +119,12 @@ def share_problems(
 
 
 def cluster_problems(
-    extract: Extract, cluster: str, scan_run: Sequence[Mapping[str, Any]] | None = None
+    extract: Extract, cluster: str, scan_run: Sequence[Mapping[str, Any]]
 ) -> list[str]:
     """The extract names another cluster, or objects of this cluster name another one
-    (`scan_run`: its rows, when already collected)."""
+    (`scan_run`: that table's rows, collected once by the caller)."""
     reasons = []
-    runs = extract.scan_run.collect() if scan_run is None else scan_run
-    scanned = {row["cluster_name"] for row in runs}
+    scanned = {row["cluster_name"] for row in scan_run}
     if scanned != {cluster}:
         reasons.append(
             f"the extract was taken of cluster(s) {sorted(map(str, scanned))}, not {cluster!r}"
