@@ -298,7 +298,9 @@ def classify_ledgers(
         F.concat(F.lit("M:"), "owner_ml")
     )
     # The owner key is made after the join with the references: made before, the shuffle of
-    # every ledger to that join carried it beside the owner ML it repeats.
+    # every ledger to that join carried it beside the owner ML it repeats. The hint hashes
+    # the references (one narrow row per referenced ledger): left to adaptive execution,
+    # the join hashed the wide ledger rows, the only side that was a bare query stage.
     ledgers = (
         owned.select("*", _ledger_role().alias("role"))
         .join(references.hint("shuffle_hash"), "ledger_id", "left")
