@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from services.scan.analysis.candidates import deletable, ledger_candidates
+from services.scan.analysis.classify import DELETABLE_KINDS
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import AnalysisOutcome, run_analysis
 from services.scan.cli.reconcile import reconcile
@@ -66,6 +69,52 @@ def test_findings_are_written_for_every_ledger_and_object(
     ledgers = spark.read.parquet(str(allowed.out_dir / "findings/ledgers")).count()
     objects = spark.read.parquet(str(allowed.out_dir / "findings/objects")).count()
     assert (len(P.EXPECTED_LEDGERS), len(P.EXPECTED_OBJECTS)) == (ledgers, objects)
+
+
+def test_findings_are_partitioned_by_kind(spark: SparkSession, allowed: AnalysisOutcome) -> None:
+    """Each kind's findings sit in their own folder (`kind=topic_gone/`), and the folder
+    names give back every row's kind."""
+    for table in ("findings/ledgers", "findings/objects"):
+        path = allowed.out_dir / table
+        folders = {p.name.removeprefix("kind=") for p in path.glob("kind=*")}
+        kinds = {r["kind"] for r in spark.read.parquet(str(path)).select("kind").collect()}
+        assert folders == kinds
+        assert "referenced" in kinds
+
+
+def test_candidates_never_read_the_referenced_findings(
+    spark: SparkSession, allowed: AnalysisOutcome, tmp_path: Path
+) -> None:
+    """Candidates drawn from written findings never open the folder of referenced ones (the
+    deletable filter reaches the files as a filter on the partition column): with that
+    folder's files made unreadable, the same candidates come out."""
+    expected = sorted(ledger_candidates(_findings(spark, allowed.out_dir)).collect())
+    copy = tmp_path / "findings"
+    shutil.copytree(allowed.out_dir / "findings", copy)
+    for part in (copy / "ledgers" / "kind=referenced").glob("part-*"):
+        part.write_bytes(b"not parquet")
+    assert sorted(ledger_candidates(_findings(spark, copy.parent)).collect()) == expected
+    read = {r["kind"] for r in deletable(_findings(spark, copy.parent)).select("kind").collect()}
+    assert read
+    assert read <= set(DELETABLE_KINDS)
+
+
+def _findings(spark: SparkSession, out_dir: Path) -> DataFrame:
+    return spark.read.parquet(str(out_dir / "findings" / "ledgers"))
+
+
+def test_referenced_ledgers_are_not_judged_by_owner(
+    spark: SparkSession, allowed: AnalysisOutcome
+) -> None:
+    """A referenced ledger's owner is not looked up: `owner_exists` and `owner_namespace`
+    are null (not false) for it, and set for every other ledger with an owner."""
+    rows = spark.read.parquet(str(allowed.out_dir / "findings/ledgers")).collect()
+    referenced = [r for r in rows if r["kind"] == "referenced"]
+    assert referenced
+    assert all(r["owner_exists"] is None and r["owner_namespace"] is None for r in referenced)
+    judged = [r for r in rows if r["kind"] != "referenced" and r["role"] is not None]
+    assert judged
+    assert all(r["owner_exists"] is not None for r in judged)
 
 
 def test_report_is_one_file_with_its_csvs_beside_it(allowed: AnalysisOutcome) -> None:

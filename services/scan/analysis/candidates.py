@@ -11,6 +11,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from services.scan.analysis.classify import DELETABLE_KINDS
+
 CANDIDATE_COLUMNS = (
     "ledger_type",
     "ledger_id",
@@ -31,7 +33,7 @@ CANDIDATE_COLUMNS = (
 
 def ledger_candidates(ledger_findings: DataFrame) -> DataFrame:
     """LEDGER-tier candidates from the deletable ledger findings."""
-    return ledger_findings.filter("deletable").select(
+    return deletable(ledger_findings).select(
         F.lit("LEDGER").alias("ledger_type"),
         "ledger_id",
         F.col("pdli_component").alias("component"),
@@ -49,11 +51,25 @@ def ledger_candidates(ledger_findings: DataFrame) -> DataFrame:
     )
 
 
+def deletable(findings: DataFrame) -> DataFrame:
+    """The deletable findings. Only a deletable kind is ever deletable: filtered by kind
+    first, written findings (partitioned by kind) are read in those kinds' folders only."""
+    return findings.filter(F.col("kind").isin(*DELETABLE_KINDS)).filter(F.col("deletable"))
+
+
 def object_candidates(object_findings: DataFrame) -> DataFrame:
-    """OFFLOAD_LEDGER-tier candidates: one per (bucket, ledger id, uuid), all objects deletable."""
+    """OFFLOAD_LEDGER-tier candidates: one per (bucket, ledger id, uuid), all objects deletable.
+
+    Only uploads with a deletable object can qualify: every object of those uploads (and no
+    other) is grouped. Grouping all objects, mostly referenced ones, gathered millions of
+    key lists to keep a few."""
+    upload = ["bucket", "ledger_id", "uuid"]
+    parsed = object_findings.filter(F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull())
+    parsed = parsed.withColumn("uuid", F.lower("uuid"))
+    proposed = deletable(parsed).select(*upload).distinct()
     grouped = (
-        object_findings.filter(F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull())
-        .groupBy("bucket", "ledger_id", F.lower("uuid").alias("uuid"))
+        parsed.join(proposed, upload, "left_semi")
+        .groupBy(*upload)
         .agg(
             F.min(F.col("deletable").cast("int")).alias("all_deletable"),
             F.array_sort(F.collect_list("key")).alias("object_keys"),

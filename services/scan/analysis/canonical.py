@@ -25,6 +25,7 @@ from services.metadata.pulsar_names import (
     check_managed_ledger_name,
     check_schema_id,
 )
+from services.scan.analysis.candidates import deletable
 
 NONCANONICAL = "noncanonical_name"
 #: Components whose owner is a cursor znode, so whose PDLI names a cursor.
@@ -94,8 +95,7 @@ def name_problems(findings: DataFrame, component: Column) -> DataFrame:
     Python operator queued every finding's whole row while the names went to Python and
     back: about a quarter of a ten-million-ledger analysis, for a few hundred thousand
     deletable rows."""
-    deletable = F.coalesce(F.col("deletable"), F.lit(False))
-    names = findings.filter(deletable).select(*_names(findings, component)).distinct()
+    names = deletable(findings).select(*_names(findings, component)).distinct()
     columns = [F.col(c) for c in _NAME_COLUMNS]
     return names.withColumn("name_problem", _problems(*columns)).filter(
         F.col("name_problem").isNotNull()
@@ -107,12 +107,12 @@ def reject_noncanonical(findings: DataFrame, problems: DataFrame, component: Col
     deletable finding whose names are among them becomes kind `noncanonical_name`, not
     deletable, its problem in `name_problem`. The problems are few (broadcast); the names
     match null-safely (an absent cursor or schema id is part of the name)."""
-    deletable = F.coalesce(F.col("deletable"), F.lit(False))
+    was_deletable = F.coalesce(F.col("deletable"), F.lit(False))
     keyed = findings.drop("name_problem").select("*", *_names(findings, component))
     same = [keyed[c].eqNullSafe(F.col(f"p{c}")) for c in _NAME_COLUMNS]
     renamed = problems.select(*[F.col(c).alias(f"p{c}") for c in _NAME_COLUMNS], "name_problem")
     joined = keyed.join(F.broadcast(renamed), same, "left")
-    problem = F.when(deletable, F.col("name_problem"))
+    problem = F.when(was_deletable, F.col("name_problem"))
     bad = problem.isNotNull()
     replaced = {
         "kind": F.when(bad, F.lit(NONCANONICAL)).otherwise(F.col("kind")),

@@ -294,8 +294,13 @@ def classify_ledgers(
     """
     created = F.greatest("ctime_ms", "znode_ctime_ms")
     owned = bk_ledgers.select("*", _owner_ml().alias("owner_ml"))
-    owner_key = F.when(F.col("role") == "schema", F.concat(F.lit("S:"), "schema_id")).otherwise(
-        F.concat(F.lit("M:"), "owner_ml")
+    # A referenced ledger is `referenced` whatever its owner: its owner is not looked up
+    # (no key, `owner_exists` and `owner_namespace` null), and most ledgers skip both joins.
+    referenced = F.coalesce(F.col("live"), F.lit(False))
+    owner_key = (
+        F.when(referenced, F.lit(None).cast("string"))
+        .when(F.col("role") == "schema", F.concat(F.lit("S:"), "schema_id"))
+        .otherwise(F.concat(F.lit("M:"), "owner_ml"))
     )
     # The owner key is made after the join with the references: made before, the shuffle of
     # every ledger to that join carried it beside the owner ML it repeats. The hint hashes
@@ -309,13 +314,16 @@ def classify_ledgers(
     )
     ledgers = ledgers.select(
         *[c for c in ledgers.columns if c not in ("owner_exists", "compaction_unknown")],
-        F.coalesce("owner_exists", F.lit(False)).alias("owner_exists"),
+        F.when(~referenced, F.coalesce("owner_exists", F.lit(False))).alias("owner_exists"),
         F.coalesce("compaction_unknown", F.lit(False)).alias("compaction_unknown"),
         F.greatest(created, "bk_deleted_mtime_ms").alias("created_ms"),
     ).withColumn("age_ms", F.lit(now_ms) - F.col("created_ms"))
-    owner_namespace = F.when(F.col("role") == "schema", namespace_of_schema_id(F.col("schema_id")))
-    owner_namespace = owner_namespace.when(
-        F.col("role").isNotNull(), namespace_of_ml(F.col("owner_ml"))
+    # The namespace is cut from the names of the few ledgers that are not referenced.
+    role = F.col("role")
+    owner_namespace = (
+        F.when(referenced, F.lit(None).cast("string"))
+        .when(role == "schema", namespace_of_schema_id(F.col("schema_id")))
+        .when(role.isNotNull(), namespace_of_ml(F.col("owner_ml")))
     )
     ledgers = _sharing_columns(ledgers, F.col("owner_key"), owner_namespace, sharing)
     return _decide(ledgers, min_age_ms=min_age_ms, sharing=sharing)

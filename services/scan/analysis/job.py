@@ -181,12 +181,19 @@ def _component_of(findings: str) -> Column:
     return F.col("pdli_component") if findings == OUT_LEDGERS else F.lit("MANAGED_LEDGER")
 
 
+#: The column findings are partitioned by on disk (`findings/ledgers/kind=topic_gone/...`).
+#: Every step after the findings reads the few kinds that are not `referenced`: partitioned,
+#: it reads their folders only, and never again the millions of referenced rows.
+FINDINGS_PARTITION = "kind"
+
+
 def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
-    """Write findings, then check the owner names of their deletable rows (distinct names
-    only, read back from the files); only when some are not canonical are the findings
-    written again, with those rows made `noncanonical_name` (`services.scan.analysis.canonical`).
+    """Write findings (partitioned by kind), then check the owner names of their deletable
+    rows (distinct names only, read back from the files); only when some are not canonical
+    are the findings written again, with those rows made `noncanonical_name`
+    (`services.scan.analysis.canonical`).
     """
-    written = _write(df, out, name)
+    written = _write(df, out, name, partition=FINDINGS_PARTITION)
     component = _component_of(name)
     found = name_problems(written, component)
     problems = found.collect()
@@ -196,17 +203,27 @@ def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
     spark = df.sparkSession
     bad = spark.createDataFrame(problems, schema=found.schema)
     again = out / f"{name}.checked"
-    reject_noncanonical(written, bad, component).write.mode("overwrite").parquet(str(again))
+    rejected = reject_noncanonical(written, bad, component)
+    rejected.write.partitionBy(FINDINGS_PARTITION).mode("overwrite").parquet(str(again))
     shutil.rmtree(out / name)
     os.replace(again, out / name)
-    return spark.read.schema(df.schema).parquet(str(out / name))
+    return _read_back(df, out / name)
 
 
-def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
-    path = str(out / name)
-    df.write.mode("overwrite").parquet(path)
-    # The schema just written: reading it back infers nothing (inferring is a Spark job).
-    return df.sparkSession.read.schema(df.schema).parquet(path)
+def _write(df: DataFrame, out: Path, name: str, *, partition: str | None = None) -> DataFrame:
+    writer = df.write.mode("overwrite")
+    if partition is not None:
+        writer = writer.partitionBy(partition)
+    writer.parquet(str(out / name))
+    return _read_back(df, out / name)
+
+
+def _read_back(df: DataFrame, path: Path) -> DataFrame:
+    """The table `df` was written to, with its columns in `df`'s order. The schema is the
+    one just written: reading it back infers nothing (inferring is a Spark job)."""
+    read = df.sparkSession.read.schema(df.schema).parquet(str(path))
+    # A partition column comes back last; the findings keep the order they were built in.
+    return read.select(*df.columns)
 
 
 def warn_if_short_window(config: AnalyzeConfig) -> None:
