@@ -442,10 +442,18 @@ def classify_objects(
             F.min("ml_name").alias("listed_ml"),
         )
     )
-    objects = offload_objects.join(listed, "ledger_id", "left")
+    parsed = F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull()
+    matched = F.coalesce(F.array_contains("listed_uuids", F.lower("uuid")), F.lit(False))
     ml_name = F.coalesce("managed_ledger_name", "listed_ml")
-    owner_key = F.concat(F.lit("M:"), ml_name)
-    objects = _sharing_columns(objects, owner_key, namespace_of_ml(ml_name), sharing)
+    # Each object's namespace is cut once; a referenced object's owner is not looked up
+    # (no owner key or owner namespace), as for ledgers.
+    objects = offload_objects.join(listed, "ledger_id", "left").select(
+        "*", (parsed & matched).alias("_referenced"), namespace_of_ml(ml_name).alias("_namespace")
+    )
+    referenced = F.col("_referenced")
+    owner_key = F.when(~referenced, F.concat(F.lit("M:"), ml_name))
+    owner_namespace = F.when(~referenced, F.col("_namespace"))
+    objects = _sharing_columns(objects, owner_key, owner_namespace, sharing)
     if owners is not None:
         present = owners.select(F.col("owner_key").alias("_okey"), F.lit(True).alias("_exists"))
         objects = objects.join(present, owner_key == F.col("_okey"), "left").drop("_okey")
@@ -453,18 +461,17 @@ def classify_objects(
         objects = objects.withColumn("_exists", F.lit(None).cast("boolean"))
     owner_exists = F.coalesce(F.col("_exists"), F.lit(False))
     held = F.coalesce(_foreign(owner_exists, sharing), F.lit(None).cast("string"))
-    parsed = F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull()
-    matched = F.coalesce(F.array_contains("listed_uuids", F.lower("uuid")), F.lit(False))
     foreign = F.col("cluster_name").isNotNull() & (F.col("cluster_name") != cluster)
     age = F.lit(now_ms) - F.col("last_modified_ms")
     young = age.isNull() | (age < min_age_ms)
     # Written before 2.10: neither owner key (both arrived together, PR #14907).
     pre_210 = F.col("managed_ledger_name").isNull() & F.col("cluster_name").isNull()
     ownerless = pre_210 & F.col("listed_ml").isNull()
-    orphan = F.when(parsed & ~matched & ~foreign & ~ownerless & held.isNull(), "offload_no_match")
+    unheld = parsed & ~referenced & ~foreign & ~ownerless & held.isNull()
+    orphan = F.when(unheld, "offload_no_match")
     kind = (
         F.when(~parsed, "unknown_ownership")
-        .when(matched, "referenced")
+        .when(referenced, "referenced")
         .when(foreign, "other_cluster")
         .when(ownerless, "unknown_ownership")
         .when(held.isNotNull(), held)
@@ -484,7 +491,7 @@ def classify_objects(
         orphan.alias("orphan_reason"),
         (kind == "offload_no_match").alias("deletable"),
         ml_name.alias("ml_name"),
-        F.coalesce(namespace_of_ml(ml_name), F.lit(UNKNOWN_NAMESPACE)).alias("namespace"),
+        F.coalesce("_namespace", F.lit(UNKNOWN_NAMESPACE)).alias("namespace"),
         F.col("listed_uuids").isNotNull().alias("ledger_listed"),
         "cluster_name",
         F.coalesce("size", F.lit(0)).alias("size_bytes"),
