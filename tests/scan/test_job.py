@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import DataFrame, SparkSession
 
+from services.scan.analysis import report_data
 from services.scan.analysis.candidates import deletable, ledger_candidates
 from services.scan.analysis.classify import DELETABLE_KINDS
 from services.scan.analysis.config import AnalyzeConfig
@@ -141,6 +142,19 @@ def test_report_is_one_file_with_its_csvs_beside_it(allowed: AnalysisOutcome) ->
     assert (len(tasks), summary["coverage"]["tasks"]) == (
         len(P.planted_rows()["scan_manifest"]),
     ) * 2
+    order = [(row["proposed"] == "true", int(row["size_bytes"])) for row in items]
+    assert order == sorted(order, reverse=True)
+
+
+def test_items_csv_is_its_parts_in_order_under_one_header(tmp_path: Path) -> None:
+    """The sorted parts are joined in name order, each part's header dropped but the first;
+    with no part at all, the file is the header alone."""
+    for index, rows in enumerate(["1\n2\n", "3\n", "4\n5\n"]):
+        (tmp_path / f"part-0000{index}-x.csv").write_text("n\n" + rows)
+    report_data._concatenate_csv(sorted(tmp_path.glob("part-*")), tmp_path / "all.csv", ["n"])
+    assert (tmp_path / "all.csv").read_text() == "n\n1\n2\n3\n4\n5\n"
+    report_data._concatenate_csv([], tmp_path / "none.csv", ["a", "b"])
+    assert (tmp_path / "none.csv").read_text() == "a,b\n"
 
 
 def test_summary_holds_what_the_report_draws(allowed: AnalysisOutcome) -> None:

@@ -96,21 +96,24 @@ def _ref(df: DataFrame, ledger_id: Column, name: str) -> DataFrame:
     )
 
 
-#: The names of the references set in each combination of bits, in REF_BITS order, indexed
-#: by the bits themselves.
+#: The names of the references set in each combination of bits, in REF_BITS order and
+#: joined by commas, indexed by the bits themselves.
 _NAMES_BY_BITS = [
-    [name for name, bit in REF_BITS.items() if bits & bit] for bits in range(2 ** len(REF_BITS))
+    ",".join(name for name, bit in REF_BITS.items() if bits & bit)
+    for bits in range(2 ** len(REF_BITS))
 ]
 
 
 def ref_names(bits: Column) -> Column:
-    """The names of the references set in `bits` (null when there is none).
+    """The names of the references set in `bits`, comma-separated in REF_BITS order
+    (`ml_list,cursor`; null when there is none).
 
-    One lookup in a constant array per row: building an array of the names and filtering it
-    with a lambda, which Spark evaluates row by row outside the generated code, cost seconds
-    of CPU over the ten million ledgers of a large cluster."""
-    table = F.array(*[F.array(*[F.lit(n) for n in names]) for names in _NAMES_BY_BITS])
-    return F.get(table.cast("array<array<string>>"), bits)
+    One lookup in a constant array per row. A string, not an array of names: written for
+    every one of ten million ledgers, Parquet's nested encoding of a one-name list cost
+    seconds of CPU, and an array built and filtered per row (a lambda, evaluated outside
+    the generated code) cost more."""
+    table = F.array(*[F.lit(names) for names in _NAMES_BY_BITS])
+    return F.get(table, bits)
 
 
 def ledger_references(
