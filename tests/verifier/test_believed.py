@@ -272,6 +272,41 @@ async def test_a_large_call_spans_several_batches(store: ZkMetadataStore) -> Non
     assert (sum(batches), all(k in restarted for k in keys)) == (4, True)
 
 
+class UncountedStore(MetadataZnodeStore):
+    """The real store, whose buckets' counts lag one batch behind: what a reader sees on Oxia
+    between a new batch's creation and its bucket's advance
+    (`OxiaMetadataStore.create_sequential` makes the child, then counts it in the parent)."""
+
+    async def read_many(self, paths: Sequence[str]) -> list[Znode | Exception | None]:
+        nodes = await super().read_many(paths)
+        return [
+            replace(node, cversion=max(0, node.cversion - 1))
+            if isinstance(node, Znode) and path.count("/") == BUCKETS.count("/") + 1
+            else node
+            for path, node in zip(paths, nodes, strict=True)
+        ]
+
+
+async def test_a_follower_loads_the_batch_its_bucket_does_not_count_yet(
+    store: ZkMetadataStore,
+) -> None:
+    """The next batch a follower watches for may exist before its bucket counts it: the
+    follower loads it from the watch's answer, and every later batch too. (Watching it
+    again, it would wait for a change the batch never gets.)"""
+    writer = believed_set(store)
+    follower = BelievedSet(UncountedStore(store), BelievedConfig(root=ROOT))
+    await writer.add([key(pdli(0))])
+    await follower.refresh()
+    keys = [key(pdli(n)) for n in range(1, 6)]
+    for k in keys:
+        await writer.add([k])
+
+    async def caught_up() -> None:
+        assert all(k in follower for k in [key(pdli(0)), *keys])
+
+    await assert_eventually(caught_up, timeout=10)
+
+
 async def test_replicas_follow_new_batches_without_relisting(either_store: MetadataStore) -> None:
     """A follower learns of each new batch through a watch on one name: it never lists a
     bucket again, and reads each new batch exactly once."""

@@ -360,6 +360,10 @@ class BelievedSet:
         """Load the batches created in `buckets` since they were last looked at, then watch
         the next name of each (again for those where it exists already)."""
         pending = list(dict.fromkeys(buckets))
+        # Batches known to exist beyond what the bucket's count said: on Oxia a bucket's count
+        # is advanced just after its new batch is made, so the batch a watch finds may not be
+        # counted yet. It is loaded all the same (else, watched already, it would never be).
+        found: dict[_Bucket, int] = {}
         while pending:
             changes = self._changes
             stats = await self._store.read_many([f"{self._layout}/{b.name}" for b in pending])
@@ -374,12 +378,10 @@ class BelievedSet:
                     if bucket.created_at <= changes:
                         self._drop(bucket.name)
                     continue
-                tops[bucket] = stat.cversion
+                top = tops[bucket] = max(stat.cversion, found.get(bucket, 0))
                 bucket.full = bucket.full or stat.cversion >= self._config.bucket_batches
                 wanted += [
-                    (bucket, n)
-                    for n in range(bucket.next_seq, stat.cversion)
-                    if n not in bucket.batches
+                    (bucket, n) for n in range(bucket.next_seq, top) if n not in bucket.batches
                 ]
             await self._load(wanted)
             for bucket, top in tops.items():
@@ -387,6 +389,7 @@ class BelievedSet:
             current = [b for b in tops if self._buckets.get(b.name) is b]
             exists = await asyncio.gather(*(self._watch_next(b) for b in current))
             pending = [bucket for bucket, again in zip(current, exists, strict=True) if again]
+            found |= {bucket: bucket.next_seq + 1 for bucket in pending}
 
     async def _load(self, wanted: list[tuple[_Bucket, int]]) -> None:
         """Read and insert these batches (multiRead, a few requests in flight)."""
