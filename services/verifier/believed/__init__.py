@@ -24,7 +24,8 @@ znodes and bounded children lists (`<root>` is `TOMBSTONE_VERIFIER_BELIEVED_PATH
   they are deleted whole). A replica knows, per bucket, the first number it has not looked at,
   and keeps an exists-watch on that one name. When it fires the replica reads the bucket's
   stat (cversion: the next number to be given) and the batches in between (multiRead), and
-  watches the next name: O(1) requests per batch written, whatever the set's size. Only the
+  watches the next name: O(1) requests per batch written, whatever the set's size (a next
+  name the watch finds made is read even before the bucket counts it, as on Oxia). Only the
   bucket list (`<root>/v2`) is listed with a children watch, and it changes once per bucket.
 - **Bounds.** One deterministic rule on bucket names, applied by every replica: walking from
   the newest bucket, keep buckets while their cumulative entries are within `max_entries` and
