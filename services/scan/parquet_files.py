@@ -12,7 +12,9 @@ from typing import Any
 
 
 def _parts(table: Path) -> list[Path]:
-    """The data files of a table directory, in name order (Spark's `part-NNNNN-...`)."""
+    """The data files of a flat table directory, in name order (Spark's `part-NNNNN-...`).
+    A table partitioned into `column=value/` folders (the findings) has none at its top:
+    it is read with Spark or `pyarrow.parquet.read_table`, not with these helpers."""
     return sorted(Path(table).glob("part-*"))
 
 

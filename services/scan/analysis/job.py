@@ -203,19 +203,22 @@ def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
     spark = df.sparkSession
     bad = spark.createDataFrame(problems, schema=found.schema)
     again = out / f"{name}.checked"
-    rejected = reject_noncanonical(written, bad, component)
-    rejected.write.partitionBy(FINDINGS_PARTITION).mode("overwrite").parquet(str(again))
+    _save(reject_noncanonical(written, bad, component), again, partition=FINDINGS_PARTITION)
     shutil.rmtree(out / name)
     os.replace(again, out / name)
     return _read_back(df, out / name)
 
 
 def _write(df: DataFrame, out: Path, name: str, *, partition: str | None = None) -> DataFrame:
+    _save(df, out / name, partition=partition)
+    return _read_back(df, out / name)
+
+
+def _save(df: DataFrame, path: Path, *, partition: str | None = None) -> None:
     writer = df.write.mode("overwrite")
     if partition is not None:
         writer = writer.partitionBy(partition)
-    writer.parquet(str(out / name))
-    return _read_back(df, out / name)
+    writer.parquet(str(path))
 
 
 def _read_back(df: DataFrame, path: Path) -> DataFrame:
