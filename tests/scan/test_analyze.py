@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from services.scan.analysis import classify as A
+from services.scan.analysis import references as R
 from services.scan.analysis.candidates import deletion_candidates
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import Analysis, analyze
@@ -58,8 +58,9 @@ def test_abandoned_upload_is_marked_as_of_a_listed_ledger(analysis: Analysis) ->
 
 def test_references_name_every_source(extract: Extract) -> None:
     """Shadow lists, cursors, compacted and bucket properties and locators are references."""
-    refs = A.ledger_references(
-        extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
+    deleted = R.bk_deleted_times(extract.managed_ledgers, extract.ml_ledgers)
+    refs = R.ledger_references(
+        R.reference_rows(extract.ml_ledgers, extract.cursors, extract.schemas, deleted)
     )
     expected = {
         10: ["ml_list"],
@@ -79,7 +80,7 @@ def test_references_name_every_source(extract: Extract) -> None:
         P.LONG + 1: ["ml_list"],
         P.LONG + 54: ["delayed_bucket"],
     }
-    rows = refs.select("ledger_id", A.ref_names(F.col("ref_bits")).alias("refs")).collect()
+    rows = refs.select("ledger_id", R.ref_names(F.col("ref_bits")).alias("refs")).collect()
     assert {i: ",".join(names) for i, names in expected.items()} == {
         r["ledger_id"]: r["refs"] for r in rows
     }

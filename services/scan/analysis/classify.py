@@ -37,13 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from services.scan.analysis import sharing as S
-from services.scan.analysis.cursor_owned import (
-    COMPACTED_TOPIC_LEDGER,
-    DELAYED_BUCKET_PREFIX,
-    below_persisted,
-    compaction_state,
-    owner_cursor,
-)
+from services.scan.analysis.cursor_owned import below_persisted, compaction_state, owner_cursor
 from services.scan.analysis.names import (
     UNKNOWN_NAMESPACE,
     ml_name_of_topic,
@@ -51,6 +45,7 @@ from services.scan.analysis.names import (
     namespace_of_schema,
     namespace_of_schema_id,
 )
+from services.scan.analysis.references import References, join_references, ref_names
 
 DELETABLE_KINDS = (
     "topic_gone",
@@ -71,110 +66,6 @@ PDLI_COMPONENTS = {
     "delayed_bucket": "DELAYED_INDEX_BUCKET",
 }
 OPEN_STATES = ("OPEN", "IN_RECOVERY")
-#: Stands for a time that is not known; far in the future, so the age is negative (young).
-UNKNOWN_TIME_MS = 2**62
-
-
-#: One bit per kind of reference; aggregating ints is much cheaper than sets of names.
-REF_BITS = {
-    "ml_list": 1,
-    "ml_list_bookkeeper_deleted": 2,
-    "cursor": 4,
-    "compacted": 8,
-    "delayed_bucket": 16,
-    "schema_locator": 32,
-}
-#: Every reference but "listed as bookkeeperDeleted" keeps the BookKeeper copy in use.
-LIVE_BITS = sum(REF_BITS.values()) - REF_BITS["ml_list_bookkeeper_deleted"]
-
-
-def _ref(df: DataFrame, ledger_id: Column, name: str) -> DataFrame:
-    return df.select(
-        ledger_id.cast("long").alias("ledger_id"),
-        F.lit(REF_BITS[name]).alias("ref_bit"),
-        F.lit(None).cast("long").alias("bk_deleted_mtime_ms"),
-    )
-
-
-#: The names of the references set in each combination of bits, in REF_BITS order and
-#: joined by commas, indexed by the bits themselves.
-_NAMES_BY_BITS = [
-    ",".join(name for name, bit in REF_BITS.items() if bits & bit)
-    for bits in range(2 ** len(REF_BITS))
-]
-
-
-def ref_names(bits: Column) -> Column:
-    """The names of the references set in `bits`, comma-separated in REF_BITS order
-    (`ml_list,cursor`; null when there is none).
-
-    One lookup in a constant array per row. A string, not an array of names: written for
-    every one of ten million ledgers, Parquet's nested encoding of a one-name list cost
-    seconds of CPU, and an array built and filtered per row (a lambda, evaluated outside
-    the generated code) cost more."""
-    table = F.array(*[F.lit(names) for names in _NAMES_BY_BITS])
-    return F.get(table, bits)
-
-
-def ledger_references(
-    managed_ledgers: DataFrame, ml_ledgers: DataFrame, cursors: DataFrame, schemas: DataFrame
-) -> DataFrame:
-    """One row per referenced ledger id: `ref_bits` (REF_BITS), `live`, `bk_deleted_mtime_ms`.
-
-    `live` is false when the only references are ML list entries whose offload is complete
-    and `bookkeeperDeleted`: the BookKeeper copy of such a ledger is garbage.
-    `bk_deleted_mtime_ms` is the newest mtime of an ML listing it so (the flag was set no
-    later than that).
-    """
-    gone = F.coalesce(F.col("offload_complete"), F.lit(False)) & F.coalesce(
-        F.col("offload_bookkeeper_deleted"), F.lit(False)
-    )
-    listed = _ref(ml_ledgers.filter(~gone), F.col("ledger_id"), "ml_list")
-    bk_deleted = (
-        ml_ledgers.filter(gone)
-        .join(managed_ledgers.select("ml_name", "znode_mtime_ms"), "ml_name", "left")
-        .select(
-            F.col("ledger_id"),
-            F.lit(REF_BITS["ml_list_bookkeeper_deleted"]).alias("ref_bit"),
-            # An unknown mtime (ML znode absent from the extract) must not read as "old".
-            F.coalesce(F.col("znode_mtime_ms"), F.lit(UNKNOWN_TIME_MS)).alias(
-                "bk_deleted_mtime_ms"
-            ),
-        )
-    )
-    refs = (
-        listed.unionByName(bk_deleted)
-        .unionByName(_cursor_refs(cursors))
-        .unionByName(_schema_refs(schemas))
-        .filter(F.col("ledger_id").isNotNull() & (F.col("ledger_id") >= 0))
-    )
-    return (
-        refs.groupBy("ledger_id")
-        .agg(
-            F.bit_or("ref_bit").alias("ref_bits"),
-            F.max("bk_deleted_mtime_ms").alias("bk_deleted_mtime_ms"),
-        )
-        .withColumn("live", F.col("ref_bits").bitwiseAND(LIVE_BITS) != 0)
-    )
-
-
-def _cursor_refs(cursors: DataFrame) -> DataFrame:
-    own = _ref(cursors, F.col("cursors_ledger_id"), "cursor")
-    compacted = _ref(cursors, F.col("properties")[COMPACTED_TOPIC_LEDGER], "compacted").unionByName(
-        _ref(cursors, F.col("position_properties")[COMPACTED_TOPIC_LEDGER], "compacted")
-    )
-    entries = cursors.select(F.explode("cursor_properties").alias("key", "value"))
-    buckets = _ref(
-        entries.filter(F.col("key").startswith(DELAYED_BUCKET_PREFIX)),
-        F.expr("try_cast(value AS BIGINT)"),
-        "delayed_bucket",
-    )
-    return own.unionByName(compacted).unionByName(buckets)
-
-
-def _schema_refs(schemas: DataFrame) -> DataFrame:
-    entries = schemas.select(F.explode("index").alias("entry"))
-    return _ref(entries, F.col("entry.ledger_id"), "schema_locator")
 
 
 def reference_owners(
@@ -280,9 +171,21 @@ def _sharing_columns(
     )
 
 
+def _stage_boundary(df: DataFrame, name: str) -> DataFrame:
+    """`df`, its rows counted by an operator that generates no code, so that the code Spark
+    generates for what comes before and after it is compiled as two methods.
+
+    The reading of the ledgers, their references (broadcast) and the classification would
+    otherwise be one generated method of about 11,500 bytes, which HotSpot never compiles
+    (`HugeMethodLimit`, 8,000 bytes): every ledger would run through the bytecode
+    interpreter. Split here, the two are about 6,300 and 5,900 bytes at ten million
+    ledgers (`tests/scan/test_classify_plan.py`). The count costs an addition per row."""
+    return df.observe(name, F.count(F.lit(1)).alias("rows"))
+
+
 def classify_ledgers(
     bk_ledgers: DataFrame,
-    references: DataFrame,
+    references: References,
     owners: DataFrame,
     *,
     now_ms: int,
@@ -305,13 +208,12 @@ def classify_ledgers(
         .when(F.col("role") == "schema", F.concat(F.lit("S:"), "schema_id"))
         .otherwise(F.concat(F.lit("M:"), "owner_ml"))
     )
-    # The owner key is made after the join with the references: made before, the shuffle of
-    # every ledger to that join carried it beside the owner ML it repeats. The hint hashes
-    # the references (one narrow row per referenced ledger): left to adaptive execution,
-    # the join hashed the wide ledger rows, the only side that was a bare query stage.
+    # The owner key is made after the join with the references: made before, a shuffle of
+    # every ledger to that join (sparse ids, `join_references`) carried it beside the owner
+    # ML it repeats.
+    joined = join_references(owned.select("*", _ledger_role().alias("role")), references)
     ledgers = (
-        owned.select("*", _ledger_role().alias("role"))
-        .join(references.hint("shuffle_hash"), "ledger_id", "left")
+        _stage_boundary(joined, "ledgers_with_references")
         .select("*", owner_key.alias("owner_key"))
         .join(owners.withColumn("owner_exists", F.lit(True)), "owner_key", "left")
     )

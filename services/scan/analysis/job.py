@@ -22,6 +22,7 @@ from services.core.errors import CorruptData
 from services.scan import parquet_files
 from services.scan.analysis import classify as A
 from services.scan.analysis import clusters, insights, report_data, shared_report
+from services.scan.analysis import references as R
 from services.scan.analysis import sharing as S
 from services.scan.analysis.candidates import deletion_candidates
 from services.scan.analysis.canonical import name_problems, reject_noncanonical, unchecked
@@ -69,6 +70,8 @@ class Analysis:
     object_findings: DataFrame
     dormant_topics: DataFrame
     inactive_cursors: DataFrame
+    references: R.References | None = None
+    """What the ledger findings join (`release` once they are written)."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +122,14 @@ def sharing_from(
 def analyze(
     extract: Extract, config: AnalyzeConfig, *, now_ms: int, sharing: S.Sharing | None = None
 ) -> Analysis:
-    """Classify ledgers and objects and derive the reports (pure: returns DataFrames).
+    """Classify ledgers and objects and derive the reports (returns DataFrames; the one job
+    it runs counts the reference bitmaps, `references.references`, and caches them).
 
     References count from every cluster the extract read; owners only from this one (a
     neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`). Without
     `sharing`, it is read from the extract (`sharing_of`)."""
     # Every cluster's references protect a ledger; only ours own, list and report.
-    refs = A.ledger_references(
+    refs = R.references(
         extract.managed_ledgers, extract.ml_ledgers, extract.cursors, extract.schemas
     )
     mls, cursors = S.ours(extract.managed_ledgers), S.ours(extract.cursors)
@@ -169,7 +173,7 @@ def analyze(
         now_ms=now_ms,
         inactive_age_ms=_ms(config.inactive_cursor_age.total_seconds()),
     )
-    return Analysis(ledgers, objects, dormant, inactive)
+    return Analysis(ledgers, objects, dormant, inactive, refs)
 
 
 def _ms(seconds: float) -> int:
@@ -278,6 +282,8 @@ def run_analysis(
     sharing = sharing_from(scan_run, manifest, config)
     analysis = analyze(extract, config, now_ms=info.started_ms, sharing=sharing)
     ledgers = _write_checked(analysis.ledger_findings, out, OUT_LEDGERS)
+    if analysis.references is not None:
+        analysis.references.release()
     steps.advance("ledgers")
     objects = _write_checked(analysis.object_findings, out, OUT_OBJECTS)
     steps.advance("objects")
