@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pyspark.sql import DataFrame, SparkSession
 
 from services.scan.analysis import report_data
-from services.scan.analysis.candidates import deletable, ledger_candidates
+from services.scan.analysis.candidates import deletable, ledger_candidates, object_candidates
 from services.scan.analysis.classify import DELETABLE_KINDS
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import AnalysisOutcome, run_analysis
@@ -100,8 +100,25 @@ def test_candidates_never_read_the_referenced_findings(
     assert read <= set(DELETABLE_KINDS)
 
 
-def _findings(spark: SparkSession, out_dir: Path) -> DataFrame:
-    return spark.read.parquet(str(out_dir / "findings" / "ledgers"))
+def _findings(spark: SparkSession, out_dir: Path, tier: str = "ledgers") -> DataFrame:
+    return spark.read.parquet(str(out_dir / "findings" / tier))
+
+
+def test_object_candidates_never_read_the_referenced_objects(
+    spark: SparkSession, allowed: AnalysisOutcome, tmp_path: Path
+) -> None:
+    """An upload is referenced or not as a whole (by its ledger id and uuid), so grouping
+    the uploads with a deletable object never needs a referenced one: with the referenced
+    objects' files made unreadable, the same offload candidates come out."""
+    expected = sorted(object_candidates(_findings(spark, allowed.out_dir, "objects")).collect())
+    assert expected
+    copy = tmp_path / "findings"
+    shutil.copytree(allowed.out_dir / "findings", copy)
+    referenced = list((copy / "objects" / "kind=referenced").glob("part-*"))
+    assert referenced
+    for part in referenced:
+        part.write_bytes(b"not parquet")
+    assert sorted(object_candidates(_findings(spark, copy.parent, "objects")).collect()) == expected
 
 
 def test_referenced_ledgers_are_not_judged_by_owner(

@@ -62,9 +62,14 @@ def object_candidates(object_findings: DataFrame) -> DataFrame:
 
     Only uploads with a deletable object can qualify: every object of those uploads (and no
     other) is grouped. Grouping all objects, mostly referenced ones, gathered millions of
-    key lists to keep a few."""
+    key lists to keep a few. None of those uploads' objects is `referenced`: an object is
+    referenced by its ledger id and uuid, which all the objects of an upload share, so an
+    upload with a deletable object has no referenced one, and the referenced findings
+    (most of them, partitioned apart) are not read."""
     upload = ["bucket", "ledger_id", "uuid"]
-    parsed = object_findings.filter(F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull())
+    parsed = object_findings.filter(
+        (F.col("kind") != "referenced") & F.col("ledger_id").isNotNull() & F.col("uuid").isNotNull()
+    )
     parsed = parsed.withColumn("uuid", F.lower("uuid"))
     proposed = deletable(parsed).select(*upload).distinct()
     grouped = (
