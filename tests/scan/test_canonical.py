@@ -5,11 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from services.scan.analysis.candidates import deletion_candidates
-from services.scan.analysis.canonical import NONCANONICAL, check_names, owner_name_problem
+from services.scan.analysis.canonical import (
+    NONCANONICAL,
+    PLAIN_CURSOR_NAME,
+    PLAIN_ML_NAME,
+    check_names,
+    owner_name_problem,
+    plainly_canonical,
+)
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.job import analyze, run_analysis
 from services.scan.schema import extract_from_rows, write_extract
@@ -135,3 +144,64 @@ def test_the_classification_runs_once(spark: SparkSession) -> None:
     ledgers = analysis.ledger_findings._jdf.queryExecution().optimizedPlan().toString()
     assert "InMemoryRelation [ref_block" in ledgers, ledgers
     assert "bit_or(" not in ledgers, ledgers
+
+
+Owner = tuple[str | None, str | None, str | None]
+#: Near misses: names of (almost) the plain form that Python must check, or that are wrong.
+NEAR_MISSES: list[Owner] = [
+    ("MANAGED_LEDGER", "t/ns/persistent/x\n", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/..", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/.", None),
+    ("MANAGED_LEDGER", "./ns/persistent/x", None),
+    ("MANAGED_LEDGER", "t/../persistent/x", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/a/b", None),
+    ("MANAGED_LEDGER", "t/ns/non-persistent/x", None),
+    ("MANAGED_LEDGER", "t/c/ns/persistent/x", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/a%20b", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/a+b", None),
+    ("MANAGED_LEDGER", "t/ns/persistent/caf\u00e9", None),
+    ("MANAGED_LEDGER", "t" * 256 + "/ns/persistent/x", None),
+    ("MANAGED_CURSOR", "t/ns/persistent/x", ".."),
+    ("MANAGED_CURSOR", "t/ns/persistent/x", "sub\n"),
+    ("MANAGED_CURSOR", "t/ns/persistent/x", "a%2Fb"),
+    ("SCHEMA_STORAGE", None, None),
+    (None, "t/ns/persistent/x", None),
+]
+_SEGMENT = st.from_regex(r"[A-Za-z0-9_.-]{1,12}", fullmatch=True)
+_OWNERS = st.tuples(
+    st.sampled_from(["MANAGED_LEDGER", "MANAGED_CURSOR", "COMPACTED_LEDGER", "SCHEMA_STORAGE"]),
+    st.one_of(
+        st.none(),
+        st.builds(lambda a, b, c: f"{a}/{b}/persistent/{c}", _SEGMENT, _SEGMENT, _SEGMENT),
+        st.text(max_size=30),
+    ),
+    st.one_of(st.none(), _SEGMENT, st.text(max_size=10)),
+)
+
+
+def _plain(spark: SparkSession, owners: list[Owner]) -> list[bool]:
+    frame = spark.createDataFrame(owners, "component string, ml string, cursor string")
+    judged = plainly_canonical(F.col("component"), F.col("ml"), F.col("cursor"))
+    rows = frame.select(F.coalesce(judged, F.lit(False)).alias("plain")).collect()
+    return [row["plain"] for row in rows]
+
+
+def test_near_misses_are_not_plain(spark: SparkSession) -> None:
+    """Dot segments, a final line break, escapes, `+`, a V1 name, another domain, a long
+    tenant, a schema and an unknown component all go to the Python check."""
+    assert not any(_plain(spark, NEAR_MISSES))
+    assert all(_plain(spark, [("MANAGED_CURSOR", "t.1/ns_2/persistent/a-b...c", "sub.x")]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(_OWNERS, min_size=20, max_size=40))
+def test_plain_names_are_canonical(spark: SparkSession, batch: list[Owner]) -> None:
+    """Whatever the JVM's regular expressions (`PLAIN_ML_NAME`, `PLAIN_CURSOR_NAME`) let
+    skip the Python check, the Python check accepts: plain implies canonical."""
+    assert PLAIN_ML_NAME.endswith("\\z")
+    assert PLAIN_CURSOR_NAME.endswith("\\z")
+    for owner, plain in zip(batch, _plain(spark, batch), strict=True):
+        if plain:
+            component, ml, cursor = owner
+            assert owner_name_problem(component, ml, cursor, None) is None, owner

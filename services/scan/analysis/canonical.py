@@ -6,18 +6,18 @@ that is not in the form Pulsar writes (`services.metadata.pulsar_names`: no empt
 `..` segment, no escaped separator, URLEncoder's exact encoding) could alias another owner,
 so such a finding keeps its place in the report with kind `noncanonical_name` and the
 problem, and is not deletable. The check is Python (the one implementation of the rules),
-so it runs on the distinct owner names of the deletable findings only (the orphans, a small
-share of all rows), read from the findings once they are written: in the common case where
-every name is canonical, the findings are written once and never touched again.
+so it runs on the driver, on the distinct owner names of the deletable findings only (the
+orphans, a small share of all rows), read from the findings once they are written: in the
+common case where every name is canonical, the findings are written once and never touched
+again. Names made only of characters that need no encoding (`PLAIN_ML_NAME`,
+`PLAIN_CURSOR_NAME`) are canonical by construction and are not sent to Python
+(`tests/scan/test_canonical.py` holds every name of those forms to the Python checks).
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.functions import arrow_udf
-from pyspark.sql.types import StringType
 
 from services.core.errors import InvalidArgument
 from services.metadata.pulsar_names import (
@@ -28,6 +28,17 @@ from services.metadata.pulsar_names import (
 from services.scan.analysis.candidates import deletable
 
 NONCANONICAL = "noncanonical_name"
+
+# A segment of letters, digits, `_`, `-` and `.` that is not `.` or `..`: a valid named
+# entity, and a local name URLEncoder writes unchanged. Java regular expressions (`\z`:
+# the very end; `$` would also match before a final line break).
+_PLAIN_ENTITY = r"(?!\.\.?/)[A-Za-z0-9_.-]{1,255}"
+#: A managed ledger name that is canonical by construction: `tenant/ns/persistent/local`.
+PLAIN_ML_NAME = (
+    rf"^{_PLAIN_ENTITY}/{_PLAIN_ENTITY}/persistent/(?!\.\.?\z)[A-Za-z0-9_.-]{{1,2048}}\z"
+)
+#: A cursor name that is canonical by construction.
+PLAIN_CURSOR_NAME = r"^(?!\.\.?\z)[A-Za-z0-9_.-]{1,255}\z"
 #: Components whose owner is a cursor znode, so whose PDLI names a cursor.
 CURSOR_OWNED = ("MANAGED_CURSOR", "COMPACTED_LEDGER", "DELAYED_INDEX_BUCKET")
 
@@ -54,17 +65,6 @@ def owner_name_problem(
     return None
 
 
-@arrow_udf(StringType())  # type: ignore[call-overload,untyped-decorator]
-def _problems(component: pa.Array, ml: pa.Array, cursor: pa.Array, schema: pa.Array) -> pa.Array:
-    """`owner_name_problem` of each row of an Arrow batch (null where the names are fine).
-
-    The names are taken from the Arrow arrays in one step per column: through pandas,
-    reading them cell by cell (`Series.iat`, tens of µs a cell on Arrow-backed strings)
-    cost several times the checks themselves."""
-    names = [column.to_pylist() for column in (component, ml, cursor, schema)]
-    return pa.array([owner_name_problem(*row) for row in zip(*names, strict=True)], pa.string())
-
-
 def unchecked(findings: DataFrame) -> DataFrame:
     """`findings` with the `name_problem` column, empty: the names are checked once the
     findings are written (`name_problems`, `reject_noncanonical`)."""
@@ -72,10 +72,14 @@ def unchecked(findings: DataFrame) -> DataFrame:
 
 
 _NAME_COLUMNS = ("_component", "_ml_name", "_cursor_name", "_schema_id")
+#: The rows of `name_problems`: the owner names (in `owner_name_problem`'s order) and why.
+NameProblem = tuple[str | None, str | None, str | None, str | None, str]
+PROBLEM_SCHEMA = ", ".join(f"{column} string" for column in (*_NAME_COLUMNS, "name_problem"))
 
 
 def _names(findings: DataFrame, component: Column) -> list[Column]:
-    """The owner names a finding's PDLI would carry, as strings, in `_problems`' order."""
+    """The owner names a finding's PDLI would carry, as strings, in `owner_name_problem`'s
+    order."""
     cursor = F.col("cursor_name") if "cursor_name" in findings.columns else F.lit(None)
     schema = F.col("schema_id") if "schema_id" in findings.columns else F.lit(None)
     return [
@@ -86,20 +90,43 @@ def _names(findings: DataFrame, component: Column) -> list[Column]:
     ]
 
 
-def name_problems(findings: DataFrame, component: Column) -> DataFrame:
-    """The distinct owner names of the deletable `findings` that are not canonical, with
-    their problem (`_component`, `_ml_name`, `_cursor_name`, `_schema_id`, `name_problem`).
-
-    Read from the written findings, this is a scan of five columns and a Python call per
-    distinct owner of an orphan. Evaluated beside the classification instead, Spark's
-    Python operator queued every finding's whole row while the names went to Python and
-    back: about a quarter of a ten-million-ledger analysis, for a few hundred thousand
-    deletable rows."""
-    names = deletable(findings).select(*_names(findings, component)).distinct()
-    columns = [F.col(c) for c in _NAME_COLUMNS]
-    return names.withColumn("name_problem", _problems(*columns)).filter(
-        F.col("name_problem").isNotNull()
+def plainly_canonical(component: Column, ml_name: Column, cursor_name: Column) -> Column:
+    """True when the owner names a candidate of `component` carries are canonical by their
+    form alone (`PLAIN_ML_NAME`, `PLAIN_CURSOR_NAME`); false or null when Python must check
+    them (a schema id always goes to Python: its partition rule needs the decoded name)."""
+    cursor_owned = component.isin(*CURSOR_OWNED)
+    return (
+        (component != "SCHEMA_STORAGE")
+        & (ml_name.isNull() | ml_name.rlike(PLAIN_ML_NAME))
+        & (~cursor_owned | cursor_name.isNull() | cursor_name.rlike(PLAIN_CURSOR_NAME))
     )
+
+
+def name_problems(findings: DataFrame, component: Column) -> list[NameProblem]:
+    """The distinct owner names of the deletable `findings` that are not canonical, with
+    their problem (one Spark job).
+
+    Read from the written findings, this is a scan of five columns. Only the distinct
+    owners whose names are not plainly canonical (`plainly_canonical`) reach Python, on the
+    driver: usually few or none (at ten million ledgers, checking every distinct owner of an
+    orphan in a Python worker cost about three seconds). Evaluated beside the
+    classification instead, Spark's Python operator queued every finding's whole row while
+    the names went to Python and back."""
+    named = deletable(findings).select(*_names(findings, component))
+    plain = plainly_canonical(*[F.col(c) for c in _NAME_COLUMNS[:3]])
+    owners = named.filter(~F.coalesce(plain, F.lit(False))).distinct().collect()
+    problems: list[NameProblem] = []
+    for owner in owners:
+        component_name, ml_name, cursor_name, schema_id = owner
+        problem = owner_name_problem(component_name, ml_name, cursor_name, schema_id)
+        if problem is not None:
+            problems.append((component_name, ml_name, cursor_name, schema_id, problem))
+    return problems
+
+
+def problems_frame(spark: SparkSession, problems: list[NameProblem]) -> DataFrame:
+    """The `name_problems` as the DataFrame `reject_noncanonical` joins."""
+    return spark.createDataFrame(problems, PROBLEM_SCHEMA)
 
 
 def reject_noncanonical(findings: DataFrame, problems: DataFrame, component: Column) -> DataFrame:
@@ -123,6 +150,7 @@ def reject_noncanonical(findings: DataFrame, problems: DataFrame, component: Col
 
 
 def check_names(findings: DataFrame, component: Column) -> DataFrame:
-    """`name_problems` and `reject_noncanonical` of `findings` in one plan (which computes
-    the findings twice: for findings in memory; the job checks the written ones)."""
-    return reject_noncanonical(findings, name_problems(findings, component), component)
+    """`name_problems` and `reject_noncanonical` of `findings` (which computes the findings
+    twice: for findings in memory; the job checks the written ones)."""
+    problems = problems_frame(findings.sparkSession, name_problems(findings, component))
+    return reject_noncanonical(findings, problems, component)

@@ -25,7 +25,12 @@ from services.scan.analysis import clusters, insights, report_data, shared_repor
 from services.scan.analysis import references as R
 from services.scan.analysis import sharing as S
 from services.scan.analysis.candidates import deletion_candidates
-from services.scan.analysis.canonical import name_problems, reject_noncanonical, unchecked
+from services.scan.analysis.canonical import (
+    name_problems,
+    problems_frame,
+    reject_noncanonical,
+    unchecked,
+)
 from services.scan.analysis.config import AnalyzeConfig
 from services.scan.analysis.safety import SafetyVerdict, check_safety, gate_candidates
 from services.scan.progress import StepProgress
@@ -199,13 +204,11 @@ def _write_checked(df: DataFrame, out: Path, name: str) -> DataFrame:
     """
     written = _write(df, out, name, partition=FINDINGS_PARTITION)
     component = _component_of(name)
-    found = name_problems(written, component)
-    problems = found.collect()
+    problems = name_problems(written, component)
     if not problems:
         return written
     log.warning("noncanonical owner names among the orphans", findings=name, names=len(problems))
-    spark = df.sparkSession
-    bad = spark.createDataFrame(problems, schema=found.schema)
+    bad = problems_frame(df.sparkSession, problems)
     again = out / f"{name}.checked"
     _save(reject_noncanonical(written, bad, component), again, partition=FINDINGS_PARTITION)
     shutil.rmtree(out / name)
