@@ -339,12 +339,11 @@ def report_sections(
     """What the report shows beyond the counts and the submit plan (also writes tasks.csv and
     items.csv)."""
     edges = report_data.age_edges_s(int(config.min_age.total_seconds()))
-    # Counted, binned, listed and written: computed once (everything not referenced).
-    items = report_data.report_items(ledgers, objects, candidates, verdict.refused).persist()
-    try:
-        listed, bins = report_data.summarize_items(items, out, edges)
-    finally:
-        items.unpersist()
+    # Counted, binned, listed and written, each from the findings' files (everything not
+    # referenced, filtered by kind): cached instead, building the cache cost more than
+    # reading them again.
+    items = report_data.report_items(ledgers, objects, candidates, verdict.refused)
+    listed, bins = report_data.summarize_items(items, out, edges)
     return {
         "coverage": report_data.coverage(manifest, out),
         "items": listed,
