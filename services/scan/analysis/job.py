@@ -127,8 +127,8 @@ def sharing_from(
 def analyze(
     extract: Extract, config: AnalyzeConfig, *, now_ms: int, sharing: S.Sharing | None = None
 ) -> Analysis:
-    """Classify ledgers and objects and derive the reports (returns DataFrames; the one job
-    it runs counts the reference bitmaps, `references.references`, and caches them).
+    """Classify ledgers and objects and derive the reports (returns DataFrames; the two
+    small jobs it runs compute and cache the references, `references.references`).
 
     References count from every cluster the extract read; owners only from this one (a
     neighbour's owner sets its ledger apart, `services.scan.analysis.sharing`). Without
