@@ -80,14 +80,18 @@ def ref_names(bits: Column) -> Column:
     return F.get(table, bits)
 
 
+def _bk_deleted() -> Column:
+    """An ML list entry whose offload is complete and whose BookKeeper copy is deleted."""
+    return F.coalesce(F.col("offload_complete"), F.lit(False)) & F.coalesce(
+        F.col("offload_bookkeeper_deleted"), F.lit(False)
+    )
+
+
 def bk_deleted_times(managed_ledgers: DataFrame, ml_ledgers: DataFrame) -> DataFrame:
     """`ledger_id`, `bk_deleted_mtime_ms` of the ledgers an ML list names as offloaded and
     deleted from BookKeeper (`offload_complete` and `bookkeeperDeleted`): the newest mtime
     of an ML listing it so (the flag was set no later than that)."""
-    gone = ml_ledgers.filter(
-        F.coalesce(F.col("offload_complete"), F.lit(False))
-        & F.coalesce(F.col("offload_bookkeeper_deleted"), F.lit(False))
-    )
+    gone = ml_ledgers.filter(_bk_deleted())
     # An unknown mtime (ML znode absent from the extract) must not read as "old".
     mtime = F.coalesce(F.col("znode_mtime_ms"), F.lit(UNKNOWN_TIME_MS))
     return (
@@ -102,12 +106,7 @@ def reference_rows(
 ) -> DataFrame:
     """One row per reference: `ledger_id`, `ref_bit`, and `bk_deleted_mtime_ms` for the
     ledgers `deleted` names (`bk_deleted_times`), listed as offloaded and deleted."""
-    listed = ml_ledgers.filter(
-        ~(
-            F.coalesce(F.col("offload_complete"), F.lit(False))
-            & F.coalesce(F.col("offload_bookkeeper_deleted"), F.lit(False))
-        )
-    )
+    listed = ml_ledgers.filter(~_bk_deleted())
     bk_deleted = deleted.select(
         "ledger_id",
         F.lit(REF_BITS["ml_list_bookkeeper_deleted"]).alias("ref_bit"),
